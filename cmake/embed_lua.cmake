@@ -1,0 +1,12 @@
+# Writes OUT, a C++ file defining one string constant per LUA_DIR/*.lua (redlimit::detail::lua::<name>).
+file(GLOB files ${LUA_DIR}/*.lua)
+list(SORT files)
+set(body "// Generated from src/lua/*.lua by cmake/embed_lua.cmake. Do not edit.\n#include <string_view>\n\nnamespace redlimit::detail::lua {\n")
+foreach(f ${files})
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} src)
+  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(${src})redlimit_lua\";\n")
+endforeach()
+string(APPEND body "}  // namespace redlimit::detail::lua\n")
+file(WRITE ${OUT}.tmp "${body}")
+configure_file(${OUT}.tmp ${OUT} COPYONLY)

@@ -1,0 +1,43 @@
+#pragma once
+// Where "now" comes from when Options::time_source is TimeSource::client. Time is microseconds since
+// the Unix epoch everywhere in redlimit: Lua numbers are doubles, and microsecond timestamps stay
+// exact in a double until the year 2112.
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+namespace redlimit {
+
+using Micros = std::chrono::microseconds;
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Microseconds since the Unix epoch.
+  virtual Micros now() const = 0;
+  // Waits `d` on this clock (used by blocking calls). ManualClock advances itself instead.
+  virtual void sleep_for(Micros d) = 0;
+};
+
+class SystemClock final : public Clock {
+ public:
+  Micros now() const override;
+  void sleep_for(Micros d) override;
+  static std::shared_ptr<SystemClock> instance();
+};
+
+// A clock that moves only when told to: deterministic tests of window edges and retry_after.
+// Thread-safe. sleep_for() advances it, so blocking calls return at once in tests.
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(Micros start = Micros{1'700'000'000'000'000}) : now_(start.count()) {}
+  Micros now() const override { return Micros{now_.load()}; }
+  void sleep_for(Micros d) override { advance(d); }
+  void set(Micros t) { now_.store(t.count()); }
+  void advance(Micros d) { now_.fetch_add(d.count()); }
+
+ private:
+  std::atomic<long long> now_;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,24 @@
+#pragma once
+// The answer to one consume/peek call.
+#include <chrono>
+#include <cstdint>
+
+namespace redlimit {
+
+struct Decision {
+  // True when the request was admitted (consume) or would be (peek). HTTP: 429 when false.
+  bool allowed = false;
+  // The limit that decided: requests per window, or bucket capacity. HTTP: RateLimit-Limit / "q".
+  std::int64_t limit = 0;
+  // Quota left after this call (consume) or now (peek), in cost units. HTTP: RateLimit-Remaining / "r".
+  std::int64_t remaining = 0;
+  // Microseconds until the same request would be admitted; 0 when allowed. Exact: a retry at
+  // now + retry_after succeeds when nothing else happens meanwhile. HTTP: Retry-After (round up).
+  std::chrono::microseconds retry_after{0};
+  // Microseconds until the subject's state is back to full quota. HTTP: RateLimit-Reset / "t" (round up).
+  std::chrono::microseconds reset_after{0};
+  // Shaping leaky bucket only: microseconds the caller must wait before doing the admitted work.
+  std::chrono::microseconds delay{0};
+};
+
+}  // namespace redlimit

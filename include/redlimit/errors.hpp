@@ -1,0 +1,44 @@
+#pragma once
+// One exception tree for everything redlimit throws. Catch redlimit::Error for "anything from the
+// limiter"; catch the leaves to tell a caller mistake (InvalidArgument) from an outage
+// (ConnectionError, TimeoutError) from a server that answered something unexpected (ReplyError).
+#include <stdexcept>
+#include <string>
+
+namespace redlimit {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error("redlimit: " + what) {}
+};
+
+// Bad input detected before any I/O: nothing was sent to Redis and nothing was recorded.
+class InvalidArgument : public Error {
+ public:
+  explicit InvalidArgument(const std::string& what) : Error("invalid argument: " + what) {}
+};
+
+// The server could not be reached or the connection broke. When thrown from a decision call the
+// outcome is unknown: the script may or may not have run, so it is never replayed automatically.
+class ConnectionError : public Error {
+ public:
+  explicit ConnectionError(const std::string& what) : Error("connection: " + what) {}
+
+ protected:
+  struct Raw {};
+  ConnectionError(Raw, const std::string& what) : Error(what) {}
+};
+
+// A connect or command deadline passed.
+class TimeoutError : public ConnectionError {
+ public:
+  explicit TimeoutError(const std::string& what) : ConnectionError(Raw{}, "timeout: " + what) {}
+};
+
+// Redis answered with an error reply, or with a reply whose shape we do not expect.
+class ReplyError : public Error {
+ public:
+  explicit ReplyError(const std::string& what) : Error("reply: " + what) {}
+};
+
+}  // namespace redlimit

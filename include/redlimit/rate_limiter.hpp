@@ -1,0 +1,57 @@
+#pragma once
+// The facade: owns the connection, the clock and the options, and hands out strategy objects.
+//
+//   auto limiter = redlimit::RateLimiter::connect("redis://127.0.0.1:6379/0");
+//   auto api = limiter.sliding_window("api", redlimit::Limit::per_minute(100));
+//   if (!api.consume("user-42").allowed) { /* 429 */ }
+//
+// Strategy objects are cheap to copy and share the limiter's connection; they stay valid after the
+// limiter itself is destroyed. All calls are thread-safe (serialised on the one connection).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "redlimit/connection.hpp"
+#include "redlimit/fixed_window.hpp"
+#include "redlimit/leaky_bucket.hpp"
+#include "redlimit/limit.hpp"
+#include "redlimit/options.hpp"
+#include "redlimit/sliding_log.hpp"
+#include "redlimit/sliding_window.hpp"
+#include "redlimit/token_bucket.hpp"
+
+namespace redlimit {
+
+namespace detail {
+struct Context;
+}
+
+class RateLimiter {
+ public:
+  // Connects to redis://, rediss:// is not supported (hiredis 0.14 has no TLS), or unix://.
+  // Throws InvalidArgument for a malformed URL or options; ConnectionError if the server is unreachable.
+  static RateLimiter connect(std::string_view url, Options options = {});
+
+  // Over any Connection (a mock in unit tests, a custom transport).
+  explicit RateLimiter(std::shared_ptr<Connection> connection, Options options = {});
+
+  FixedWindow fixed_window(std::string resource, Limit limit) const;
+  SlidingLog sliding_log(std::string resource, Limit limit) const;
+  // `precision` overrides limit.precision() when non-zero; it must divide the window.
+  SlidingWindow sliding_window(std::string resource, Limit limit,
+                               std::chrono::microseconds precision = std::chrono::microseconds{0}) const;
+  TokenBucket token_bucket(std::string resource, std::int64_t capacity, std::int64_t refill_per_period,
+                           std::chrono::microseconds period) const;
+  LeakyBucket leaky_bucket(std::string resource, std::int64_t capacity, Limit leak_rate,
+                           LeakyMode mode = LeakyMode::meter) const;
+
+  const Options& options() const;
+  Clock& clock() const;
+
+ private:
+  std::shared_ptr<detail::Context> ctx_;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,17 @@
+#pragma once
+// Umbrella header: everything a user of redlimit needs.
+#include "redlimit/clock.hpp"
+#include "redlimit/connection.hpp"
+#include "redlimit/decision.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/fixed_window.hpp"
+#include "redlimit/leaky_bucket.hpp"
+#include "redlimit/limit.hpp"
+#include "redlimit/options.hpp"
+#include "redlimit/rate_limiter.hpp"
+#include "redlimit/redis_connection.hpp"
+#include "redlimit/reply.hpp"
+#include "redlimit/sliding_log.hpp"
+#include "redlimit/sliding_window.hpp"
+#include "redlimit/token_bucket.hpp"
+#include "redlimit/url.hpp"

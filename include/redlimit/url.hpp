@@ -1,0 +1,21 @@
+#pragma once
+// Where the server is: redis://[:password@]host[:port][/db], redis://user:password@host,
+// unix:///path/to.sock[?db=N&password=P]. IPv6 hosts go in brackets: redis://[::1]:6379.
+#include <string>
+#include <string_view>
+
+namespace redlimit {
+
+struct Endpoint {
+  std::string host;         // empty for unix sockets
+  int port = 6379;
+  std::string unix_path;    // set for unix:// URLs
+  std::string username;     // Redis 6 ACL user; empty = default user
+  std::string password;     // empty = no AUTH
+  int db = 0;
+};
+
+// Throws InvalidArgument naming what is wrong.
+Endpoint parse_url(std::string_view url);
+
+}  // namespace redlimit

@@ -1,0 +1,93 @@
+#include "redlimit/detail/keys.hpp"
+
+#include <fmt/format.h>
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+
+std::string escape_key_part(std::string_view raw) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(raw.size() + 8);
+  for (char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '%' || c == '{' || c == '}' || c == ':' || c == '|' || c < 0x20 || c == 0x7f) {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+void check_subject(std::string_view subject) {
+  if (subject.empty()) throw InvalidArgument("subject must not be empty");
+  if (subject.size() > kMaxSubjectBytes) {
+    throw InvalidArgument(
+        fmt::format("subject is {} bytes; at most {} are accepted", subject.size(), kMaxSubjectBytes));
+  }
+}
+
+void check_resource(std::string_view resource) {
+  if (resource.empty()) throw InvalidArgument("resource name must not be empty");
+  if (resource.size() > kMaxResourceBytes) {
+    throw InvalidArgument(fmt::format("resource name is {} bytes; at most {} are accepted",
+                                      resource.size(), kMaxResourceBytes));
+  }
+}
+
+void check_prefix(std::string_view prefix) {
+  if (prefix.find_first_of("{}") != std::string_view::npos) {
+    throw InvalidArgument("key prefix must not contain '{' or '}': redlimit owns the hash tag");
+  }
+  if (prefix.size() > kMaxPrefixBytes) {
+    throw InvalidArgument(fmt::format("key prefix is {} bytes; at most {}", prefix.size(), kMaxPrefixBytes));
+  }
+}
+
+std::string make_key(std::string_view prefix, std::string_view resource, std::string_view subject,
+                     std::string_view kind) {
+  std::string key;
+  key.reserve(prefix.size() + resource.size() + subject.size() + kind.size() + 8);
+  key.append(prefix);
+  key += '{';
+  key += escape_key_part(resource);
+  key += '|';
+  key += escape_key_part(subject);
+  key += "}:";
+  key.append(kind);
+  return key;
+}
+
+namespace {
+
+// CRC16-CCITT (XMODEM), the checksum Redis Cluster uses for slots.
+std::uint16_t crc16(std::string_view data) {
+  std::uint16_t crc = 0;
+  for (char ch : data) {
+    crc = static_cast<std::uint16_t>(crc ^ (static_cast<std::uint16_t>(static_cast<unsigned char>(ch)) << 8));
+    for (int i = 0; i < 8; ++i) {
+      crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+}  // namespace
+
+std::uint16_t key_slot(std::string_view key) {
+  // Redis hashes only the part between the first '{' and the next '}', if that part is non-empty.
+  const std::size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    const std::size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close != open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return static_cast<std::uint16_t>(crc16(key) & 16383);
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,187 @@
+#include "redlimit/limit.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdint>
+#include <limits>
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit {
+
+namespace {
+
+using std::chrono::microseconds;
+
+struct UnitName {
+  std::string_view name;
+  std::int64_t micros;
+};
+
+// Longest names first is not needed: a unit must match the whole alphabetic word.
+constexpr UnitName kUnits[] = {
+    {"us", 1},          {"usec", 1},           {"microsecond", 1},       {"microseconds", 1},
+    {"ms", 1000},       {"msec", 1000},        {"millisecond", 1000},    {"milliseconds", 1000},
+    {"s", 1000000},     {"sec", 1000000},      {"secs", 1000000},        {"second", 1000000},
+    {"seconds", 1000000}, {"m", 60000000},     {"min", 60000000},        {"mins", 60000000},
+    {"minute", 60000000}, {"minutes", 60000000}, {"h", 3600000000},      {"hr", 3600000000},
+    {"hour", 3600000000}, {"hours", 3600000000}, {"d", 86400000000},     {"day", 86400000000},
+    {"days", 86400000000},
+};
+
+// The shortest exact spelling of a duration for to_string().
+std::string format_duration(microseconds d) {
+  const std::int64_t us = d.count();
+  constexpr std::pair<std::int64_t, const char*> units[] = {
+      {86400000000, "d"}, {3600000000, "h"}, {60000000, "m"}, {1000000, "s"}, {1000, "ms"}, {1, "us"}};
+  for (const auto& [size, name] : units) {
+    if (us % size == 0) return fmt::format("{}{}", us / size, name);
+  }
+  return fmt::format("{}us", us);
+}
+
+class Parser {
+ public:
+  Parser(std::string_view whole, std::string_view text, std::size_t offset)
+      : whole_(whole), text_(text), offset_(offset) {}
+
+  Limit parse() {
+    skip_space();
+    const std::int64_t count = number("a count");
+    skip_space();
+    if (peek() == '/') {
+      ++pos_;
+    } else if (word_is("per")) {
+      pos_ += 3;
+    } else {
+      fail("expected '/' or 'per' after the count");
+    }
+    skip_space();
+    const microseconds window = duration("window");
+    Limit limit(count, window);
+    skip_space();
+    if (peek() == '@') {
+      ++pos_;
+      skip_space();
+      const microseconds precision = duration("precision");
+      limit = limit.precision(precision);
+      skip_space();
+    }
+    if (pos_ != text_.size()) fail("unexpected text");
+    return limit;
+  }
+
+ private:
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool word_is(std::string_view w) const {
+    if (text_.substr(pos_, w.size()) != w) return false;
+    const std::size_t end = pos_ + w.size();
+    return end == text_.size() || !std::isalpha(static_cast<unsigned char>(text_[end]));
+  }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw InvalidArgument(fmt::format("rate \"{}\": {} at position {} (\"{}\")", whole_, why,
+                                      offset_ + pos_, text_.substr(std::min(pos_, text_.size()))));
+  }
+
+  std::int64_t number(const char* what) {
+    const std::size_t start = pos_;
+    std::int64_t v = 0;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      const int digit = text_[pos_] - '0';
+      if (v > (std::numeric_limits<std::int64_t>::max() - digit) / 10) {
+        pos_ = start;
+        fail(fmt::format("{} too large", what));
+      }
+      v = v * 10 + digit;
+      ++pos_;
+    }
+    if (pos_ == start) fail(fmt::format("expected {}", what));
+    return v;
+  }
+
+  // "[N] unit": "1m", "2 seconds", "second", "500ms".
+  microseconds duration(const char* what) {
+    std::int64_t n = 1;
+    if (std::isdigit(static_cast<unsigned char>(peek()))) {
+      n = number(what);
+      skip_space();
+    }
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    std::string unit(text_.substr(start, pos_ - start));
+    for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (unit.empty()) {
+      pos_ = start;
+      fail(fmt::format("expected a time unit for the {}", what));
+    }
+    for (const auto& u : kUnits) {
+      if (u.name == unit) {
+        if (n == 0) {
+          pos_ = start;
+          fail(fmt::format("the {} must be positive", what));
+        }
+        if (n > Limit::max_window().count() / u.micros) {
+          pos_ = start;
+          fail(fmt::format("the {} is too long", what));
+        }
+        return microseconds{n * u.micros};
+      }
+    }
+    pos_ = start;
+    fail(fmt::format("unknown time unit \"{}\"", unit));
+  }
+
+  std::string_view whole_;
+  std::string_view text_;
+  std::size_t offset_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+Limit::Limit(std::int64_t count, microseconds window) : count_(count), window_(window) {
+  if (count < 1 || count > max_count()) {
+    throw InvalidArgument(fmt::format("limit count must be in [1, {}], got {}", max_count(), count));
+  }
+  if (window.count() <= 0 || window > max_window()) {
+    throw InvalidArgument(fmt::format("limit window must be in (0, {}us], got {}us",
+                                      max_window().count(), window.count()));
+  }
+}
+
+Limit Limit::precision(microseconds p) const {
+  if (p.count() <= 0 || p > window_ || window_.count() % p.count() != 0) {
+    throw InvalidArgument(fmt::format("precision {}us must be positive and divide the window {}us",
+                                      p.count(), window_.count()));
+  }
+  Limit copy = *this;
+  copy.precision_ = p;
+  return copy;
+}
+
+std::string Limit::to_string() const {
+  std::string s = fmt::format("{}/{}", count_, format_duration(window_));
+  if (precision() != window_) s += "@" + format_duration(precision());
+  return s;
+}
+
+Limit Limit::parse(std::string_view text) { return Parser(text, text, 0).parse(); }
+
+std::vector<Limit> parse_limits(std::string_view text) {
+  std::vector<Limit> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = text.find_first_of(";,", start);
+    const std::string_view part = text.substr(start, end == std::string_view::npos ? text.npos : end - start);
+    out.push_back(Parser(text, part, start).parse());
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace redlimit

@@ -1,0 +1,68 @@
+#include "redlimit/rate_limiter.hpp"
+
+#include "redlimit/detail/context.hpp"
+#include "redlimit/detail/keys.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/redis_connection.hpp"
+#include "redlimit/url.hpp"
+
+namespace redlimit {
+
+namespace {
+
+void check_options(const Options& o) {
+  detail::check_prefix(o.prefix);
+  if (o.connect_timeout.count() < 0) throw InvalidArgument("connect_timeout must not be negative");
+  if (o.command_timeout.count() < 0) throw InvalidArgument("command_timeout must not be negative");
+}
+
+}  // namespace
+
+RateLimiter RateLimiter::connect(std::string_view url, Options options) {
+  check_options(options);
+  Endpoint endpoint = parse_url(url);
+  auto conn = std::make_shared<RedisConnection>(std::move(endpoint), options.connect_timeout, options.command_timeout);
+  // Fail now, not on the first decision, when the server is unreachable or refuses AUTH/SELECT.
+  const Reply pong = conn->command({"PING"});
+  if (pong.is_error()) throw ReplyError("PING failed: " + pong.str);
+  return RateLimiter(std::move(conn), std::move(options));
+}
+
+RateLimiter::RateLimiter(std::shared_ptr<Connection> connection, Options options) {
+  check_options(options);
+  if (!connection) throw InvalidArgument("connection must not be null");
+  ctx_ = std::make_shared<detail::Context>();
+  ctx_->connection = std::move(connection);
+  ctx_->clock = options.clock ? options.clock : SystemClock::instance();
+  ctx_->options = std::move(options);
+}
+
+FixedWindow RateLimiter::fixed_window(std::string resource, Limit limit) const {
+  return FixedWindow(ctx_, std::move(resource), limit);
+}
+
+SlidingLog RateLimiter::sliding_log(std::string resource, Limit limit) const {
+  return SlidingLog(ctx_, std::move(resource), limit);
+}
+
+SlidingWindow RateLimiter::sliding_window(std::string resource, Limit limit,
+                                          std::chrono::microseconds precision) const {
+  if (precision.count() != 0) limit = limit.precision(precision);
+  return SlidingWindow(ctx_, std::move(resource), limit);
+}
+
+TokenBucket RateLimiter::token_bucket(std::string resource, std::int64_t capacity, std::int64_t refill_per_period,
+                                      std::chrono::microseconds period) const {
+  return TokenBucket(ctx_, std::move(resource), capacity, refill_per_period, period);
+}
+
+LeakyBucket RateLimiter::leaky_bucket(std::string resource, std::int64_t capacity, Limit leak_rate,
+                                      LeakyMode mode) const {
+  return LeakyBucket(ctx_, std::move(resource), capacity, leak_rate, mode);
+}
+
+const Options& RateLimiter::options() const { return ctx_->options; }
+
+Clock& RateLimiter::clock() const { return *ctx_->clock; }
+
+}  // namespace redlimit
