@@ -1,11 +1,16 @@
-# Writes OUT, a C++ file defining one string constant per LUA_DIR/*.lua (redlimit::detail::lua::<name>).
+# Writes OUT, a C++ file with one string constant per LUA_DIR/*.lua script
+# (redlimit::detail::lua::<name>), each being prologue.lua followed by the script itself.
+file(READ ${LUA_DIR}/prologue.lua prologue)
 file(GLOB files ${LUA_DIR}/*.lua)
 list(SORT files)
 set(body "// Generated from src/lua/*.lua by cmake/embed_lua.cmake. Do not edit.\n#include <string_view>\n\nnamespace redlimit::detail::lua {\n")
 foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)
+  if(name STREQUAL "prologue")
+    continue()
+  endif()
   file(READ ${f} src)
-  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(${src})redlimit_lua\";\n")
+  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(${prologue}\n-- ${name}.lua\n${src})redlimit_lua\";\n")
 endforeach()
 string(APPEND body "}  // namespace redlimit::detail::lua\n")
 file(WRITE ${OUT}.tmp "${body}")

@@ -61,6 +61,10 @@ LeakyBucket RateLimiter::leaky_bucket(std::string resource, std::int64_t capacit
   return LeakyBucket(ctx_, std::move(resource), capacity, leak_rate, mode);
 }
 
+Policy RateLimiter::policy(std::string resource, std::vector<Limit> limits) const {
+  return Policy(ctx_, std::move(resource), std::move(limits));
+}
+
 const Options& RateLimiter::options() const { return ctx_->options; }
 
 Clock& RateLimiter::clock() const { return *ctx_->clock; }

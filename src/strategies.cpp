@@ -8,6 +8,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
+#include "redlimit/policy.hpp"
 #include "redlimit/sliding_log.hpp"
 #include "redlimit/sliding_window.hpp"
 #include "redlimit/token_bucket.hpp"
@@ -83,27 +84,67 @@ Limit checked_sliding_log(Limit limit) {
   return limit;
 }
 
+// ARGV[4..] of policy.lua: the number of limits, then tag, count, window, precision for each.
+std::vector<std::string> policy_args(const std::vector<Limit>& limits) {
+  std::vector<std::string> args{std::to_string(limits.size())};
+  for (const auto& l : limits) {
+    const std::string text = l.to_string();
+    args.push_back(text.substr(text.find('/') + 1));  // "1h@1m": names the limit's buckets in the hash
+    args.push_back(std::to_string(l.count()));
+    args.push_back(std::to_string(l.window().count()));
+    args.push_back(std::to_string(l.precision().count()));
+  }
+  return args;
+}
+
+std::vector<Limit> checked_policy(std::vector<Limit> limits) {
+  if (limits.empty()) throw InvalidArgument("a policy needs at least one limit");
+  if (limits.size() > Policy::max_limits()) {
+    throw InvalidArgument(fmt::format("a policy takes at most {} limits, got {}", Policy::max_limits(), limits.size()));
+  }
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    checked_sliding_window(limits[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (limits[i].window() == limits[j].window() && limits[i].precision() == limits[j].precision()) {
+        throw InvalidArgument(fmt::format("policy limits {} and {} share a window and precision; keep the smaller",
+                                          limits[j].to_string(), limits[i].to_string()));
+      }
+    }
+  }
+  return limits;
+}
+
+std::vector<std::int64_t> counts(const std::vector<Limit>& limits) {
+  std::vector<std::int64_t> out;
+  for (const auto& l : limits) out.push_back(l.count());
+  return out;
+}
+
 }  // namespace
 
 FixedWindow::FixedWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
-    : ScriptedStrategy(std::move(ctx), std::move(resource), "fw", detail::scripts::fixed_window(), limit.count(),
-                       to_args({limit.count(), limit.window().count()})),
+    : Strategy(std::move(ctx), std::move(resource), "fw", detail::scripts::fixed_window(), {limit.count()},
+               to_args({limit.count(), limit.window().count()})),
       limit_(limit) {}
 
 SlidingLog::SlidingLog(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
-    : ScriptedStrategy(std::move(ctx), std::move(resource), "sl", detail::scripts::sliding_log(),
-                       checked_sliding_log(limit).count(), to_args({limit.count(), limit.window().count()})),
+    : Strategy(std::move(ctx), std::move(resource), "sl", detail::scripts::sliding_log(),
+               {checked_sliding_log(limit).count()}, to_args({limit.count(), limit.window().count()})),
       limit_(limit) {}
 
 SlidingWindow::SlidingWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
-    : ScriptedStrategy(std::move(ctx), std::move(resource), "sw", detail::scripts::sliding_window(),
-                       checked_sliding_window(limit).count(),
-                       to_args({limit.count(), limit.window().count(), limit.precision().count()})),
+    : Strategy(std::move(ctx), std::move(resource), "sw", detail::scripts::policy(),
+               {checked_sliding_window(limit).count()}, policy_args({limit})),
       limit_(limit) {}
+
+Policy::Policy(std::shared_ptr<detail::Context> ctx, std::string resource, std::vector<Limit> limits)
+    : Strategy(std::move(ctx), std::move(resource), "pol", detail::scripts::policy(), counts(checked_policy(limits)),
+               policy_args(limits)),
+      limits_(std::move(limits)) {}
 
 TokenBucket::TokenBucket(std::shared_ptr<detail::Context> ctx, std::string resource, std::int64_t capacity,
                          std::int64_t refill_per_period, microseconds period)
-    : ScriptedStrategy(std::move(ctx), std::move(resource), "tb", detail::scripts::token_bucket(), capacity, [&] {
+    : Strategy(std::move(ctx), std::move(resource), "tb", detail::scripts::token_bucket(), {capacity}, [&] {
         const Rate r = exact_rate(refill_per_period, period, capacity, "refill_per_period");
         return to_args({capacity, r.unit, r.per_us});
       }()),
@@ -111,7 +152,7 @@ TokenBucket::TokenBucket(std::shared_ptr<detail::Context> ctx, std::string resou
 
 LeakyBucket::LeakyBucket(std::shared_ptr<detail::Context> ctx, std::string resource, std::int64_t capacity,
                          Limit leak_rate, LeakyMode mode)
-    : ScriptedStrategy(std::move(ctx), std::move(resource), "lb", detail::scripts::leaky_bucket(), capacity, [&] {
+    : Strategy(std::move(ctx), std::move(resource), "lb", detail::scripts::leaky_bucket(), {capacity}, [&] {
         const Rate r = exact_rate(leak_rate.count(), leak_rate.window(), capacity, "leak rate");
         auto args = to_args({capacity, r.unit, r.per_us});
         args.emplace_back(mode == LeakyMode::shaper ? "shaper" : "meter");

@@ -13,6 +13,10 @@ class Connection {
  public:
   virtual ~Connection() = default;
 
+  // True when command() may be called from several threads at once (the in-memory backend, a
+  // pool). Otherwise the RateLimiter serialises calls.
+  virtual bool thread_safe() const { return false; }
+
   // Sends argv as one command (binary-safe) and returns its reply. Error replies are returned as
   // Reply::Type::error, not thrown; transport failures throw ConnectionError / TimeoutError.
   virtual Reply command(const std::vector<std::string>& argv) = 0;

@@ -1,6 +1,7 @@
 #pragma once
 // The answer to one consume/peek call.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace redlimit {
@@ -19,6 +20,9 @@ struct Decision {
   std::chrono::microseconds reset_after{0};
   // Shaping leaky bucket only: microseconds the caller must wait before doing the admitted work.
   std::chrono::microseconds delay{0};
+  // Policies: index in Policy::limits() of the limit that decided (when rejected, the one with the
+  // longest wait; when admitted, the one with the least quota left). 0 for single-limit strategies.
+  std::size_t limit_index = 0;
 };
 
 }  // namespace redlimit

@@ -12,12 +12,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redlimit/connection.hpp"
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/options.hpp"
+#include "redlimit/policy.hpp"
 #include "redlimit/sliding_log.hpp"
 #include "redlimit/sliding_window.hpp"
 #include "redlimit/token_bucket.hpp"
@@ -46,6 +48,9 @@ class RateLimiter {
                            std::chrono::microseconds period) const;
   LeakyBucket leaky_bucket(std::string resource, std::int64_t capacity, Limit leak_rate,
                            LeakyMode mode = LeakyMode::meter) const;
+
+  // Several sliding-window limits, all-or-nothing: limiter.policy("api", parse_limits("10/s; 120/min")).
+  Policy policy(std::string resource, std::vector<Limit> limits) const;
 
   const Options& options() const;
   Clock& clock() const;

@@ -8,24 +8,13 @@
 #include <string>
 #include <string_view>
 
-#include "redlimit/decision.hpp"
-#include "redlimit/detail/scripted_strategy.hpp"
 #include "redlimit/limit.hpp"
+#include "redlimit/strategy.hpp"
 
 namespace redlimit {
 
-class TokenBucket : private detail::ScriptedStrategy {
+class TokenBucket : public Strategy {
  public:
-  // Admits `cost` units for `subject` if they fit, recording them; rejected requests record nothing.
-  // Throws InvalidArgument (before any I/O) for cost < 1 or cost > limit, or a bad subject.
-  Decision consume(std::string_view subject, std::int64_t cost = 1) const { return run(subject, cost, true); }
-  // What consume(subject, cost) would answer now, without recording anything.
-  Decision peek(std::string_view subject, std::int64_t cost = 1) const { return run(subject, cost, false); }
-  // Forgets everything recorded for `subject` (one DEL).
-  void reset(std::string_view subject) const { remove(subject); }
-
-  using ScriptedStrategy::key_for;
-  using ScriptedStrategy::resource;
   std::int64_t capacity() const { return capacity_; }
 
  private:

@@ -1,13 +1,15 @@
 #pragma once
-// The Lua sources, embedded at build time from src/lua/*.lua (see cmake/embed_lua.cmake).
+// The Lua sources, embedded at build time from src/lua/*.lua, each behind src/lua/prologue.lua
+// (see cmake/embed_lua.cmake).
 #include "redlimit/detail/script.hpp"
 
 namespace redlimit::detail::scripts {
 
 const Script& fixed_window();
 const Script& sliding_log();
-const Script& sliding_window();
+const Script& policy();  // also runs SlidingWindow, a policy of one limit
 const Script& token_bucket();
 const Script& leaky_bucket();
+const Script& block();
 
 }  // namespace redlimit::detail::scripts

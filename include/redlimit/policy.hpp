@@ -1,0 +1,31 @@
+#pragma once
+// Policy: several limits (say 10/s, 120/min and 240/h with 1-minute precision) checked together
+// and recorded all-or-nothing, in one round trip and one hash per subject, so it works on Redis
+// Cluster. Each limit is a sliding window counter (see sliding_window.hpp); Decision::limit_index
+// names the limit that decided. Script: src/lua/policy.lua.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/limit.hpp"
+#include "redlimit/strategy.hpp"
+
+namespace redlimit {
+
+class Policy : public Strategy {
+ public:
+  const std::vector<Limit>& limits() const { return limits_; }
+
+ private:
+  friend class RateLimiter;
+  // Throws InvalidArgument for no limits, more than max_limits(), two limits with the same window
+  // and precision, or a limit a sliding window would reject.
+  Policy(std::shared_ptr<detail::Context> ctx, std::string resource, std::vector<Limit> limits);
+  std::vector<Limit> limits_;
+
+ public:
+  static constexpr std::size_t max_limits() { return 16; }
+};
+
+}  // namespace redlimit

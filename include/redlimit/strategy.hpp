@@ -1,0 +1,74 @@
+#pragma once
+// What every strategy offers, whatever its algorithm: consume, peek, refund, acquire, block, reset.
+// A Strategy is a cheap handle (copyable; shares the RateLimiter's connection) and every call is one
+// round trip running the strategy's Lua script (see src/lua/).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redlimit/decision.hpp"
+
+namespace redlimit {
+
+namespace detail {
+struct Context;
+struct Script;
+}  // namespace detail
+
+class Strategy {
+ public:
+  // Admits `cost` units for `subject` if they fit, and records them; a rejected request records
+  // nothing. Throws InvalidArgument, before any I/O, for cost < 1, cost > the limit, or a subject
+  // that is empty or over 1 KiB.
+  Decision consume(std::string_view subject, std::int64_t cost = 1) const;
+
+  // What consume(subject, cost) would answer now, recording nothing. `remaining` is the quota left
+  // now; `retry_after` is the exact wait before `cost` units fit.
+  Decision peek(std::string_view subject, std::int64_t cost = 1) const;
+
+  // Gives `cost` units back (the guarded work was cancelled). Exact for token and leaky buckets;
+  // for windows and logs it takes the units back from the newest records (see docs/policies.md).
+  // Returns the state after the refund (allowed = true).
+  Decision refund(std::string_view subject, std::int64_t cost = 1) const;
+
+  // Blocks the calling thread (sleeping on the limiter's clock) until `cost` units are admitted or
+  // `max_wait` would pass; returns the last decision. For a shaping leaky bucket it also waits the
+  // admitted request's delay; if that delay exceeds what is left of max_wait, the units are
+  // refunded and the decision says not allowed.
+  Decision acquire(std::string_view subject, std::int64_t cost, std::chrono::microseconds max_wait) const;
+
+  // Denies `subject` outright for `duration` (a block never shortens an existing one). Returns the
+  // decision requests get meanwhile. reset() lifts it.
+  Decision block(std::string_view subject, std::chrono::microseconds duration) const;
+
+  // Forgets everything recorded for `subject`, including a block (one DEL of its keys).
+  void reset(std::string_view subject) const;
+
+  const std::string& resource() const { return resource_; }
+  // The Redis key holding `subject`'s state (checks the subject).
+  std::string key_for(std::string_view subject) const;
+  // The key of `subject`'s block marker (same hash slot as key_for).
+  std::string block_key_for(std::string_view subject) const;
+
+ protected:
+  // `limits`: the count of each limit (one, or several for a policy); cost may not exceed the least.
+  Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind,
+           const detail::Script& script, std::vector<std::int64_t> limits, std::vector<std::string> params);
+
+ private:
+  Decision run(const detail::Script& script, std::string_view subject, std::int64_t cost, const char* mode,
+               const std::vector<std::string>& params) const;
+  void check_cost(std::int64_t cost) const;
+
+  std::shared_ptr<detail::Context> ctx_;
+  std::string resource_;
+  std::string kind_;
+  const detail::Script* script_;
+  std::vector<std::int64_t> limits_;
+  std::vector<std::string> params_;
+};
+
+}  // namespace redlimit
