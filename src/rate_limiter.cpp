@@ -14,6 +14,14 @@ void check_options(const Options& o) {
   detail::check_prefix(o.prefix);
   if (o.connect_timeout.count() < 0) throw InvalidArgument("connect_timeout must not be negative");
   if (o.command_timeout.count() < 0) throw InvalidArgument("command_timeout must not be negative");
+  if (o.breaker_threshold < 0) throw InvalidArgument("breaker_threshold must not be negative");
+  if (o.breaker_threshold > 0 && o.breaker_cooldown.count() <= 0) {
+    throw InvalidArgument("breaker_cooldown must be positive when the breaker is on");
+  }
+}
+
+std::shared_ptr<Connection> make_fallback(const std::shared_ptr<Clock>&) {
+  throw InvalidArgument("OnFailure::fallback is not available yet");  // wired to MemoryConnection next
 }
 
 }  // namespace
@@ -34,8 +42,14 @@ RateLimiter::RateLimiter(std::shared_ptr<Connection> connection, Options options
   ctx_ = std::make_shared<detail::Context>();
   ctx_->connection = std::move(connection);
   ctx_->clock = options.clock ? options.clock : SystemClock::instance();
+  if (options.breaker_threshold > 0) {
+    ctx_->breaker = std::make_unique<detail::Breaker>(options.breaker_threshold, options.breaker_cooldown);
+  }
+  if (options.on_failure == OnFailure::fallback) ctx_->fallback = make_fallback(ctx_->clock);
   ctx_->options = std::move(options);
 }
+
+Counters RateLimiter::counters() const { return ctx_->counters.snapshot(); }
 
 FixedWindow RateLimiter::fixed_window(std::string resource, Limit limit) const {
   return FixedWindow(ctx_, std::move(resource), limit);

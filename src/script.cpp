@@ -41,6 +41,13 @@ Reply run_script(Connection& conn, const Script& script, const std::vector<std::
     reply = conn.command(eval_like("EVAL", script.source, keys, args));
   }
   if (reply.is_error()) {
+    static constexpr std::string_view kUnavailable[] = {"LOADING",  "BUSY",     "MASTERDOWN", "CLUSTERDOWN",
+                                                        "TRYAGAIN", "READONLY", "OOM"};
+    for (std::string_view prefix : kUnavailable) {
+      if (reply.str.compare(0, prefix.size(), prefix) == 0) {
+        throw UnavailableError(fmt::format("script {}: {}", script.name, reply.str));
+      }
+    }
     throw ReplyError(fmt::format("script {} failed: {}", script.name, reply.str));
   }
   return reply;

@@ -20,6 +20,43 @@ std::string Context::now_arg() const {
   return std::to_string(clock->now().count());
 }
 
+Counters AtomicCounters::snapshot() const {
+  Counters c;
+  c.decisions = decisions.load();
+  c.allowed = allowed.load();
+  c.rejected = rejected.load();
+  c.shadow_rejected = shadow_rejected.load();
+  c.from_fallback = from_fallback.load();
+  c.from_failure_policy = from_failure_policy.load();
+  c.errors = errors.load();
+  c.breaker_short_circuits = breaker_short_circuits.load();
+  return c;
+}
+
+bool Breaker::allow(std::chrono::microseconds now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!open_) return true;
+  if (now < open_until_ || probing_) return false;
+  probing_ = true;  // half-open: this caller probes, the others keep short-circuiting
+  return true;
+}
+
+void Breaker::success() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  failures_ = 0;
+  open_ = false;
+  probing_ = false;
+}
+
+void Breaker::failure(std::chrono::microseconds now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  probing_ = false;
+  if (++failures_ >= threshold_) {
+    open_ = true;
+    open_until_ = now + cooldown_;
+  }
+}
+
 Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits) {
   if (reply.is_error()) throw ReplyError(fmt::format("error reply: {}", reply.str));
   if (reply.type != Reply::Type::array || (reply.elements.size() != 5 && reply.elements.size() != 6)) {
@@ -81,40 +118,139 @@ void Strategy::check_cost(std::int64_t cost) const {
   }
 }
 
-Decision Strategy::run(const detail::Script& script, std::string_view subject, std::int64_t cost, const char* mode,
+namespace {
+
+const char* mode_of(Operation op) {
+  switch (op) {
+    case Operation::consume: return "1";
+    case Operation::peek: return "0";
+    case Operation::refund: return "2";
+    default: return "3";  // block
+  }
+}
+
+}  // namespace
+
+Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                        const std::vector<std::string>& params) const {
-  const std::vector<std::string> keys{key_for(subject), block_key_for(subject)};
+  const std::vector<std::string> keys{key_for(subject), block_key_for(subject)};  // checks the subject
+  const auto started = std::chrono::steady_clock::now();
+  Decision d;
+  try {
+    d = decide(script, keys, cost, mode_of(op), params);
+  } catch (const std::exception& e) {
+    report(op, nullptr, e.what(), std::chrono::steady_clock::now() - started);
+    throw;
+  }
+  auto& c = ctx_->counters;
+  if (op == Operation::consume) {
+    ++c.decisions;
+    if (!d.allowed && ctx_->options.shadow) {
+      d.allowed = true;
+      d.shadow_rejected = true;
+      ++c.shadow_rejected;
+    }
+    ++(d.allowed ? c.allowed : c.rejected);
+  }
+  if (d.source == Source::fallback) ++c.from_fallback;
+  if (d.source == Source::failure_policy) ++c.from_failure_policy;
+  report(op, &d, {}, std::chrono::steady_clock::now() - started);
+  return d;
+}
+
+Decision Strategy::decide(const detail::Script& script, const std::vector<std::string>& keys, std::int64_t cost,
+                          const char* mode, const std::vector<std::string>& params) const {
+  detail::Context& ctx = *ctx_;
   std::vector<std::string> args;
   args.reserve(3 + params.size());
-  std::unique_lock<std::mutex> lock(ctx_->mutex, std::defer_lock);
-  if (!ctx_->connection->thread_safe()) lock.lock();
-  args.push_back(ctx_->now_arg());
+  args.push_back(ctx.now_arg());
   args.push_back(std::to_string(cost));
   args.emplace_back(mode);
   args.insert(args.end(), params.begin(), params.end());
-  return detail::decode_decision(detail::run_script(*ctx_->connection, script, keys, args), limits_);
+  if (ctx.breaker && !ctx.breaker->allow(ctx.clock->now())) {
+    ++ctx.counters.breaker_short_circuits;
+    return on_failure(ConnectionError("circuit breaker open: Redis failed repeatedly"), script, keys, std::move(args));
+  }
+  try {
+    Reply reply;
+    {
+      std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
+      if (!ctx.connection->thread_safe()) lock.lock();
+      reply = detail::run_script(*ctx.connection, script, keys, args);
+    }
+    if (ctx.breaker) ctx.breaker->success();
+    return detail::decode_decision(reply, limits_);
+  } catch (const ConnectionError& e) {  // includes TimeoutError: the outcome is unknown, never replayed
+    ++ctx.counters.errors;
+    if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
+    if (ctx.options.on_failure == OnFailure::raise) throw;
+    return on_failure(e, script, keys, std::move(args));
+  } catch (const UnavailableError& e) {
+    ++ctx.counters.errors;
+    if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
+    if (ctx.options.on_failure == OnFailure::raise) throw;
+    return on_failure(e, script, keys, std::move(args));
+  }
+}
+
+Decision Strategy::on_failure(const std::exception& error, const detail::Script& script,
+                              const std::vector<std::string>& keys, std::vector<std::string> args) const {
+  const detail::Context& ctx = *ctx_;
+  Decision d;
+  d.limit = *std::min_element(limits_.begin(), limits_.end());
+  switch (ctx.options.on_failure) {
+    case OnFailure::raise:
+      if (const auto* c = dynamic_cast<const ConnectionError*>(&error)) throw *c;
+      throw ConnectionError(error.what());
+    case OnFailure::fail_open:
+      d.allowed = true;
+      d.source = Source::failure_policy;
+      return d;
+    case OnFailure::fail_closed:
+      d.allowed = false;
+      d.retry_after = ctx.breaker ? ctx.breaker->cooldown() : std::chrono::seconds(1);
+      d.source = Source::failure_policy;
+      return d;
+    case OnFailure::fallback:
+      break;
+  }
+  if (ctx.options.time_source == TimeSource::redis) args[0] = std::to_string(ctx.clock->now().count());
+  d = detail::decode_decision(detail::run_script(*ctx.fallback, script, keys, args), limits_);
+  d.source = Source::fallback;
+  return d;
+}
+
+void Strategy::report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const {
+  if (!ctx_->options.metrics) return;
+  MetricsEvent e;
+  e.resource = resource_;
+  e.operation = op;
+  e.decision = d;
+  e.error = error;
+  e.latency = latency;
+  ctx_->options.metrics->on_event(e);
 }
 
 Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
   check_cost(cost);
-  return run(*script_, subject, cost, "1", params_);
+  return run(Operation::consume, *script_, subject, cost, params_);
 }
 
 Decision Strategy::peek(std::string_view subject, std::int64_t cost) const {
   check_cost(cost);
-  return run(*script_, subject, cost, "0", params_);
+  return run(Operation::peek, *script_, subject, cost, params_);
 }
 
 Decision Strategy::refund(std::string_view subject, std::int64_t cost) const {
   check_cost(cost);
-  return run(*script_, subject, cost, "2", params_);
+  return run(Operation::refund, *script_, subject, cost, params_);
 }
 
 Decision Strategy::block(std::string_view subject, std::chrono::microseconds duration) const {
   if (duration.count() <= 0 || duration > std::chrono::hours(24 * 365 * 10)) {
     throw InvalidArgument(fmt::format("block duration must be in (0, 10 years], got {}us", duration.count()));
   }
-  Decision d = run(detail::scripts::block(), subject, 1, "3", {std::to_string(duration.count())});
+  Decision d = run(Operation::block, detail::scripts::block(), subject, 1, {std::to_string(duration.count())});
   d.limit = *std::min_element(limits_.begin(), limits_.end());
   return d;
 }
@@ -146,10 +282,19 @@ Decision Strategy::acquire(std::string_view subject, std::int64_t cost, std::chr
 
 void Strategy::reset(std::string_view subject) const {
   const std::vector<std::string> argv{"DEL", key_for(subject), block_key_for(subject)};
-  std::unique_lock<std::mutex> lock(ctx_->mutex, std::defer_lock);
-  if (!ctx_->connection->thread_safe()) lock.lock();
-  const Reply r = ctx_->connection->command(argv);
-  if (r.is_error()) throw ReplyError(fmt::format("DEL failed: {}", r.str));
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    std::unique_lock<std::mutex> lock(ctx_->mutex, std::defer_lock);
+    if (!ctx_->connection->thread_safe()) lock.lock();
+    const Reply r = ctx_->connection->command(argv);
+    if (r.is_error()) throw ReplyError(fmt::format("DEL failed: {}", r.str));
+  } catch (const std::exception& e) {
+    ++ctx_->counters.errors;
+    report(Operation::reset, nullptr, e.what(), std::chrono::steady_clock::now() - started);
+    throw;
+  }
+  if (ctx_->fallback) ctx_->fallback->command(argv);  // the fallback must not keep a stale state either
+  report(Operation::reset, nullptr, {}, std::chrono::steady_clock::now() - started);
 }
 
 }  // namespace redlimit

@@ -6,6 +6,13 @@
 
 namespace redlimit {
 
+// Who decided.
+enum class Source {
+  primary,         // the limiter's store: Redis (or the in-memory store of RateLimiter::in_memory)
+  fallback,        // the in-memory fallback, because Redis failed (OnFailure::fallback)
+  failure_policy,  // no store: OnFailure::fail_open / fail_closed answered, because Redis failed
+};
+
 struct Decision {
   // True when the request was admitted (consume) or would be (peek). HTTP: 429 when false.
   bool allowed = false;
@@ -23,6 +30,9 @@ struct Decision {
   // Policies: index in Policy::limits() of the limit that decided (when rejected, the one with the
   // longest wait; when admitted, the one with the least quota left). 0 for single-limit strategies.
   std::size_t limit_index = 0;
+  Source source = Source::primary;
+  // Shadow mode (Options::shadow): the limit would have rejected this request, but it was allowed.
+  bool shadow_rejected = false;
 };
 
 }  // namespace redlimit

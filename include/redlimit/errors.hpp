@@ -41,4 +41,11 @@ class ReplyError : public Error {
   explicit ReplyError(const std::string& what) : Error("reply: " + what) {}
 };
 
+// Redis answered but cannot serve now: LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY,
+// OOM. Handled by the failure policy like a ConnectionError; the script did not run.
+class UnavailableError : public ReplyError {
+ public:
+  explicit UnavailableError(const std::string& what) : ReplyError(what) {}
+};
+
 }  // namespace redlimit

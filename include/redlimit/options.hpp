@@ -12,6 +12,17 @@ enum class TimeSource {
   redis,   // each script reads Redis TIME itself: one clock for every client, no extra round trip
 };
 
+// What a decision does when Redis fails (connection refused or broken, deadline passed, server
+// loading or out of memory). Whatever the choice, the failure is counted and reported.
+enum class OnFailure {
+  raise,        // throw ConnectionError / TimeoutError / ReplyError to the caller
+  fail_open,    // admit (Decision::source = failure_policy; quota fields are 0: unknown)
+  fail_closed,  // reject (retry_after = the breaker cooldown, or 1 s without a breaker)
+  fallback,     // decide with an in-memory limiter of the same strategy (per process, not shared)
+};
+
+class MetricsSink;
+
 struct Options {
   // Prepended to every key. Must not contain '{' or '}' (the hash tag is ours). At most 64 bytes.
   std::string prefix = "redlimit:";
@@ -22,6 +33,20 @@ struct Options {
   std::chrono::milliseconds connect_timeout{1000};
   // Deadline for one command's reply; 0 = no deadline.
   std::chrono::milliseconds command_timeout{1000};
+
+  OnFailure on_failure = OnFailure::raise;
+  // Circuit breaker: after this many consecutive failures, decisions skip Redis (and go straight
+  // to on_failure) for breaker_cooldown; then one call probes Redis, and a success closes it.
+  // 0 = no breaker.
+  int breaker_threshold = 5;
+  std::chrono::milliseconds breaker_cooldown{1000};
+
+  // Shadow mode: decide and record as usual, report rejections (Decision::shadow_rejected,
+  // counters, metrics), but always admit. For rolling out new limits safely.
+  bool shadow = false;
+
+  // Called for every decision, rejection and error; nullptr = none.
+  std::shared_ptr<MetricsSink> metrics;
 };
 
 }  // namespace redlimit

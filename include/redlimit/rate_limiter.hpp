@@ -18,6 +18,7 @@
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/limit.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"
 #include "redlimit/policy.hpp"
 #include "redlimit/sliding_log.hpp"
@@ -53,6 +54,8 @@ class RateLimiter {
   Policy policy(std::string resource, std::vector<Limit> limits) const;
 
   const Options& options() const;
+  // How often each outcome happened since this limiter was made (shared by its strategies).
+  Counters counters() const;
   Clock& clock() const;
 
  private:

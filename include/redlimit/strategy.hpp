@@ -4,12 +4,14 @@
 // round trip running the strategy's Lua script (see src/lua/).
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "redlimit/decision.hpp"
+#include "redlimit/metrics.hpp"
 
 namespace redlimit {
 
@@ -59,8 +61,14 @@ class Strategy {
            const detail::Script& script, std::vector<std::int64_t> limits, std::vector<std::string> params);
 
  private:
-  Decision run(const detail::Script& script, std::string_view subject, std::int64_t cost, const char* mode,
+  // Validated input in, Decision out: breaker, failure policy, shadow mode, counters and metrics.
+  Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                const std::vector<std::string>& params) const;
+  Decision decide(const detail::Script& script, const std::vector<std::string>& keys, std::int64_t cost,
+                  const char* mode, const std::vector<std::string>& params) const;
+  Decision on_failure(const std::exception& error, const detail::Script& script, const std::vector<std::string>& keys,
+                      std::vector<std::string> args) const;
+  void report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
   void check_cost(std::int64_t cost) const;
 
   std::shared_ptr<detail::Context> ctx_;

@@ -1,22 +1,55 @@
 #pragma once
-// What every strategy object shares with the RateLimiter that made it: the connection, the clock and
-// the options. Strategy objects hold it by shared_ptr, so they stay valid after the limiter is moved.
+// What every strategy object shares with the RateLimiter that made it: the connection, the clock,
+// the options, the failure machinery and the counters. Strategy objects hold it by shared_ptr, so
+// they stay valid after the limiter is moved or destroyed.
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "redlimit/connection.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"
 
 namespace redlimit::detail {
 
+struct AtomicCounters {
+  std::atomic<std::uint64_t> decisions{0}, allowed{0}, rejected{0}, shadow_rejected{0}, from_fallback{0},
+      from_failure_policy{0}, errors{0}, breaker_short_circuits{0};
+  Counters snapshot() const;
+};
+
+// Consecutive-failure circuit breaker on the limiter's clock.
+class Breaker {
+ public:
+  Breaker(int threshold, std::chrono::microseconds cooldown) : threshold_(threshold), cooldown_(cooldown) {}
+  // False while open: the caller must not touch Redis. After the cooldown one caller is let
+  // through as a probe (half-open) until it reports.
+  bool allow(std::chrono::microseconds now);
+  void success();
+  void failure(std::chrono::microseconds now);
+  std::chrono::microseconds cooldown() const { return cooldown_; }
+
+ private:
+  const int threshold_;
+  const std::chrono::microseconds cooldown_;
+  std::mutex mutex_;
+  int failures_ = 0;
+  bool open_ = false;
+  bool probing_ = false;
+  std::chrono::microseconds open_until_{0};
+};
+
 struct Context {
   std::shared_ptr<Connection> connection;
+  std::shared_ptr<Connection> fallback;  // OnFailure::fallback only
   std::shared_ptr<Clock> clock;
   Options options;
-  // A redisContext is not thread-safe: one caller at a time.
+  // A redisContext is not thread-safe: one caller at a time, unless the connection says otherwise.
   std::mutex mutex;
+  std::unique_ptr<Breaker> breaker;  // null when options.breaker_threshold == 0
+  AtomicCounters counters;
 
   // ARGV[1] of every script: the client's time in microseconds, or "redis" for the script to read TIME.
   std::string now_arg() const;

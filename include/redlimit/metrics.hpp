@@ -1,0 +1,46 @@
+#pragma once
+// A hook for decisions, rejections, errors and latency, so users can feed Prometheus, StatsD or
+// logs without redlimit depending on any of them. Built-in counters (RateLimiter::counters())
+// need no hook at all.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "redlimit/decision.hpp"
+
+namespace redlimit {
+
+enum class Operation { consume, peek, refund, block, reset };
+
+struct MetricsEvent {
+  std::string_view resource;
+  Operation operation = Operation::consume;
+  // Null when the call threw; then `error` holds the exception's message.
+  const Decision* decision = nullptr;
+  std::string_view error;
+  // Wall time spent in the call, round trip included (steady clock, whatever the limiter clock is).
+  std::chrono::nanoseconds latency{0};
+};
+
+class MetricsSink {
+ public:
+  virtual ~MetricsSink() = default;
+  // Called once per consume/peek/refund/block/reset, on the calling thread, after the decision.
+  // Must not throw and should be quick: it sits on every request's path.
+  virtual void on_event(const MetricsEvent& event) noexcept = 0;
+};
+
+// How often each thing happened since the limiter was made. Read with RateLimiter::counters().
+struct Counters {
+  std::uint64_t decisions = 0;        // consume + peek calls that returned a Decision
+  std::uint64_t allowed = 0;          // ... of which allowed
+  std::uint64_t rejected = 0;         // ... of which rejected
+  std::uint64_t shadow_rejected = 0;  // allowed only because of shadow mode
+  std::uint64_t from_fallback = 0;    // decided by the in-memory fallback
+  std::uint64_t from_failure_policy = 0;  // decided by fail_open / fail_closed
+  std::uint64_t errors = 0;           // calls that failed against Redis (thrown or handled by the policy)
+  std::uint64_t breaker_short_circuits = 0;  // calls not sent to Redis because the breaker was open
+};
+
+}  // namespace redlimit
