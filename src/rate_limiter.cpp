@@ -3,7 +3,7 @@
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/connection_pool.hpp"
 #include "redlimit/url.hpp"
 
 namespace redlimit {
@@ -29,7 +29,8 @@ std::shared_ptr<Connection> make_fallback(const std::shared_ptr<Clock>&) {
 RateLimiter RateLimiter::connect(std::string_view url, Options options) {
   check_options(options);
   Endpoint endpoint = parse_url(url);
-  auto conn = std::make_shared<RedisConnection>(std::move(endpoint), options.connect_timeout, options.command_timeout);
+  auto conn = std::make_shared<ConnectionPool>(std::move(endpoint), options.connect_timeout, options.command_timeout,
+                                               options.pool);
   // Fail now, not on the first decision, when the server is unreachable or refuses AUTH/SELECT.
   const Reply pong = conn->command({"PING"});
   if (pong.is_error()) throw ReplyError("PING failed: " + pong.str);
@@ -44,6 +45,9 @@ RateLimiter::RateLimiter(std::shared_ptr<Connection> connection, Options options
   ctx_->clock = options.clock ? options.clock : SystemClock::instance();
   if (options.breaker_threshold > 0) {
     ctx_->breaker = std::make_unique<detail::Breaker>(options.breaker_threshold, options.breaker_cooldown);
+  }
+  if (options.local_reject_cache) {
+    ctx_->reject_cache = std::make_unique<detail::RejectCache>(options.local_reject_cache_size);
   }
   if (options.on_failure == OnFailure::fallback) ctx_->fallback = make_fallback(ctx_->clock);
   ctx_->options = std::move(options);

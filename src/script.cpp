@@ -38,8 +38,18 @@ Reply run_script(Connection& conn, const Script& script, const std::vector<std::
   Reply reply = conn.command(evalsha_command(script, keys, args));
   if (is_noscript(reply)) {
     // The script did not run; EVAL runs it once and caches it for the next EVALSHA.
-    reply = conn.command(eval_like("EVAL", script.source, keys, args));
+    reply = conn.command(eval_command(script, keys, args));
   }
+  check_script_reply(script, reply);
+  return reply;
+}
+
+std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
+                                      const std::vector<std::string>& args) {
+  return eval_like("EVAL", script.source, keys, args);
+}
+
+void check_script_reply(const Script& script, const Reply& reply) {
   if (reply.is_error()) {
     static constexpr std::string_view kUnavailable[] = {"LOADING",  "BUSY",     "MASTERDOWN", "CLUSTERDOWN",
                                                         "TRYAGAIN", "READONLY", "OOM"};
@@ -50,7 +60,6 @@ Reply run_script(Connection& conn, const Script& script, const std::vector<std::
     }
     throw ReplyError(fmt::format("script {} failed: {}", script.name, reply.str));
   }
-  return reply;
 }
 
 }  // namespace redlimit::detail

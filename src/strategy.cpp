@@ -30,6 +30,7 @@ Counters AtomicCounters::snapshot() const {
   c.from_failure_policy = from_failure_policy.load();
   c.errors = errors.load();
   c.breaker_short_circuits = breaker_short_circuits.load();
+  c.local_cache_hits = local_cache_hits.load();
   return c;
 }
 
@@ -118,6 +119,179 @@ void Strategy::check_cost(std::int64_t cost) const {
   }
 }
 
+struct Strategy::Call {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+Strategy::Call Strategy::prepare(std::string_view subject, std::int64_t cost, const char* mode,
+                                 const std::vector<std::string>& params) const {
+  Call call;
+  call.keys = {key_for(subject), block_key_for(subject)};  // checks the subject
+  call.args.reserve(3 + params.size());
+  call.args.push_back(ctx_->now_arg());
+  call.args.push_back(std::to_string(cost));
+  call.args.emplace_back(mode);
+  call.args.insert(call.args.end(), params.begin(), params.end());
+  return call;
+}
+
+// The round trip itself: one EVALSHA, or a pipeline of them; whatever came back NOSCRIPT (it did
+// not run) is sent again with EVAL. Throws ConnectionError / UnavailableError / ReplyError.
+std::vector<Decision> Strategy::round_trip(const detail::Script& script, std::vector<Call>& calls) const {
+  detail::Context& ctx = *ctx_;
+  std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
+  if (!ctx.connection->thread_safe()) lock.lock();
+  std::vector<Reply> replies;
+  if (calls.size() == 1) {
+    replies.push_back(detail::run_script(*ctx.connection, script, calls[0].keys, calls[0].args));
+  } else {
+    std::vector<std::vector<std::string>> commands;
+    commands.reserve(calls.size());
+    for (const auto& c : calls) commands.push_back(detail::evalsha_command(script, c.keys, c.args));
+    replies = ctx.connection->pipeline(commands);
+    std::vector<std::size_t> again;
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      if (detail::is_noscript(replies[i])) again.push_back(i);
+    }
+    if (!again.empty()) {
+      commands.clear();
+      for (std::size_t i : again) commands.push_back(detail::eval_command(script, calls[i].keys, calls[i].args));
+      auto second = ctx.connection->pipeline(commands);
+      for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+    }
+    for (const auto& r : replies) detail::check_script_reply(script, r);
+  }
+  std::vector<Decision> out;
+  out.reserve(replies.size());
+  for (const auto& r : replies) out.push_back(detail::decode_decision(r, limits_));
+  return out;
+}
+
+std::vector<Decision> Strategy::execute(Operation op, const detail::Script& script, std::vector<Call>& calls,
+                                        const std::vector<std::int64_t>& costs) const {
+  detail::Context& ctx = *ctx_;
+  auto& c = ctx.counters;
+  const auto started = std::chrono::steady_clock::now();
+  const auto now = ctx.clock->now();
+  const bool consuming = op == Operation::consume;
+  std::vector<Decision> out(calls.size());
+
+  // Requests the local reject cache can answer never leave the process.
+  std::vector<std::size_t> pending;
+  std::vector<Call> to_send;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (consuming && ctx.reject_cache) {
+      if (auto wait = ctx.reject_cache->lookup(calls[i].keys[0], costs[i], now)) {
+        Decision& d = out[i];
+        d.limit = *std::min_element(limits_.begin(), limits_.end());
+        d.retry_after = d.reset_after = *wait;
+        d.source = Source::local_cache;
+        ++c.local_cache_hits;
+        continue;
+      }
+    }
+    pending.push_back(i);
+    to_send.push_back(std::move(calls[i]));
+  }
+
+  if (!to_send.empty()) {
+    std::vector<Decision> decided;
+    const auto fail = [&](const std::exception& e) {
+      ++c.errors;
+      if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
+      decided.clear();
+      for (auto& call : to_send) decided.push_back(on_failure(e, script, call));
+    };
+    try {
+      if (ctx.breaker && !ctx.breaker->allow(now)) {
+        ++c.breaker_short_circuits;
+        const ConnectionError open("circuit breaker open: Redis failed repeatedly");
+        for (auto& call : to_send) decided.push_back(on_failure(open, script, call));
+      } else {
+        try {
+          decided = round_trip(script, to_send);
+          if (ctx.breaker) ctx.breaker->success();
+        } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
+          fail(e);
+        } catch (const UnavailableError& e) {
+          fail(e);
+        }
+      }
+    } catch (const std::exception& e) {
+      report(op, nullptr, e.what(), std::chrono::steady_clock::now() - started);
+      throw;
+    }
+    for (std::size_t j = 0; j < pending.size(); ++j) {
+      Decision& d = out[pending[j]] = decided[j];
+      if (!ctx.reject_cache || d.source != Source::primary) continue;
+      const std::string& key = to_send[j].keys[0];
+      if (consuming && !d.allowed && d.retry_after.count() > 0) {
+        ctx.reject_cache->remember(key, costs[pending[j]], now + d.retry_after, now);
+      } else if (op == Operation::refund) {
+        ctx.reject_cache->forget(key);
+      }
+    }
+  }
+
+  const auto latency = std::chrono::steady_clock::now() - started;
+  for (Decision& d : out) {
+    if (consuming) {
+      ++c.decisions;
+      if (!d.allowed && ctx.options.shadow) {
+        d.allowed = true;
+        d.shadow_rejected = true;
+        ++c.shadow_rejected;
+      }
+      ++(d.allowed ? c.allowed : c.rejected);
+    }
+    if (d.source == Source::fallback) ++c.from_fallback;
+    if (d.source == Source::failure_policy) ++c.from_failure_policy;
+    report(op, &d, {}, latency);
+  }
+  return out;
+}
+
+Decision Strategy::on_failure(const std::exception& error, const detail::Script& script, Call& call) const {
+  const detail::Context& ctx = *ctx_;
+  Decision d;
+  d.limit = *std::min_element(limits_.begin(), limits_.end());
+  switch (ctx.options.on_failure) {
+    case OnFailure::raise:
+      if (const auto* t = dynamic_cast<const TimeoutError*>(&error)) throw *t;
+      if (const auto* u = dynamic_cast<const UnavailableError*>(&error)) throw *u;
+      if (const auto* e = dynamic_cast<const ConnectionError*>(&error)) throw *e;
+      throw ConnectionError(error.what());
+    case OnFailure::fail_open:
+      d.allowed = true;
+      d.source = Source::failure_policy;
+      return d;
+    case OnFailure::fail_closed:
+      d.allowed = false;
+      d.retry_after = ctx.breaker ? ctx.breaker->cooldown() : std::chrono::seconds(1);
+      d.source = Source::failure_policy;
+      return d;
+    case OnFailure::fallback:
+      break;
+  }
+  // The fallback keeps its own state on the limiter's clock (Redis TIME is what just failed).
+  if (ctx.options.time_source == TimeSource::redis) call.args[0] = std::to_string(ctx.clock->now().count());
+  d = detail::decode_decision(detail::run_script(*ctx.fallback, script, call.keys, call.args), limits_);
+  d.source = Source::fallback;
+  return d;
+}
+
+void Strategy::report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const {
+  if (!ctx_->options.metrics) return;
+  MetricsEvent e;
+  e.resource = resource_;
+  e.operation = op;
+  e.decision = d;
+  e.error = error;
+  e.latency = latency;
+  ctx_->options.metrics->on_event(e);
+}
+
 namespace {
 
 const char* mode_of(Operation op) {
@@ -133,102 +307,23 @@ const char* mode_of(Operation op) {
 
 Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                        const std::vector<std::string>& params) const {
-  const std::vector<std::string> keys{key_for(subject), block_key_for(subject)};  // checks the subject
-  const auto started = std::chrono::steady_clock::now();
-  Decision d;
-  try {
-    d = decide(script, keys, cost, mode_of(op), params);
-  } catch (const std::exception& e) {
-    report(op, nullptr, e.what(), std::chrono::steady_clock::now() - started);
-    throw;
-  }
-  auto& c = ctx_->counters;
-  if (op == Operation::consume) {
-    ++c.decisions;
-    if (!d.allowed && ctx_->options.shadow) {
-      d.allowed = true;
-      d.shadow_rejected = true;
-      ++c.shadow_rejected;
-    }
-    ++(d.allowed ? c.allowed : c.rejected);
-  }
-  if (d.source == Source::fallback) ++c.from_fallback;
-  if (d.source == Source::failure_policy) ++c.from_failure_policy;
-  report(op, &d, {}, std::chrono::steady_clock::now() - started);
-  return d;
+  std::vector<Call> calls;
+  calls.push_back(prepare(subject, cost, mode_of(op), params));
+  return execute(op, script, calls, {cost}).front();
 }
 
-Decision Strategy::decide(const detail::Script& script, const std::vector<std::string>& keys, std::int64_t cost,
-                          const char* mode, const std::vector<std::string>& params) const {
-  detail::Context& ctx = *ctx_;
-  std::vector<std::string> args;
-  args.reserve(3 + params.size());
-  args.push_back(ctx.now_arg());
-  args.push_back(std::to_string(cost));
-  args.emplace_back(mode);
-  args.insert(args.end(), params.begin(), params.end());
-  if (ctx.breaker && !ctx.breaker->allow(ctx.clock->now())) {
-    ++ctx.counters.breaker_short_circuits;
-    return on_failure(ConnectionError("circuit breaker open: Redis failed repeatedly"), script, keys, std::move(args));
+std::vector<Decision> Strategy::consume_many(const std::vector<Request>& requests) const {
+  std::vector<Call> calls;
+  std::vector<std::int64_t> costs;
+  calls.reserve(requests.size());
+  costs.reserve(requests.size());
+  for (const auto& r : requests) {  // every request is checked before anything is sent
+    check_cost(r.cost);
+    calls.push_back(prepare(r.subject, r.cost, "1", params_));
+    costs.push_back(r.cost);
   }
-  try {
-    Reply reply;
-    {
-      std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
-      if (!ctx.connection->thread_safe()) lock.lock();
-      reply = detail::run_script(*ctx.connection, script, keys, args);
-    }
-    if (ctx.breaker) ctx.breaker->success();
-    return detail::decode_decision(reply, limits_);
-  } catch (const ConnectionError& e) {  // includes TimeoutError: the outcome is unknown, never replayed
-    ++ctx.counters.errors;
-    if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
-    if (ctx.options.on_failure == OnFailure::raise) throw;
-    return on_failure(e, script, keys, std::move(args));
-  } catch (const UnavailableError& e) {
-    ++ctx.counters.errors;
-    if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
-    if (ctx.options.on_failure == OnFailure::raise) throw;
-    return on_failure(e, script, keys, std::move(args));
-  }
-}
-
-Decision Strategy::on_failure(const std::exception& error, const detail::Script& script,
-                              const std::vector<std::string>& keys, std::vector<std::string> args) const {
-  const detail::Context& ctx = *ctx_;
-  Decision d;
-  d.limit = *std::min_element(limits_.begin(), limits_.end());
-  switch (ctx.options.on_failure) {
-    case OnFailure::raise:
-      if (const auto* c = dynamic_cast<const ConnectionError*>(&error)) throw *c;
-      throw ConnectionError(error.what());
-    case OnFailure::fail_open:
-      d.allowed = true;
-      d.source = Source::failure_policy;
-      return d;
-    case OnFailure::fail_closed:
-      d.allowed = false;
-      d.retry_after = ctx.breaker ? ctx.breaker->cooldown() : std::chrono::seconds(1);
-      d.source = Source::failure_policy;
-      return d;
-    case OnFailure::fallback:
-      break;
-  }
-  if (ctx.options.time_source == TimeSource::redis) args[0] = std::to_string(ctx.clock->now().count());
-  d = detail::decode_decision(detail::run_script(*ctx.fallback, script, keys, args), limits_);
-  d.source = Source::fallback;
-  return d;
-}
-
-void Strategy::report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const {
-  if (!ctx_->options.metrics) return;
-  MetricsEvent e;
-  e.resource = resource_;
-  e.operation = op;
-  e.decision = d;
-  e.error = error;
-  e.latency = latency;
-  ctx_->options.metrics->on_event(e);
+  if (calls.empty()) return {};
+  return execute(Operation::consume, *script_, calls, costs);
 }
 
 Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
@@ -293,6 +388,7 @@ void Strategy::reset(std::string_view subject) const {
     report(Operation::reset, nullptr, e.what(), std::chrono::steady_clock::now() - started);
     throw;
   }
+  if (ctx_->reject_cache) ctx_->reject_cache->forget(argv[1]);
   if (ctx_->fallback) ctx_->fallback->command(argv);  // the fallback must not keep a stale state either
   report(Operation::reset, nullptr, {}, std::chrono::steady_clock::now() - started);
 }

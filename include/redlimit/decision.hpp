@@ -11,6 +11,7 @@ enum class Source {
   primary,         // the limiter's store: Redis (or the in-memory store of RateLimiter::in_memory)
   fallback,        // the in-memory fallback, because Redis failed (OnFailure::fallback)
   failure_policy,  // no store: OnFailure::fail_open / fail_closed answered, because Redis failed
+  local_cache,     // rejected in-process: Redis rejected this subject moments ago (Options::local_reject_cache)
 };
 
 struct Decision {

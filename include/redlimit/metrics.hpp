@@ -33,7 +33,7 @@ class MetricsSink {
 
 // How often each thing happened since the limiter was made. Read with RateLimiter::counters().
 struct Counters {
-  std::uint64_t decisions = 0;        // consume + peek calls that returned a Decision
+  std::uint64_t decisions = 0;        // consumes (single or batched) that returned a Decision
   std::uint64_t allowed = 0;          // ... of which allowed
   std::uint64_t rejected = 0;         // ... of which rejected
   std::uint64_t shadow_rejected = 0;  // allowed only because of shadow mode
@@ -41,6 +41,7 @@ struct Counters {
   std::uint64_t from_failure_policy = 0;  // decided by fail_open / fail_closed
   std::uint64_t errors = 0;           // calls that failed against Redis (thrown or handled by the policy)
   std::uint64_t breaker_short_circuits = 0;  // calls not sent to Redis because the breaker was open
+  std::uint64_t local_cache_hits = 0;  // consumes rejected by the local reject cache, without Redis
 };
 
 }  // namespace redlimit

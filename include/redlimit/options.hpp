@@ -1,5 +1,6 @@
 #pragma once
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,17 @@ enum class OnFailure {
 
 class MetricsSink;
 
+// RateLimiter::connect opens a ConnectionPool: any number of threads may decide at once.
+struct PoolOptions {
+  // Connections at most; they are opened on demand. 0 is taken as 1.
+  std::size_t size = 4;
+  // How long a caller waits for a free connection before TimeoutError; 0 = wait as long as it takes.
+  std::chrono::milliseconds wait_timeout{1000};
+  // A connection idle for longer than this is PINGed before use, and reconnected if the PING fails
+  // (a server restart or an idle-timeout kill is found before a decision depends on it). 0 = never.
+  std::chrono::milliseconds health_check_interval{30000};
+};
+
 struct Options {
   // Prepended to every key. Must not contain '{' or '}' (the hash tag is ours). At most 64 bytes.
   std::string prefix = "redlimit:";
@@ -33,6 +45,7 @@ struct Options {
   std::chrono::milliseconds connect_timeout{1000};
   // Deadline for one command's reply; 0 = no deadline.
   std::chrono::milliseconds command_timeout{1000};
+  PoolOptions pool;
 
   OnFailure on_failure = OnFailure::raise;
   // Circuit breaker: after this many consecutive failures, decisions skip Redis (and go straight
@@ -44,6 +57,13 @@ struct Options {
   // Shadow mode: decide and record as usual, report rejections (Decision::shadow_rejected,
   // counters, metrics), but always admit. For rolling out new limits safely.
   bool shadow = false;
+
+  // Opt-in: remember subjects Redis rejected until their retry_after, and reject them locally
+  // meanwhile (Decision::source = local_cache). A flood from one subject then costs Redis nothing;
+  // admissions are always decided by Redis. Another process's refund or reset is not seen until
+  // the cached wait ends. At most local_reject_cache_size subjects are remembered.
+  bool local_reject_cache = false;
+  std::size_t local_reject_cache_size = 100000;
 
   // Called for every decision, rejection and error; nullptr = none.
   std::shared_ptr<MetricsSink> metrics;

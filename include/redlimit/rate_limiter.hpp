@@ -6,7 +6,8 @@
 //   if (!api.consume("user-42").allowed) { /* 429 */ }
 //
 // Strategy objects are cheap to copy and share the limiter's connection; they stay valid after the
-// limiter itself is destroyed. All calls are thread-safe (serialised on the one connection).
+// limiter itself is destroyed. All calls are thread-safe: connect() opens a pool of connections
+// (Options::pool), so threads do not wait for each other's round trips.
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -2,11 +2,13 @@
 // Umbrella header: everything a user of redlimit needs.
 #include "redlimit/clock.hpp"
 #include "redlimit/connection.hpp"
+#include "redlimit/connection_pool.hpp"
 #include "redlimit/decision.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/limit.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"
 #include "redlimit/policy.hpp"
 #include "redlimit/rate_limiter.hpp"

@@ -20,6 +20,12 @@ struct Context;
 struct Script;
 }  // namespace detail
 
+// One request of a batch. `subject` must outlive the consume_many call.
+struct Request {
+  std::string_view subject;
+  std::int64_t cost = 1;
+};
+
 class Strategy {
  public:
   // Admits `cost` units for `subject` if they fit, and records them; a rejected request records
@@ -46,6 +52,11 @@ class Strategy {
   // decision requests get meanwhile. reset() lifts it.
   Decision block(std::string_view subject, std::chrono::microseconds duration) const;
 
+  // Many consumes in one pipelined round trip; decisions in the order of `requests`. Each request is
+  // decided atomically on its own (not all-or-nothing across requests). Every request is checked
+  // before anything is sent.
+  std::vector<Decision> consume_many(const std::vector<Request>& requests) const;
+
   // Forgets everything recorded for `subject`, including a block (one DEL of its keys).
   void reset(std::string_view subject) const;
 
@@ -61,13 +72,17 @@ class Strategy {
            const detail::Script& script, std::vector<std::int64_t> limits, std::vector<std::string> params);
 
  private:
-  // Validated input in, Decision out: breaker, failure policy, shadow mode, counters and metrics.
+  struct Call;  // one prepared script call: keys and ARGV
+  Call prepare(std::string_view subject, std::int64_t cost, const char* mode,
+               const std::vector<std::string>& params) const;
+  // Breaker, failure policy, shadow mode, local cache, counters and metrics around the round trip
+  // of one call (a command) or several (a pipeline).
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                const std::vector<std::string>& params) const;
-  Decision decide(const detail::Script& script, const std::vector<std::string>& keys, std::int64_t cost,
-                  const char* mode, const std::vector<std::string>& params) const;
-  Decision on_failure(const std::exception& error, const detail::Script& script, const std::vector<std::string>& keys,
-                      std::vector<std::string> args) const;
+  std::vector<Decision> execute(Operation op, const detail::Script& script, std::vector<Call>& calls,
+                                const std::vector<std::int64_t>& costs) const;
+  std::vector<Decision> round_trip(const detail::Script& script, std::vector<Call>& calls) const;
+  Decision on_failure(const std::exception& error, const detail::Script& script, Call& call) const;
   void report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
   void check_cost(std::int64_t cost) const;
 

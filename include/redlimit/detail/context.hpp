@@ -9,6 +9,7 @@
 #include <string>
 
 #include "redlimit/connection.hpp"
+#include "redlimit/detail/reject_cache.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"
 
@@ -16,7 +17,7 @@ namespace redlimit::detail {
 
 struct AtomicCounters {
   std::atomic<std::uint64_t> decisions{0}, allowed{0}, rejected{0}, shadow_rejected{0}, from_fallback{0},
-      from_failure_policy{0}, errors{0}, breaker_short_circuits{0};
+      from_failure_policy{0}, errors{0}, breaker_short_circuits{0}, local_cache_hits{0};
   Counters snapshot() const;
 };
 
@@ -50,6 +51,7 @@ struct Context {
   std::mutex mutex;
   std::unique_ptr<Breaker> breaker;  // null when options.breaker_threshold == 0
   AtomicCounters counters;
+  std::unique_ptr<RejectCache> reject_cache;  // null unless options.local_reject_cache
 
   // ARGV[1] of every script: the client's time in microseconds, or "redis" for the script to read TIME.
   std::string now_arg() const;

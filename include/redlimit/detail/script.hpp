@@ -23,6 +23,14 @@ struct Script {
 std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::string>& args);
 
+// The EVAL command for `script`: sent after NOSCRIPT.
+std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
+                                      const std::vector<std::string>& args);
+
+// Throws for an error reply: UnavailableError for LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+// READONLY and OOM (the script did not run; the failure policy applies), ReplyError otherwise.
+void check_script_reply(const Script& script, const Reply& reply);
+
 // Runs the script; returns its reply. Throws ReplyError on any error reply other than NOSCRIPT.
 Reply run_script(Connection& conn, const Script& script, const std::vector<std::string>& keys,
                  const std::vector<std::string>& args);
