@@ -53,6 +53,11 @@ RateLimiter::RateLimiter(std::shared_ptr<Connection> connection, Options options
   ctx_->options = std::move(options);
 }
 
+void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> async) {
+  std::lock_guard<std::mutex> lock(ctx_->mutex);
+  ctx_->async = std::move(async);
+}
+
 Counters RateLimiter::counters() const { return ctx_->counters.snapshot(); }
 
 FixedWindow RateLimiter::fixed_window(std::string resource, Limit limit) const {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "redlimit/async_connection.hpp"
 #include "redlimit/connection.hpp"
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
@@ -53,6 +54,10 @@ class RateLimiter {
 
   // Several sliding-window limits, all-or-nothing: limiter.policy("api", parse_limits("10/s; 120/min")).
   Policy policy(std::string resource, std::vector<Limit> limits) const;
+
+  // Enables Strategy::consume_async / consume_future on this limiter and the strategies it made
+  // (before or after this call). Typically an AsyncRedis attached to the caller's event loop.
+  void attach_async(std::shared_ptr<AsyncConnection> async);
 
   const Options& options() const;
   // How often each outcome happened since this limiter was made (shared by its strategies).

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -56,6 +58,15 @@ class Strategy {
   // decided atomically on its own (not all-or-nothing across requests). Every request is checked
   // before anything is sent.
   std::vector<Decision> consume_many(const std::vector<Request>& requests) const;
+
+  // Asynchronous consume over the limiter's AsyncConnection (RateLimiter::attach_async): returns at
+  // once; `done` runs later on the event loop's thread with the decision, or with the exception
+  // (ConnectionError, ReplyError...) when no decision could be made and the failure policy is
+  // OnFailure::raise. Input is checked before anything is queued (InvalidArgument is thrown here).
+  using Callback = std::function<void(const Decision&, std::exception_ptr)>;
+  void consume_async(std::string_view subject, std::int64_t cost, Callback done) const;
+  // The same as a future. The event loop must run on another thread than the one that waits.
+  std::future<Decision> consume_future(std::string_view subject, std::int64_t cost = 1) const;
 
   // Forgets everything recorded for `subject`, including a block (one DEL of its keys).
   void reset(std::string_view subject) const;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "redlimit/async_connection.hpp"
 #include "redlimit/connection.hpp"
 #include "redlimit/detail/reject_cache.hpp"
 #include "redlimit/metrics.hpp"
@@ -45,6 +46,7 @@ class Breaker {
 struct Context {
   std::shared_ptr<Connection> connection;
   std::shared_ptr<Connection> fallback;  // OnFailure::fallback only
+  std::shared_ptr<AsyncConnection> async;  // RateLimiter::attach_async; null = no async calls
   std::shared_ptr<Clock> clock;
   Options options;
   // A redisContext is not thread-safe: one caller at a time, unless the connection says otherwise.
