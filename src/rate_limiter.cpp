@@ -3,6 +3,8 @@
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/memory_connection.hpp"
+#include "redlimit/cluster_connection.hpp"
 #include "redlimit/connection_pool.hpp"
 #include "redlimit/url.hpp"
 
@@ -28,12 +30,22 @@ std::shared_ptr<Connection> make_fallback(const std::shared_ptr<Clock>&) {
 
 RateLimiter RateLimiter::connect(std::string_view url, Options options) {
   check_options(options);
+  if (url.substr(0, 16) == "redis-cluster://") {
+    auto cluster = std::make_shared<ClusterConnection>(parse_cluster_url(url), options);
+    return RateLimiter(std::move(cluster), std::move(options));
+  }
   Endpoint endpoint = parse_url(url);
   auto conn = std::make_shared<ConnectionPool>(std::move(endpoint), options.connect_timeout, options.command_timeout,
                                                options.pool);
   // Fail now, not on the first decision, when the server is unreachable or refuses AUTH/SELECT.
   const Reply pong = conn->command({"PING"});
   if (pong.is_error()) throw ReplyError("PING failed: " + pong.str);
+  return RateLimiter(std::move(conn), std::move(options));
+}
+
+RateLimiter RateLimiter::in_memory(Options options) {
+  std::shared_ptr<Clock> clock = options.clock ? options.clock : std::shared_ptr<Clock>(SystemClock::instance());
+  auto conn = std::make_shared<MemoryConnection>(std::move(clock));
   return RateLimiter(std::move(conn), std::move(options));
 }
 

@@ -49,7 +49,7 @@ Rate exact_rate(std::int64_t per, microseconds period, std::int64_t capacity, co
   }
   const std::int64_t g = std::gcd(per, period.count());
   const Rate r{period.count() / g, per / g};
-  if (capacity > kExactBound / r.unit) {
+  if (capacity > (kExactBound - 1) / r.unit) {  // capacity * unit must stay below 2^52
     throw InvalidArgument(fmt::format(
         "capacity {} with a rate of {} per {}us needs more precision than the scripts keep exact; "
         "use a smaller capacity or a rate whose period is a multiple of its count",
@@ -65,7 +65,7 @@ Limit checked_sliding_window(Limit limit) {
     throw InvalidArgument(fmt::format("sliding window {} has {} buckets; at most {}", limit.to_string(), buckets,
                                       SlidingWindow::max_buckets()));
   }
-  if (limit.count() > kExactBound / p) {
+  if (limit.count() > (kExactBound - 1) / p) {  // limit * precision must stay below 2^52
     throw InvalidArgument(fmt::format("sliding window {}: limit x precision must stay below 2^52 us; "
                                       "use a finer precision or a smaller limit",
                                       limit.to_string()));

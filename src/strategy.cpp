@@ -119,11 +119,6 @@ void Strategy::check_cost(std::int64_t cost) const {
   }
 }
 
-struct Strategy::Call {
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
-};
-
 Strategy::Call Strategy::prepare(std::string_view subject, std::int64_t cost, const char* mode,
                                  const std::vector<std::string>& params) const {
   Call call;
@@ -137,35 +132,37 @@ Strategy::Call Strategy::prepare(std::string_view subject, std::int64_t cost, co
 }
 
 // The round trip itself: one EVALSHA, or a pipeline of them; whatever came back NOSCRIPT (it did
-// not run) is sent again with EVAL. Throws ConnectionError / UnavailableError / ReplyError.
-std::vector<Decision> Strategy::round_trip(const detail::Script& script, std::vector<Call>& calls) const {
+// not run) is sent again with EVAL. Throws ConnectionError when the round trip as a whole failed;
+// error replies are returned, one per call, for the caller to judge request by request.
+std::vector<Reply> Strategy::round_trip(const detail::Script& script, std::vector<Call>& calls) const {
   detail::Context& ctx = *ctx_;
   std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
   if (!ctx.connection->thread_safe()) lock.lock();
+  std::vector<std::vector<std::string>> commands;
+  commands.reserve(calls.size());
+  for (const auto& c : calls) commands.push_back(detail::evalsha_command(script, c.keys, c.args));
   std::vector<Reply> replies;
-  if (calls.size() == 1) {
-    replies.push_back(detail::run_script(*ctx.connection, script, calls[0].keys, calls[0].args));
+  if (commands.size() == 1) {
+    replies.push_back(ctx.connection->command(commands[0]));
   } else {
-    std::vector<std::vector<std::string>> commands;
-    commands.reserve(calls.size());
-    for (const auto& c : calls) commands.push_back(detail::evalsha_command(script, c.keys, c.args));
     replies = ctx.connection->pipeline(commands);
-    std::vector<std::size_t> again;
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      if (detail::is_noscript(replies[i])) again.push_back(i);
-    }
-    if (!again.empty()) {
-      commands.clear();
-      for (std::size_t i : again) commands.push_back(detail::eval_command(script, calls[i].keys, calls[i].args));
-      auto second = ctx.connection->pipeline(commands);
-      for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
-    }
-    for (const auto& r : replies) detail::check_script_reply(script, r);
   }
-  std::vector<Decision> out;
-  out.reserve(replies.size());
-  for (const auto& r : replies) out.push_back(detail::decode_decision(r, limits_));
-  return out;
+  std::vector<std::size_t> again;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (detail::is_noscript(replies[i])) again.push_back(i);
+  }
+  if (!again.empty()) {
+    commands.clear();
+    for (std::size_t i : again) commands.push_back(detail::eval_command(script, calls[i].keys, calls[i].args));
+    std::vector<Reply> second;
+    if (commands.size() == 1) {
+      second.push_back(ctx.connection->command(commands[0]));
+    } else {
+      second = ctx.connection->pipeline(commands);
+    }
+    for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+  }
+  return replies;
 }
 
 std::vector<Decision> Strategy::execute(Operation op, const detail::Script& script, std::vector<Call>& calls,
@@ -196,27 +193,38 @@ std::vector<Decision> Strategy::execute(Operation op, const detail::Script& scri
   }
 
   if (!to_send.empty()) {
-    std::vector<Decision> decided;
-    const auto fail = [&](const std::exception& e) {
+    std::vector<Decision> decided(to_send.size());
+    const auto failed = [&](const std::exception& e, std::size_t i) {
       ++c.errors;
       if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
-      decided.clear();
-      for (auto& call : to_send) decided.push_back(on_failure(e, script, call));
+      decided[i] = on_failure(e, script, to_send[i]);
     };
     try {
       if (ctx.breaker && !ctx.breaker->allow(now)) {
         ++c.breaker_short_circuits;
         const ConnectionError open("circuit breaker open: Redis failed repeatedly");
-        for (auto& call : to_send) decided.push_back(on_failure(open, script, call));
+        for (std::size_t i = 0; i < to_send.size(); ++i) decided[i] = on_failure(open, script, to_send[i]);
       } else {
+        std::vector<Reply> replies;
         try {
-          decided = round_trip(script, to_send);
-          if (ctx.breaker) ctx.breaker->success();
+          replies = round_trip(script, to_send);
         } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
-          fail(e);
-        } catch (const UnavailableError& e) {
-          fail(e);
+          ++c.errors;
+          if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
+          for (std::size_t i = 0; i < to_send.size(); ++i) decided[i] = on_failure(e, script, to_send[i]);
         }
+        // Each reply is judged on its own: one request's outage reply does not undo another's decision.
+        bool healthy = false;
+        for (std::size_t i = 0; i < replies.size(); ++i) {
+          try {
+            detail::check_script_reply(script, replies[i]);
+            decided[i] = detail::decode_decision(replies[i], limits_);
+            healthy = true;
+          } catch (const UnavailableError& e) {
+            failed(e, i);
+          }
+        }
+        if (healthy && ctx.breaker) ctx.breaker->success();
       }
     } catch (const std::exception& e) {
       report(op, nullptr, e.what(), std::chrono::steady_clock::now() - started);

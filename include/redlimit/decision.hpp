@@ -21,7 +21,8 @@ struct Decision {
   std::int64_t limit = 0;
   // Quota left after this call (consume) or now (peek), in cost units. HTTP: RateLimit-Remaining / "r".
   std::int64_t remaining = 0;
-  // Microseconds until the same request would be admitted; 0 when allowed. Exact: a retry at
+  // Microseconds until the same request would be admitted; 0 when allowed (except in shadow mode,
+  // where it keeps the wait the limit asked for). Exact: a retry at
   // now + retry_after succeeds when nothing else happens meanwhile. HTTP: Retry-After (round up).
   std::chrono::microseconds retry_after{0};
   // Microseconds until the subject's state is back to full quota. HTTP: RateLimit-Reset / "t" (round up).

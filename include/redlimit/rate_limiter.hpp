@@ -42,6 +42,10 @@ class RateLimiter {
   // Over any Connection (a mock in unit tests, a custom transport).
   explicit RateLimiter(std::shared_ptr<Connection> connection, Options options = {});
 
+  // No Redis: the same strategies and policies on a process-local MemoryConnection, deciding exactly
+  // as the Redis scripts do. Expiry follows options.clock (SystemClock when null). Thread-safe.
+  static RateLimiter in_memory(Options options = {});
+
   FixedWindow fixed_window(std::string resource, Limit limit) const;
   SlidingLog sliding_log(std::string resource, Limit limit) const;
   // `precision` overrides limit.precision() when non-zero; it must divide the window.

@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header: everything a user of redlimit needs.
 #include "redlimit/clock.hpp"
+#include "redlimit/cluster_connection.hpp"
 #include "redlimit/connection.hpp"
 #include "redlimit/connection_pool.hpp"
 #include "redlimit/decision.hpp"
@@ -8,6 +9,7 @@
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/limit.hpp"
+#include "redlimit/memory_connection.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"
 #include "redlimit/policy.hpp"

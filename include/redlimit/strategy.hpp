@@ -14,6 +14,7 @@
 
 #include "redlimit/decision.hpp"
 #include "redlimit/metrics.hpp"
+#include "redlimit/reply.hpp"
 
 namespace redlimit {
 
@@ -83,7 +84,18 @@ class Strategy {
            const detail::Script& script, std::vector<std::int64_t> limits, std::vector<std::string> params);
 
  private:
-  struct Call;  // one prepared script call: keys and ARGV
+  // One prepared script call: keys and ARGV.
+  struct Call {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+  };
+  // One consume_async in flight, and what it shares with execute() (src/strategy_async.cpp): what
+  // the reject cache learns from a decision Redis made at `now`, then shadow mode, counters and
+  // metrics for the decision returned.
+  struct AsyncCall;
+  void learn(Operation op, const std::string& key, std::int64_t cost, const Decision& d,
+             std::chrono::microseconds now) const;
+  void account(Operation op, Decision& d, std::chrono::nanoseconds latency) const;
   Call prepare(std::string_view subject, std::int64_t cost, const char* mode,
                const std::vector<std::string>& params) const;
   // Breaker, failure policy, shadow mode, local cache, counters and metrics around the round trip
@@ -92,7 +104,7 @@ class Strategy {
                const std::vector<std::string>& params) const;
   std::vector<Decision> execute(Operation op, const detail::Script& script, std::vector<Call>& calls,
                                 const std::vector<std::int64_t>& costs) const;
-  std::vector<Decision> round_trip(const detail::Script& script, std::vector<Call>& calls) const;
+  std::vector<Reply> round_trip(const detail::Script& script, std::vector<Call>& calls) const;
   Decision on_failure(const std::exception& error, const detail::Script& script, Call& call) const;
   void report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
   void check_cost(std::int64_t cost) const;

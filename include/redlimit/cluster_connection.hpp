@@ -1,0 +1,70 @@
+#pragma once
+// A Connection to a Redis Cluster: we route ourselves, as hiredis 0.14 has no cluster support.
+// Each command goes to the master owning its key's slot (CRC16 of the {hash tag}); the slot map
+// comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. ASK is followed once
+// with ASKING; TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff. Reads stay on masters.
+// A command whose outcome is unknown (I/O error, timeout) is never replayed: the error goes to
+// the caller (and its failure policy), and the map is refreshed for the next call.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redlimit/connection.hpp"
+#include "redlimit/connection_pool.hpp"
+#include "redlimit/options.hpp"
+#include "redlimit/url.hpp"
+
+namespace redlimit {
+
+// redis-cluster://[user:password@]host:port[,host:port...] — the seed nodes.
+struct ClusterEndpoint {
+  std::vector<Endpoint> seeds;
+};
+ClusterEndpoint parse_cluster_url(std::string_view url);
+
+class ClusterConnection final : public Connection {
+ public:
+  // Reads the slot map from the first seed that answers; throws ConnectionError if none does.
+  ClusterConnection(ClusterEndpoint endpoint, const Options& options);
+
+  Reply command(const std::vector<std::string>& argv) override;
+  std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
+  bool thread_safe() const override { return true; }
+
+  // Re-reads CLUSTER SLOTS from any node that answers.
+  void refresh();
+  // "host:port" of the master serving `slot` (for tests and diagnostics).
+  std::string node_for_slot(std::uint16_t slot) const;
+  // Masters known from the last refresh.
+  std::vector<std::string> masters() const;
+
+  static constexpr int max_redirects() { return 5; }
+
+ private:
+  struct Node {
+    Endpoint endpoint;
+    std::shared_ptr<ConnectionPool> pool;
+  };
+  std::shared_ptr<Node> node(const std::string& host, int port);
+  std::shared_ptr<Node> route(std::uint16_t slot);
+  Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
+
+  ClusterEndpoint seeds_;
+  Options options_;
+  mutable std::shared_mutex mutex_;
+  std::array<std::shared_ptr<Node>, 16384> slots_{};
+  std::vector<std::shared_ptr<Node>> nodes_;  // every node we connected to, masters first
+  std::mutex refresh_mutex_;
+};
+
+// The slot a command is routed by: its first key (EVAL/EVALSHA: after numkeys; otherwise argv[1]),
+// or -1 for a keyless command.
+int command_slot(const std::vector<std::string>& argv);
+
+}  // namespace redlimit

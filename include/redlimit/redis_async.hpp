@@ -1,0 +1,105 @@
+#pragma once
+// An AsyncConnection over hiredis's asynchronous interface, on an event loop the caller already runs:
+// libevent (event_base) or libuv (uv_loop_t). Many commands are in flight at once on one connection
+// (pipelined); replies come back in order.
+//
+//   event_base* base = event_base_new();
+//   auto redis = redlimit::AsyncRedis::attach_libevent(base, redlimit::parse_url("redis://127.0.0.1:6379"));
+//   limiter.attach_async(redis);
+//   std::thread loop([base] { event_base_dispatch(base); });  // returns once `redis` is gone
+//   auto d = limiter.fixed_window("api", redlimit::Limit::per_second(10)).consume_future("user-42").get();
+//
+// Threads. hiredis and the loops are not thread-safe, so every hiredis call happens on the loop's
+// thread: command_async() (and post()) may be called from any thread; it queues the command and
+// wakes the loop (a pipe for libevent, a uv_async_t for libuv), which sends whatever is queued in
+// one batch. Callbacks run on the loop's thread. attach_libevent / attach_libuv must be called on the
+// loop's thread, or before the loop runs.
+//
+// Connection. Opened lazily by the first command (AUTH and SELECT from the Endpoint go first). When
+// it breaks, every command waiting for a reply fails with ConnectionError (its outcome is unknown:
+// nothing is replayed) and the next command opens a new connection. A command with no reply within
+// command_timeout fails with TimeoutError and the connection is dropped (the replies of later
+// commands could not be told apart from its own otherwise); so does a connect that takes longer than
+// connect_timeout. The host name is resolved on the loop's thread (blocking): prefer an address.
+//
+// Lifetime. The loop must outlive the AsyncRedis. Destroying the last shared_ptr (or close()) stops
+// new commands; what was queued before is still sent and answered (within command_timeout), then
+// the connection and the loop resources (wake-up event, timer) are released on the loop's thread,
+// after which a loop with nothing else to do returns from event_base_dispatch / uv_run. Keep running
+// the loop until then before freeing it. A callback may release the last reference: the teardown
+// is deferred to the loop, never done inside a hiredis callback.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/async_connection.hpp"
+#include "redlimit/url.hpp"
+
+struct event_base;
+struct uv_loop_s;
+
+namespace redlimit {
+
+struct AsyncOptions {
+  // Deadline to establish the connection; 0 = wait as long as the OS does.
+  std::chrono::milliseconds connect_timeout{1000};
+  // Deadline for each command's reply, counted from when the loop sends it; 0 = no deadline.
+  std::chrono::milliseconds command_timeout{1000};
+};
+
+class AsyncRedis final : public AsyncConnection {
+ public:
+  // Over a libevent event_base (hiredis/adapters/libevent.h). Throws redlimit::Error when redlimit
+  // was built without libevent (REDLIMIT_HAVE_LIBEVENT), InvalidArgument for a null base or a
+  // negative timeout.
+  static std::shared_ptr<AsyncRedis> attach_libevent(event_base* base, const Endpoint& endpoint,
+                                                     AsyncOptions options = {});
+  // Over a libuv loop (hiredis/adapters/libuv.h); the same, with REDLIMIT_HAVE_LIBUV.
+  static std::shared_ptr<AsyncRedis> attach_libuv(uv_loop_s* loop, const Endpoint& endpoint,
+                                                  AsyncOptions options = {});
+  // Whether this build of redlimit has each adapter.
+  static bool has_libevent();
+  static bool has_libuv();
+
+  ~AsyncRedis() override;  // close()
+  AsyncRedis(const AsyncRedis&) = delete;
+  AsyncRedis& operator=(const AsyncRedis&) = delete;
+
+  // Queues argv (throws InvalidArgument, at once, when it is empty). Exactly one callback runs later
+  // on the loop's thread. An exception escaping a callback cannot cross hiredis's C frames: it is
+  // caught and dropped, so callbacks should not throw. After close() has completed on the loop,
+  // on_error runs at once on the calling thread with a ConnectionError.
+  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override;
+
+  // Runs `task` on the loop's thread, in order with the commands queued around it (the strategies
+  // use it to deliver decisions made without Redis, such as a local-cache rejection). Runs at once
+  // on the calling thread when the loop resources are already released.
+  void post(std::function<void()> task);
+
+  // Stops taking commands: those queued before are still sent and answered, those queued after fail
+  // with ConnectionError; then the connection and the loop resources are released (on the loop).
+  // Thread-safe, idempotent, returns at once. The destructor calls it.
+  void close();
+
+  const Endpoint& endpoint() const;
+
+  struct Stats {
+    std::uint64_t connections = 0;     // connections opened (the first one and every reconnect)
+    std::uint64_t commands = 0;        // commands handed to hiredis (AUTH/SELECT not counted)
+    std::size_t max_in_flight = 0;     // most commands waiting for a reply at once, on one connection
+  };
+  Stats stats() const;
+
+  class Core;  // implementation detail (src/redis_async.cpp)
+
+ private:
+  explicit AsyncRedis(std::shared_ptr<Core> core);
+
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A throwaway Redis Cluster on loopback: 3 masters + 3 replicas on free ports, in a temp dir, with
+# a short cluster-node-timeout so failover takes about a second. Used by the cluster tests and CI.
+#
+#   scripts/cluster.sh start [STATE_FILE]   # prints the seed URL; writes ports, pids, dir to STATE_FILE
+#   scripts/cluster.sh stop  [STATE_FILE]
+#
+# STATE_FILE defaults to $TMPDIR/redlimit-cluster.state. Env: CLUSTER_NODE_TIMEOUT (ms, default 1000).
+set -euo pipefail
+
+state=${2:-${TMPDIR:-/tmp}/redlimit-cluster.state}
+node_timeout=${CLUSTER_NODE_TIMEOUT:-1000}
+
+# A free port whose cluster bus port (port + 10000) is free too, so both fit below 65536.
+free_port() {
+  python3 - "$@" <<'PY'
+import random, socket, sys
+taken = set(sys.argv[1:])
+for _ in range(1000):
+    p = random.randrange(20000, 45000)
+    if str(p) in taken or str(p + 10000) in taken:
+        continue
+    socks = []
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket()
+            s.bind(("127.0.0.1", q))
+            socks.append(s)
+        print(p)
+        break
+    except OSError:
+        pass
+    finally:
+        for s in socks:
+            s.close()
+else:
+    sys.exit("no free port pair")
+PY
+}
+
+start() {
+  if [[ -f "$state" ]]; then
+    echo "cluster.sh: $state exists; run 'scripts/cluster.sh stop $state' first" >&2
+    exit 1
+  fi
+  local dir ports=() pids=()
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/redlimit-cluster.XXXXXX")
+  for i in 1 2 3 4 5 6; do
+    local port
+    port=$(free_port "${ports[@]}")
+    mkdir -p "$dir/$port"
+    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+      --cluster-config-file "$dir/$port/nodes.conf" --cluster-node-timeout "$node_timeout" \
+      --dir "$dir/$port" --save "" --appendonly no --daemonize no \
+      --enable-debug-command local --logfile "$dir/$port/redis.log" </dev/null >/dev/null 2>&1 &
+    pids+=($!)
+    ports+=("$port")
+  done
+  {
+    echo "dir=$dir"
+    echo "ports=\"${ports[*]}\""
+    echo "pids=\"${pids[*]}\""
+  } >"$state"
+  for port in "${ports[@]}"; do
+    for _ in $(seq 1 100); do
+      redis-cli -p "$port" ping >/dev/null 2>&1 && break
+      sleep 0.05
+    done
+  done
+  local nodes=()
+  for port in "${ports[@]}"; do nodes+=("127.0.0.1:$port"); done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 || {
+    cat "$dir/create.log" >&2
+    stop
+    exit 1
+  }
+  # Wait until every node agrees the cluster is up and each master has its replica.
+  for _ in $(seq 1 200); do
+    local ok=1
+    for port in "${ports[@]}"; do
+      redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+    done
+    if [[ $ok == 1 ]] && [[ $(redis-cli -p "${ports[0]}" cluster nodes | grep -c slave) -ge 3 ]]; then
+      echo "redis-cluster://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "cluster.sh: the cluster did not come up" >&2
+  stop
+  exit 1
+}
+
+stop() {
+  [[ -f "$state" ]] || return 0
+  # shellcheck disable=SC1090
+  source "$state"
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  for pid in $pids; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  [[ -n "${dir:-}" && -d "$dir" ]] && rm -rf "$dir"
+  rm -f "$state"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: scripts/cluster.sh start|stop [STATE_FILE]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,279 @@
+#include "redlimit/cluster_connection.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+
+#include "redlimit/detail/keys.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit {
+
+ClusterEndpoint parse_cluster_url(std::string_view url) {
+  constexpr std::string_view kScheme = "redis-cluster://";
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    throw InvalidArgument(fmt::format("URL \"{}\": scheme must be redis-cluster://", url));
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  std::string userinfo;
+  const std::size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    userinfo = std::string(rest.substr(0, at)) + "@";
+    rest = rest.substr(at + 1);
+  }
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) {
+    throw InvalidArgument(fmt::format("URL \"{}\": a cluster has only database 0; no /db part", url));
+  }
+  ClusterEndpoint out;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view node = rest.substr(0, comma);
+    if (node.empty()) throw InvalidArgument(fmt::format("URL \"{}\": empty seed node", url));
+    out.seeds.push_back(parse_url("redis://" + userinfo + std::string(node)));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+int command_slot(const std::vector<std::string>& argv) {
+  if (argv.empty()) return -1;
+  std::string verb = argv[0];
+  for (auto& c : verb) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (verb == "EVAL" || verb == "EVALSHA") {
+    if (argv.size() < 4 || argv[2] == "0") return -1;
+    return detail::key_slot(argv[3]);
+  }
+  if (verb == "PING" || verb == "INFO" || verb == "SCRIPT" || verb == "CLUSTER" || argv.size() < 2) return -1;
+  return detail::key_slot(argv[1]);
+}
+
+namespace {
+
+bool starts_with(const std::string& s, std::string_view p) { return s.compare(0, p.size(), p) == 0; }
+
+// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" → host, port.
+bool redirect_target(const std::string& err, std::string& host, int& port) {
+  const std::size_t sp = err.rfind(' ');
+  const std::size_t colon = err.rfind(':');
+  if (sp == std::string::npos || colon == std::string::npos || colon < sp) return false;
+  host = err.substr(sp + 1, colon - sp - 1);
+  try {
+    port = std::stoi(err.substr(colon + 1));
+  } catch (...) {
+    return false;
+  }
+  return !host.empty() && port > 0 && port < 65536;
+}
+
+}  // namespace
+
+ClusterConnection::ClusterConnection(ClusterEndpoint endpoint, const Options& options)
+    : seeds_(std::move(endpoint)), options_(options) {
+  if (seeds_.seeds.empty()) throw InvalidArgument("a cluster needs at least one seed node");
+  refresh();
+}
+
+std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::string& host, int port) {
+  // Called with mutex_ held exclusively.
+  for (const auto& n : nodes_) {
+    if (n->endpoint.host == host && n->endpoint.port == port) return n;
+  }
+  auto n = std::make_shared<Node>();
+  n->endpoint = seeds_.seeds.front();  // credentials are the same on every node
+  n->endpoint.host = host;
+  n->endpoint.port = port;
+  n->endpoint.db = 0;
+  n->pool = std::make_shared<ConnectionPool>(n->endpoint, options_.connect_timeout, options_.command_timeout,
+                                             options_.pool);
+  nodes_.push_back(n);
+  return n;
+}
+
+void ClusterConnection::refresh() {
+  std::lock_guard<std::mutex> one_at_a_time(refresh_mutex_);
+  std::vector<Endpoint> candidates;
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    for (const auto& n : nodes_) candidates.push_back(n->endpoint);
+  }
+  candidates.insert(candidates.end(), seeds_.seeds.begin(), seeds_.seeds.end());
+  std::string last_error = "no node answered";
+  for (const auto& ep : candidates) {
+    Reply slots;
+    try {
+      RedisConnection probe(ep, options_.connect_timeout, options_.command_timeout);
+      slots = probe.command({"CLUSTER", "SLOTS"});
+    } catch (const ConnectionError& e) {
+      last_error = e.what();
+      continue;
+    }
+    if (slots.type != Reply::Type::array || slots.elements.empty()) {
+      last_error = fmt::format("{}:{} answered CLUSTER SLOTS with {}", ep.host, ep.port,
+                               slots.is_error() ? slots.str : "no slots");
+      continue;
+    }
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    for (const auto& range : slots.elements) {
+      if (range.type != Reply::Type::array || range.elements.size() < 3) continue;
+      const auto& master = range.elements[2];
+      if (master.type != Reply::Type::array || master.elements.size() < 2) continue;
+      const std::int64_t lo = range.elements[0].integer, hi = range.elements[1].integer;
+      std::string host = master.elements[0].str;
+      if (host.empty() || host == "?") host = ep.host;  // a node that does not know its own address
+      const auto n = node(host, static_cast<int>(master.elements[1].integer));
+      for (std::int64_t s = std::max<std::int64_t>(lo, 0); s <= std::min<std::int64_t>(hi, 16383); ++s) {
+        slots_[static_cast<std::size_t>(s)] = n;
+      }
+    }
+    return;
+  }
+  throw ConnectionError("cannot read the cluster's slot map: " + last_error);
+}
+
+std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t slot) {
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    if (slots_[slot]) return slots_[slot];
+  }
+  refresh();
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  if (!slots_[slot]) throw ConnectionError(fmt::format("no master serves slot {}", slot));
+  return slots_[slot];
+}
+
+Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_t slot) {
+  auto target = route(slot);
+  bool asking = false;
+  std::chrono::milliseconds backoff{10};
+  for (int attempt = 0;; ++attempt) {
+    Reply reply;
+    try {
+      if (asking) {
+        auto both = target->pool->pipeline({{"ASKING"}, argv});  // one connection: ASKING applies to the next command
+        reply = std::move(both.back());
+      } else {
+        reply = target->pool->command(argv);
+      }
+    } catch (const ConnectionError&) {
+      // The outcome is unknown: do not replay. Learn the new topology for the next call.
+      try {
+        refresh();
+      } catch (const ConnectionError&) {
+      }
+      throw;
+    }
+    asking = false;
+    if (!reply.is_error() || attempt >= max_redirects()) return reply;
+    std::string host;
+    int port = 0;
+    if (starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port)) {
+      // The slot has a new owner: update that slot now and the whole map before the next command.
+      {
+        std::unique_lock<std::shared_mutex> lock(mutex_);
+        target = slots_[slot] = node(host, port);
+      }
+      try {
+        refresh();
+      } catch (const ConnectionError&) {
+      }
+      target = route(slot);
+    } else if (starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port)) {
+      std::unique_lock<std::shared_mutex> lock(mutex_);
+      target = node(host, port);  // this command only; the slot is still being migrated
+      asking = true;
+    } else if (starts_with(reply.str, "TRYAGAIN") || starts_with(reply.str, "CLUSTERDOWN")) {
+      std::this_thread::sleep_for(backoff);  // bounded: max_redirects attempts, 10..160 ms
+      backoff *= 2;
+      if (starts_with(reply.str, "CLUSTERDOWN")) {
+        try {
+          refresh();
+        } catch (const ConnectionError&) {
+        }
+        target = route(slot);
+      }
+    } else {
+      return reply;  // an ordinary error reply (NOSCRIPT included) is the caller's
+    }
+  }
+}
+
+Reply ClusterConnection::command(const std::vector<std::string>& argv) {
+  const int slot = command_slot(argv);
+  if (slot >= 0) return send(argv, static_cast<std::uint16_t>(slot));
+  std::shared_ptr<Node> any;
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    for (const auto& s : slots_) {
+      if (s) {
+        any = s;
+        break;
+      }
+    }
+  }
+  if (!any) throw ConnectionError("cluster has no known master");
+  return any->pool->command(argv);
+}
+
+std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  // Split by node, one pipeline per node, answers back in the caller's order. A redirected command
+  // is resent on its own through command().
+  std::vector<Reply> out(commands.size());
+  std::vector<std::pair<std::shared_ptr<Node>, std::vector<std::size_t>>> groups;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    const int slot = command_slot(commands[i]);
+    const auto n = route(static_cast<std::uint16_t>(slot < 0 ? 0 : slot));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == n; });
+    if (it == groups.end()) {
+      groups.push_back({n, {}});
+      it = std::prev(groups.end());
+    }
+    it->second.push_back(i);
+  }
+  for (auto& [n, indices] : groups) {
+    std::vector<std::vector<std::string>> batch;
+    batch.reserve(indices.size());
+    for (std::size_t i : indices) batch.push_back(commands[i]);
+    std::vector<Reply> replies;
+    try {
+      replies = n->pool->pipeline(batch);
+    } catch (const ConnectionError&) {
+      try {
+        refresh();
+      } catch (const ConnectionError&) {
+      }
+      throw;
+    }
+    for (std::size_t j = 0; j < indices.size(); ++j) {
+      Reply& r = replies[j];
+      if (r.is_error() && (starts_with(r.str, "MOVED ") || starts_with(r.str, "ASK ") ||
+                           starts_with(r.str, "TRYAGAIN") || starts_with(r.str, "CLUSTERDOWN"))) {
+        r = command(commands[indices[j]]);  // it did not run where it was sent
+      }
+      out[indices[j]] = std::move(r);
+    }
+  }
+  return out;
+}
+
+std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const auto& n = slots_[slot % 16384];
+  return n ? fmt::format("{}:{}", n->endpoint.host, n->endpoint.port) : std::string();
+}
+
+std::vector<std::string> ClusterConnection::masters() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& s : slots_) {
+    if (!s) continue;
+    const std::string name = fmt::format("{}:{}", s->endpoint.host, s->endpoint.port);
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace redlimit

@@ -1,0 +1,243 @@
+// Strategy::consume_many: one pipelined round trip of EVALSHAs, NOSCRIPT answered by a second
+// pipeline of EVALs for just those, everything checked before anything is sent.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/redlimit.hpp"
+#include "unit/mock_connection.hpp"
+
+namespace {
+
+using redlimit::ConnectionError;
+using redlimit::Decision;
+using redlimit::InvalidArgument;
+using redlimit::Limit;
+using redlimit::ManualClock;
+using redlimit::Micros;
+using redlimit::OnFailure;
+using redlimit::Options;
+using redlimit::RateLimiter;
+using redlimit::Reply;
+using redlimit::ReplyError;
+using redlimit::Request;
+using redlimit::Source;
+using redlimit::Strategy;
+using redlimit_unit::decision_reply;
+using ::testing::_;
+using ::testing::AnyNumber;
+using ::testing::InSequence;
+using ::testing::Return;
+using ::testing::StrictMock;
+using ::testing::Throw;
+using namespace std::chrono_literals;
+using Argv = std::vector<std::string>;
+using Commands = std::vector<Argv>;
+namespace scripts = redlimit::detail::scripts;
+
+constexpr std::int64_t kStart = 1'700'000'000'000'000;
+
+class BatchTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<StrictMock<MockConnection>> mock = std::make_shared<StrictMock<MockConnection>>();
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{kStart});
+
+  RateLimiter make(OnFailure on_failure = OnFailure::raise) const {
+    Options o;
+    o.clock = clock;
+    o.on_failure = on_failure;
+    o.breaker_threshold = 0;
+    return RateLimiter(mock, o);
+  }
+  // The fixed window "api", 5 per second.
+  static Argv call(const char* verb, const Strategy& s, const std::string& subject, std::int64_t cost) {
+    const auto& script = scripts::fixed_window();
+    return {verb,
+            verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
+            "2",
+            s.key_for(subject),
+            s.block_key_for(subject),
+            std::to_string(kStart),
+            std::to_string(cost),
+            "1",
+            "5",
+            "1000000"};
+  }
+};
+
+TEST_F(BatchTest, OnePipelineOfEvalshasInRequestOrder) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  const Commands expected = {call("EVALSHA", fw, "a", 1), call("EVALSHA", fw, "b", 3), call("EVALSHA", fw, "a", 5)};
+  EXPECT_CALL(*mock, command(_)).Times(0);
+  EXPECT_CALL(*mock, pipeline(expected))
+      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1'000'000), decision_reply(1, 2, 0, 1'000'000),
+                                          decision_reply(0, 4, 1'000'000, 1'000'000)}));
+  const std::vector<Decision> d = fw.consume_many({{"a", 1}, {"b", 3}, {"a", 5}});
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_TRUE(d[0].allowed);
+  EXPECT_EQ(d[0].remaining, 4);
+  EXPECT_TRUE(d[1].allowed);
+  EXPECT_EQ(d[1].remaining, 2);
+  EXPECT_FALSE(d[2].allowed);
+  EXPECT_EQ(d[2].retry_after, 1s);
+  for (const Decision& x : d) {
+    EXPECT_EQ(x.limit, 5);
+    EXPECT_EQ(x.source, Source::primary);
+  }
+  EXPECT_EQ(limiter.counters().decisions, 3u);
+  EXPECT_EQ(limiter.counters().allowed, 2u);
+  EXPECT_EQ(limiter.counters().rejected, 1u);
+}
+
+TEST_F(BatchTest, DefaultCostIsOne) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  Request r;
+  r.subject = "a";
+  EXPECT_EQ(r.cost, 1);
+  EXPECT_CALL(*mock, pipeline(Commands{call("EVALSHA", fw, "a", 1), call("EVALSHA", fw, "b", 1)}))
+      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1), decision_reply(1, 4, 0, 1)}));
+  EXPECT_EQ(fw.consume_many({r, Request{"b"}}).size(), 2u);
+}
+
+TEST_F(BatchTest, NoscriptRepliesAreResentWithEvalOnlyForThoseRequests) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  InSequence seq;
+  EXPECT_CALL(*mock, pipeline(Commands{call("EVALSHA", fw, "a", 1), call("EVALSHA", fw, "b", 2),
+                                       call("EVALSHA", fw, "c", 3)}))
+      .WillOnce(Return(std::vector<Reply>{redlimit_unit::noscript_reply(), decision_reply(1, 3, 0, 7),
+                                          redlimit_unit::noscript_reply()}));
+  EXPECT_CALL(*mock, pipeline(Commands{call("EVAL", fw, "a", 1), call("EVAL", fw, "c", 3)}))
+      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 8), decision_reply(1, 2, 0, 9)}));
+  const std::vector<Decision> d = fw.consume_many({{"a", 1}, {"b", 2}, {"c", 3}});
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].remaining, 4);
+  EXPECT_EQ(d[0].reset_after, 8us);
+  EXPECT_EQ(d[1].remaining, 3);
+  EXPECT_EQ(d[1].reset_after, 7us);
+  EXPECT_EQ(d[2].remaining, 2);
+  EXPECT_EQ(d[2].reset_after, 9us);
+}
+
+TEST_F(BatchTest, EveryRequestIsCheckedBeforeAnythingIsSent) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).Times(0);
+  EXPECT_CALL(*mock, pipeline(_)).Times(0);
+  const std::string long_subject(1025, 'x');
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 0}}), InvalidArgument);
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 6}}), InvalidArgument);
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"", 1}, {"c", 1}}), InvalidArgument);
+  EXPECT_THROW(fw.consume_many({{long_subject, 1}, {"a", 1}}), InvalidArgument);
+  EXPECT_EQ(limiter.counters().decisions, 0u);
+}
+
+TEST_F(BatchTest, EmptyBatchSendsNothing) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).Times(0);
+  EXPECT_CALL(*mock, pipeline(_)).Times(0);
+  EXPECT_TRUE(fw.consume_many({}).empty());
+}
+
+TEST_F(BatchTest, SingleRequestIsOneCommand) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  // Sent as a command or as a pipeline of one (which the mock turns into a command): one EVALSHA.
+  EXPECT_CALL(*mock, pipeline(_)).Times(AnyNumber());
+  EXPECT_CALL(*mock, command(call("EVALSHA", fw, "a", 2))).WillOnce(Return(decision_reply(1, 3, 0, 1)));
+  const auto d = fw.consume_many({{"a", 2}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].remaining, 3);
+}
+
+TEST_F(BatchTest, ConnectionErrorUnderRaiseThrows) {
+  const RateLimiter limiter = make(OnFailure::raise);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_)).WillOnce(Throw(ConnectionError("reset")));
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 1}}), ConnectionError);
+  EXPECT_EQ(limiter.counters().errors, 1u);
+}
+
+TEST_F(BatchTest, ConnectionErrorUnderFailOpenAdmitsEveryRequest) {
+  const RateLimiter limiter = make(OnFailure::fail_open);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_)).WillOnce(Throw(ConnectionError("reset")));
+  const auto d = fw.consume_many({{"a", 1}, {"b", 1}, {"c", 4}});
+  ASSERT_EQ(d.size(), 3u);
+  for (const Decision& x : d) {
+    EXPECT_TRUE(x.allowed);
+    EXPECT_EQ(x.source, Source::failure_policy);
+  }
+  EXPECT_EQ(limiter.counters().from_failure_policy, 3u);
+}
+
+TEST_F(BatchTest, AnOutageReplyForOneRequestDoesNotOverrideTheOthersDecisions) {
+  // "Each request is decided atomically on its own": request a ran and was recorded by Redis, so
+  // its decision is Redis's, even though b's reply says the server could not serve b.
+  const RateLimiter limiter = make(OnFailure::fail_closed);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_))
+      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1'000'000),
+                                          Reply::make_error("OOM command not allowed when used memory > 'maxmemory'.")}));
+  const auto d = fw.consume_many({{"a", 1}, {"b", 1}});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].source, Source::primary);
+  EXPECT_TRUE(d[0].allowed);
+  EXPECT_EQ(d[0].remaining, 4);
+  EXPECT_EQ(d[1].source, Source::failure_policy);
+  EXPECT_FALSE(d[1].allowed);
+}
+
+TEST_F(BatchTest, ScriptErrorInTheBatchIsAReplyError) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_))
+      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1), Reply::make_error("ERR boom")}));
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 1}}), ReplyError);
+}
+
+TEST_F(BatchTest, WorksForEveryStrategy) {
+  const RateLimiter limiter = make();
+  const std::vector<Strategy> strategies = {
+      limiter.sliding_log("api", Limit::per_second(5)),
+      limiter.sliding_window("api", Limit::per_second(5)),
+      limiter.token_bucket("api", 5, 1, 1s),
+      limiter.leaky_bucket("api", 5, Limit::per_second(1)),
+      limiter.policy("api", redlimit::parse_limits("5/s; 50/m")),
+  };
+  for (const Strategy& s : strategies) {
+    SCOPED_TRACE(s.key_for("a"));
+    const std::string key = s.key_for("a");
+    // The policy script (which also runs sliding windows) appends the deciding limit.
+    const bool policy_reply = key.size() > 4 && (key.compare(key.size() - 3, 3, ":sw") == 0 ||
+                                                 key.compare(key.size() - 4, 4, ":pol") == 0);
+    EXPECT_CALL(*mock, pipeline(_)).WillOnce([&](const Commands& cmds) {
+      EXPECT_EQ(cmds.size(), 2u);
+      std::vector<Reply> out;
+      for (const Argv& c : cmds) {
+        EXPECT_EQ(c.at(0), "EVALSHA");
+        EXPECT_EQ(c.at(2), "2");
+        EXPECT_EQ(c.at(7), "1");  // consume
+        Reply r = decision_reply(1, 4, 0, 1);
+        if (policy_reply) r.elements.push_back(Reply::make_integer(1));
+        out.push_back(r);
+      }
+      EXPECT_EQ(cmds[0].at(3), s.key_for("a"));
+      EXPECT_EQ(cmds[1].at(3), s.key_for("b"));
+      return out;
+    });
+    const auto d = s.consume_many({{"a", 1}, {"b", 1}});
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_TRUE(d[0].allowed && d[1].allowed);
+    ::testing::Mock::VerifyAndClearExpectations(mock.get());
+  }
+}
+
+}  // namespace

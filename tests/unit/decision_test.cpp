@@ -1,0 +1,171 @@
+// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us[, deciding limit 1..m]} -> Decision;
+// anything else is a ReplyError.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "redlimit/detail/scripted_strategy.hpp"
+#include "redlimit/errors.hpp"
+#include "unit/mock_connection.hpp"
+
+namespace {
+
+using redlimit::Decision;
+using redlimit::Reply;
+using redlimit::ReplyError;
+using redlimit::detail::decode_decision;
+using redlimit_unit::decision_reply;
+using std::chrono::microseconds;
+
+Reply ints(std::vector<std::int64_t> values) {
+  std::vector<Reply> items;
+  for (auto v : values) items.push_back(Reply::make_integer(v));
+  return Reply::make_array(std::move(items));
+}
+
+TEST(DecisionTest, Allowed) {
+  const Decision d = decode_decision(decision_reply(1, 99, 0, 60'000'000, 0), {100});
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.limit, 100);
+  EXPECT_EQ(d.remaining, 99);
+  EXPECT_EQ(d.retry_after, microseconds(0));
+  EXPECT_EQ(d.reset_after, microseconds(60'000'000));
+  EXPECT_EQ(d.delay, microseconds(0));
+}
+
+TEST(DecisionTest, Rejected) {
+  const Decision d = decode_decision(decision_reply(0, 0, 1'234'567, 59'000'001, 0), {10});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.limit, 10);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.retry_after, microseconds(1'234'567));
+  EXPECT_EQ(d.reset_after, microseconds(59'000'001));
+  EXPECT_EQ(d.delay, microseconds(0));
+}
+
+TEST(DecisionTest, Delay) {
+  const Decision d = decode_decision(decision_reply(1, 7, 0, 1'500'000, 500'000), {10});
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 7);
+  EXPECT_EQ(d.delay, microseconds(500'000));
+}
+
+TEST(DecisionTest, LargeValuesAreNotTruncated) {
+  const std::int64_t big = (std::int64_t{1} << 52) + 1;
+  const std::int64_t ten_years = 315'360'000'000'000;
+  const Decision d = decode_decision(decision_reply(0, big, ten_years + 3, big * 2, ten_years), {1});
+  EXPECT_EQ(d.remaining, big);
+  EXPECT_EQ(d.retry_after, microseconds(ten_years + 3));
+  EXPECT_EQ(d.reset_after, microseconds(big * 2));
+  EXPECT_EQ(d.delay, microseconds(ten_years));
+}
+
+TEST(DecisionTest, LimitComesFromTheCallerNotTheReply) {
+  EXPECT_EQ(decode_decision(decision_reply(1, 3, 0, 0), {42}).limit, 42);
+  EXPECT_EQ(decode_decision(decision_reply(1, 3, 0, 0), {7}).limit, 7);
+}
+
+TEST(DecisionTest, ZeroesAreFine) {
+  const Decision d = decode_decision(ints({0, 0, 0, 0, 0}), {5});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+}
+
+TEST(DecisionTest, WrongLength) {
+  EXPECT_THROW(decode_decision(ints({}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 9, 0, 0}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 0}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 1, 1}), {10, 20}), ReplyError);
+}
+
+TEST(DecisionTest, SingleLimitStrategiesReportLimitIndexZeroAndPrimarySource) {
+  const Decision d = decode_decision(decision_reply(1, 4, 0, 10), {5});
+  EXPECT_EQ(d.limit_index, 0u);
+  EXPECT_EQ(d.source, redlimit::Source::primary);
+  EXPECT_FALSE(d.shadow_rejected);
+}
+
+// Policies append the 1-based index of the deciding limit.
+TEST(DecisionTest, PolicyReplyNamesTheDecidingLimit) {
+  const std::vector<std::int64_t> limits{10, 120, 240};
+  for (std::int64_t deciding = 1; deciding <= 3; ++deciding) {
+    SCOPED_TRACE(deciding);
+    const Decision d = decode_decision(ints({0, 0, 700, 3'600'000'000, 0, deciding}), limits);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.limit_index, static_cast<std::size_t>(deciding - 1));
+    EXPECT_EQ(d.limit, limits[static_cast<std::size_t>(deciding - 1)]);
+    EXPECT_EQ(d.retry_after, microseconds(700));
+    EXPECT_EQ(d.reset_after, microseconds(3'600'000'000));
+  }
+}
+
+TEST(DecisionTest, PolicyReplyOfOneLimit) {
+  const Decision d = decode_decision(ints({1, 99, 0, 60'000'000, 0, 1}), {100});
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.limit, 100);
+  EXPECT_EQ(d.limit_index, 0u);
+  EXPECT_EQ(d.remaining, 99);
+}
+
+TEST(DecisionTest, DecidingIndexOutOfRange) {
+  const std::vector<std::int64_t> limits{10, 120, 240};
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 0}), limits), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 4}), limits), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, -1}), limits), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 2}), {10}), ReplyError);
+  Reply r = ints({1, 0, 0, 0, 0, 1});
+  r.elements[5] = Reply::make_string("1");
+  EXPECT_THROW(decode_decision(r, limits), ReplyError);
+}
+
+TEST(DecisionTest, NonIntegerElements) {
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    for (const Reply& bad : {Reply::make_string("1"), Reply::make_status("OK"), Reply::make_nil(),
+                             Reply::make_error("ERR x"), ints({1})}) {
+      Reply r = decision_reply(1, 1, 0, 0, 0);
+      r.elements[static_cast<std::size_t>(i)] = bad;
+      EXPECT_THROW(decode_decision(r, {10}), ReplyError);
+    }
+  }
+}
+
+TEST(DecisionTest, NegativeValues) {
+  EXPECT_THROW(decode_decision(decision_reply(1, -1, 0, 0, 0), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(decision_reply(0, 0, -1, 0, 0), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(decision_reply(1, 0, 0, -5, 0), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(decision_reply(1, 0, 0, 0, -1), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(decision_reply(1, INT64_MIN, 0, 0, 0), {10}), ReplyError);
+}
+
+TEST(DecisionTest, AllowedMustBeZeroOrOne) {
+  EXPECT_THROW(decode_decision(decision_reply(2, 0, 0, 0, 0), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(decision_reply(-1, 0, 0, 0, 0), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(decision_reply(INT64_MAX, 0, 0, 0, 0), {10}), ReplyError);
+}
+
+TEST(DecisionTest, NonArrayReplies) {
+  EXPECT_THROW(decode_decision(Reply::make_integer(1), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(Reply::make_nil(), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(Reply::make_string("1 9 0 0 0"), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(Reply::make_status("OK"), {10}), ReplyError);
+}
+
+TEST(DecisionTest, ErrorReplyIsAReplyErrorCarryingTheServerText) {
+  try {
+    decode_decision(Reply::make_error("ERR user_script:12: Script attempted to access nonexistent global"), {10});
+    FAIL() << "did not throw";
+  } catch (const ReplyError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("nonexistent global"));
+  }
+}
+
+TEST(DecisionTest, ReplyErrorIsARedlimitError) {
+  EXPECT_THROW(decode_decision(ints({1}), {10}), redlimit::Error);
+}
+
+}  // namespace

@@ -1,0 +1,58 @@
+#pragma once
+// A gmock stand-in for Redis behind the Connection seam, and small helpers to build replies.
+#include <gmock/gmock.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "redlimit/connection.hpp"
+#include "redlimit/decision.hpp"
+#include "redlimit/reply.hpp"
+
+namespace redlimit {
+// Readable gtest output for Decision::source.
+inline void PrintTo(Source s, std::ostream* os) {
+  switch (s) {
+    case Source::primary: *os << "Source::primary"; return;
+    case Source::fallback: *os << "Source::fallback"; return;
+    case Source::failure_policy: *os << "Source::failure_policy"; return;
+    case Source::local_cache: *os << "Source::local_cache"; return;
+  }
+  *os << "Source(" << static_cast<int>(s) << ")";
+}
+}  // namespace redlimit
+
+class MockConnection : public redlimit::Connection {
+ public:
+  MockConnection() {
+    // Unless a test says otherwise, pipeline() behaves like the base class: one command() per entry,
+    // so expectations on command() still see every command.
+    ON_CALL(*this, pipeline(::testing::_))
+        .WillByDefault([this](const std::vector<std::vector<std::string>>& commands) {
+          return this->redlimit::Connection::pipeline(commands);
+        });
+  }
+
+  MOCK_METHOD(redlimit::Reply, command, (const std::vector<std::string>&), (override));
+  MOCK_METHOD(std::vector<redlimit::Reply>, pipeline, (const std::vector<std::vector<std::string>>&),
+              (override));
+};
+
+namespace redlimit_unit {
+
+// The reply every strategy script returns: {allowed, remaining, retry_after_us, reset_after_us, delay_us}.
+inline redlimit::Reply decision_reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us,
+                                      std::int64_t reset_us, std::int64_t delay_us = 0) {
+  using redlimit::Reply;
+  return Reply::make_array({Reply::make_integer(allowed), Reply::make_integer(remaining),
+                            Reply::make_integer(retry_us), Reply::make_integer(reset_us),
+                            Reply::make_integer(delay_us)});
+}
+
+inline redlimit::Reply noscript_reply() {
+  return redlimit::Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
+}
+
+}  // namespace redlimit_unit

@@ -1,0 +1,213 @@
+// run_script: EVALSHA first; EVAL exactly once on NOSCRIPT; other error replies throw ReplyError;
+// transport errors propagate and are never replayed.
+#include "redlimit/detail/script.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "redlimit/detail/sha1.hpp"
+#include "redlimit/errors.hpp"
+#include "unit/mock_connection.hpp"
+
+namespace {
+
+using redlimit::ConnectionError;
+using redlimit::Reply;
+using redlimit::ReplyError;
+using redlimit::TimeoutError;
+using redlimit::detail::evalsha_command;
+using redlimit::detail::is_noscript;
+using redlimit::detail::run_script;
+using redlimit::detail::Script;
+using ::testing::_;
+using ::testing::ElementsAre;
+using ::testing::InSequence;
+using ::testing::Return;
+using ::testing::StrictMock;
+using ::testing::Throw;
+using Argv = std::vector<std::string>;
+using namespace std::string_literals;
+
+constexpr std::string_view kSource = "return redis.call('GET', KEYS[1])";
+
+class ScriptTest : public ::testing::Test {
+ protected:
+  Script script{"get", kSource};
+  StrictMock<MockConnection> conn;
+  const Argv keys{"k1", "k2"};
+  const Argv args{"a", "b", "c"};
+
+  Argv evalsha() const { return {"EVALSHA", script.sha1, "2", "k1", "k2", "a", "b", "c"}; }
+  Argv eval() const { return {"EVAL", std::string(kSource), "2", "k1", "k2", "a", "b", "c"}; }
+};
+
+TEST_F(ScriptTest, ScriptIsNamedBySha1OfItsSource) {
+  EXPECT_EQ(script.name, "get");
+  EXPECT_EQ(script.source, kSource);
+  EXPECT_EQ(script.sha1, redlimit::detail::sha1_hex(kSource));
+  EXPECT_EQ(Script("one", "return 1").sha1, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+}
+
+TEST_F(ScriptTest, EvalshaCommandLayout) {
+  EXPECT_EQ(evalsha_command(script, keys, args), evalsha());
+  EXPECT_THAT(evalsha_command(script, {}, {}), ElementsAre("EVALSHA", script.sha1, "0"));
+  EXPECT_THAT(evalsha_command(script, {"only"}, {}), ElementsAre("EVALSHA", script.sha1, "1", "only"));
+  EXPECT_THAT(evalsha_command(script, {}, {"x"}), ElementsAre("EVALSHA", script.sha1, "0", "x"));
+}
+
+TEST_F(ScriptTest, EvalshaCommandIsBinarySafe) {
+  const std::string key = "k\0{}|:"s, arg = "\0\xff"s;
+  const Argv cmd = evalsha_command(script, {key}, {arg});
+  ASSERT_EQ(cmd.size(), 5u);
+  EXPECT_EQ(cmd[3], key);
+  EXPECT_EQ(cmd[4], arg);
+}
+
+TEST_F(ScriptTest, SendsEvalshaAndReturnsItsReply) {
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_string("value")));
+  const Reply r = run_script(conn, script, keys, args);
+  EXPECT_EQ(r.type, Reply::Type::string);
+  EXPECT_EQ(r.str, "value");
+}
+
+TEST_F(ScriptTest, NilAndArrayRepliesAreReturnedAsIs) {
+  EXPECT_CALL(conn, command(evalsha()))
+      .WillOnce(Return(Reply::make_nil()))
+      .WillOnce(Return(redlimit_unit::decision_reply(1, 2, 3, 4, 5)));
+  EXPECT_EQ(run_script(conn, script, keys, args).type, Reply::Type::nil);
+  const Reply r = run_script(conn, script, keys, args);
+  ASSERT_EQ(r.type, Reply::Type::array);
+  ASSERT_EQ(r.elements.size(), 5u);
+  EXPECT_EQ(r.elements[4].integer, 5);
+}
+
+TEST_F(ScriptTest, NoscriptFallsBackToEvalExactlyOnce) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_integer(42)));
+  const Reply r = run_script(conn, script, keys, args);
+  EXPECT_EQ(r.type, Reply::Type::integer);
+  EXPECT_EQ(r.integer, 42);
+}
+
+TEST_F(ScriptTest, NextCallStartsWithEvalshaAgain) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_integer(1)));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_integer(2)));
+  EXPECT_EQ(run_script(conn, script, keys, args).integer, 1);
+  EXPECT_EQ(run_script(conn, script, keys, args).integer, 2);
+}
+
+TEST_F(ScriptTest, ErrorFromEvalAfterNoscriptThrowsWithoutLooping) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_error("ERR Error compiling script")));
+  EXPECT_THROW(run_script(conn, script, keys, args), ReplyError);
+}
+
+TEST_F(ScriptTest, NoscriptFromEvalIsNotRetriedAgain) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, command(eval())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_THROW(run_script(conn, script, keys, args), ReplyError);
+}
+
+TEST_F(ScriptTest, OtherErrorRepliesThrowReplyErrorAndAreNotRetried) {
+  for (const char* text : {"ERR Error running script (call to f_abc): @user_script:1: boom",
+                           "BUSY Redis is busy running a script.",
+                           "READONLY You can't write against a read only replica.",
+                           "OOM command not allowed when used memory > 'maxmemory'.", "WRONGTYPE Operation",
+                           "ERR unknown command 'EVALSHA'"}) {
+    SCOPED_TRACE(text);
+    EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_error(text)));
+    EXPECT_CALL(conn, command(eval())).Times(0);
+    try {
+      run_script(conn, script, keys, args);
+      ADD_FAILURE() << "did not throw";
+    } catch (const ReplyError& e) {
+      // The server's words reach the caller.
+      const std::string t = text;
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(t.substr(0, t.find(' '))));
+    }
+    ::testing::Mock::VerifyAndClearExpectations(&conn);
+  }
+}
+
+TEST_F(ScriptTest, ServerCannotServeNowIsAnUnavailableError) {
+  // UnavailableError is a ReplyError the failure policy treats like an outage: the script did not run.
+  for (const char* text : {"LOADING Redis is loading the dataset in memory", "BUSY Redis is busy running a script.",
+                           "MASTERDOWN Link with MASTER is down", "CLUSTERDOWN The cluster is down",
+                           "TRYAGAIN Multiple keys request during rehashing of slot",
+                           "READONLY You can't write against a read only replica.",
+                           "OOM command not allowed when used memory > 'maxmemory'."}) {
+    SCOPED_TRACE(text);
+    EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_error(text)));
+    EXPECT_CALL(conn, command(eval())).Times(0);
+    EXPECT_THROW(run_script(conn, script, keys, args), redlimit::UnavailableError);
+    ::testing::Mock::VerifyAndClearExpectations(&conn);
+  }
+}
+
+TEST_F(ScriptTest, ScriptErrorsAreNotUnavailableErrors) {
+  for (const char* text : {"ERR Error running script: @user_script:1: boom", "WRONGTYPE Operation against a key",
+                           "NOPERM this user has no permissions"}) {
+    SCOPED_TRACE(text);
+    EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_error(text)));
+    bool unavailable = false, reply_error = false;
+    try {
+      run_script(conn, script, keys, args);
+    } catch (const redlimit::UnavailableError&) {
+      unavailable = true;
+    } catch (const ReplyError&) {
+      reply_error = true;
+    }
+    EXPECT_TRUE(reply_error);
+    EXPECT_FALSE(unavailable);
+    ::testing::Mock::VerifyAndClearExpectations(&conn);
+  }
+}
+
+TEST_F(ScriptTest, NonErrorReplySayingNoscriptIsNotAFallbackTrigger) {
+  // A script may legitimately return the string "NOSCRIPT"; only an error reply means "not cached".
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_string("NOSCRIPT")));
+  EXPECT_CALL(conn, command(eval())).Times(0);
+  const Reply r = run_script(conn, script, keys, args);
+  EXPECT_EQ(r.type, Reply::Type::string);
+  EXPECT_EQ(r.str, "NOSCRIPT");
+}
+
+TEST_F(ScriptTest, ConnectionErrorPropagatesAndIsNotReplayed) {
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Throw(ConnectionError("connection reset by peer")));
+  EXPECT_CALL(conn, command(eval())).Times(0);
+  EXPECT_THROW(run_script(conn, script, keys, args), ConnectionError);
+}
+
+TEST_F(ScriptTest, TimeoutPropagatesAndIsNotReplayed) {
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Throw(TimeoutError("no reply within 1000 ms")));
+  EXPECT_CALL(conn, command(eval())).Times(0);
+  EXPECT_THROW(run_script(conn, script, keys, args), TimeoutError);
+}
+
+TEST_F(ScriptTest, ConnectionErrorDuringEvalPropagates) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, command(eval())).WillOnce(Throw(ConnectionError("broken pipe")));
+  EXPECT_THROW(run_script(conn, script, keys, args), ConnectionError);
+}
+
+TEST(IsNoscriptTest, RecognisesOnlyNoscriptErrorReplies) {
+  EXPECT_TRUE(is_noscript(Reply::make_error("NOSCRIPT No matching script. Please use EVAL.")));
+  EXPECT_TRUE(is_noscript(Reply::make_error("NOSCRIPT")));
+  EXPECT_FALSE(is_noscript(Reply::make_error("ERR unknown command")));
+  EXPECT_FALSE(is_noscript(Reply::make_error("ERR user_script:1: NOSCRIPT in the middle")));
+  EXPECT_FALSE(is_noscript(Reply::make_string("NOSCRIPT No matching script.")));
+  EXPECT_FALSE(is_noscript(Reply::make_status("NOSCRIPT")));
+  EXPECT_FALSE(is_noscript(Reply::make_nil()));
+  EXPECT_FALSE(is_noscript(Reply::make_integer(0)));
+}
+
+}  // namespace

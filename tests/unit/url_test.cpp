@@ -1,0 +1,187 @@
+// parse_url: redis:// and unix:// URLs into an Endpoint; malformed URLs throw InvalidArgument.
+#include "redlimit/url.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "redlimit/errors.hpp"
+
+namespace {
+
+using redlimit::Endpoint;
+using redlimit::InvalidArgument;
+using redlimit::parse_url;
+
+TEST(UrlTest, HostPortAndDb) {
+  const Endpoint e = parse_url("redis://cache.example.com:6380/2");
+  EXPECT_EQ(e.host, "cache.example.com");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 2);
+  EXPECT_TRUE(e.unix_path.empty());
+  EXPECT_TRUE(e.username.empty());
+  EXPECT_TRUE(e.password.empty());
+}
+
+TEST(UrlTest, Ipv4Host) {
+  const Endpoint e = parse_url("redis://127.0.0.1:6379/0");
+  EXPECT_EQ(e.host, "127.0.0.1");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 0);
+}
+
+TEST(UrlTest, DefaultPortAndDb) {
+  const Endpoint e = parse_url("redis://localhost");
+  EXPECT_EQ(e.host, "localhost");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 0);
+  EXPECT_TRUE(e.password.empty());
+}
+
+TEST(UrlTest, TrailingSlashMeansDbZero) {
+  const Endpoint e = parse_url("redis://localhost:7000/");
+  EXPECT_EQ(e.port, 7000);
+  EXPECT_EQ(e.db, 0);
+}
+
+TEST(UrlTest, DbWithoutPort) {
+  const Endpoint e = parse_url("redis://localhost/15");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 15);
+}
+
+TEST(UrlTest, PortBounds) {
+  EXPECT_EQ(parse_url("redis://h:1").port, 1);
+  EXPECT_EQ(parse_url("redis://h:65535").port, 65535);
+}
+
+TEST(UrlTest, PasswordOnly) {
+  const Endpoint e = parse_url("redis://:s3cret@db.internal:6390/4");
+  EXPECT_EQ(e.host, "db.internal");
+  EXPECT_EQ(e.port, 6390);
+  EXPECT_EQ(e.db, 4);
+  EXPECT_TRUE(e.username.empty());
+  EXPECT_EQ(e.password, "s3cret");
+}
+
+TEST(UrlTest, PasswordWithDefaultPort) {
+  const Endpoint e = parse_url("redis://:pw@host");
+  EXPECT_EQ(e.host, "host");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.password, "pw");
+  EXPECT_TRUE(e.username.empty());
+}
+
+TEST(UrlTest, UserAndPassword) {
+  const Endpoint e = parse_url("redis://alice:wonderland@host:6379/1");
+  EXPECT_EQ(e.username, "alice");
+  EXPECT_EQ(e.password, "wonderland");
+  EXPECT_EQ(e.host, "host");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 1);
+}
+
+TEST(UrlTest, PercentEncodedPassword) {
+  const Endpoint e = parse_url("redis://:p%40ss%3Aw%2Frd%25@host:6379");
+  EXPECT_EQ(e.password, "p@ss:w/rd%");
+  EXPECT_EQ(e.host, "host");
+}
+
+TEST(UrlTest, PercentEncodedUserAndPassword) {
+  const Endpoint e = parse_url("redis://us%65r:p%2fw@host");
+  EXPECT_EQ(e.username, "user");
+  EXPECT_EQ(e.password, "p/w");
+}
+
+TEST(UrlTest, Ipv6WithPort) {
+  const Endpoint e = parse_url("redis://[::1]:7000");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 7000);
+  EXPECT_EQ(e.db, 0);
+}
+
+TEST(UrlTest, Ipv6DefaultPort) {
+  const Endpoint e = parse_url("redis://[2001:db8::7]/3");
+  EXPECT_EQ(e.host, "2001:db8::7");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 3);
+}
+
+TEST(UrlTest, Ipv6WithCredentials) {
+  const Endpoint e = parse_url("redis://bob:pw@[::1]:7001/2");
+  EXPECT_EQ(e.username, "bob");
+  EXPECT_EQ(e.password, "pw");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 7001);
+  EXPECT_EQ(e.db, 2);
+}
+
+TEST(UrlTest, UnixSocket) {
+  const Endpoint e = parse_url("unix:///var/run/redis/redis.sock");
+  EXPECT_EQ(e.unix_path, "/var/run/redis/redis.sock");
+  EXPECT_TRUE(e.host.empty());
+  EXPECT_EQ(e.db, 0);
+  EXPECT_TRUE(e.password.empty());
+}
+
+TEST(UrlTest, UnixSocketWithDbAndPassword) {
+  const Endpoint e = parse_url("unix:///tmp/redis.sock?db=3&password=x");
+  EXPECT_EQ(e.unix_path, "/tmp/redis.sock");
+  EXPECT_TRUE(e.host.empty());
+  EXPECT_EQ(e.db, 3);
+  EXPECT_EQ(e.password, "x");
+}
+
+TEST(UrlTest, UnixSocketQueryInAnyOrder) {
+  const Endpoint e = parse_url("unix:///tmp/redis.sock?password=pw&db=7");
+  EXPECT_EQ(e.unix_path, "/tmp/redis.sock");
+  EXPECT_EQ(e.db, 7);
+  EXPECT_EQ(e.password, "pw");
+}
+
+TEST(UrlTest, UnixSocketPercentEncodedPassword) {
+  const Endpoint e = parse_url("unix:///tmp/redis.sock?password=a%26b%3Dc");
+  EXPECT_EQ(e.password, "a&b=c");
+}
+
+class BadUrlTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BadUrlTest, ThrowsInvalidArgument) {
+  const std::string url = GetParam();
+  EXPECT_THROW(parse_url(url), InvalidArgument) << "url: " << url;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, BadUrlTest,
+    ::testing::Values(
+        // scheme
+        "", "localhost:6379", "http://localhost:6379", "redis:/localhost", "tcp://localhost",
+        "rediss://localhost:6379",  // no TLS in hiredis 0.14
+        // port
+        "redis://localhost:abc", "redis://localhost:0", "redis://localhost:65536", "redis://localhost:-1",
+        "redis://localhost:", "redis://localhost:99999999999", "redis://[::1]:", "redis://[::1]x",
+        // db
+        "redis://localhost/-1", "redis://localhost/abc", "redis://localhost:6379/1x", "redis://localhost/1.5",
+        // host
+        "redis://", "redis://:6379", "redis://:pw@", "redis://:pw@:6379/0", "redis:///0", "redis://[]:6379",
+        "redis://[::1",
+        // unix path and query
+        "unix://", "unix://?db=1", "unix:///tmp/x.sock?db=-1", "unix:///tmp/x.sock?db=abc",
+        // percent-escapes
+        "redis://:pw%zz@host", "redis://:pw%4@host"),
+    [](const ::testing::TestParamInfo<const char*>& info) { return "case" + std::to_string(info.index); });
+
+TEST(UrlTest, TlsSchemeIsExplainedNotJustRejected) {
+  try {
+    parse_url("rediss://localhost:6380");
+    FAIL() << "rediss:// was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("rediss"), std::string::npos) << e.what();
+  }
+}
+
+TEST(UrlTest, ErrorsAreRedlimitErrors) {
+  EXPECT_THROW(parse_url("http://x"), redlimit::Error);
+}
+
+}  // namespace
