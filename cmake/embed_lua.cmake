@@ -1,5 +1,7 @@
 # Writes OUT, a C++ file with one string constant per LUA_DIR/*.lua script
-# (redlimit::detail::lua::<name>), each being prologue.lua followed by the script itself.
+# (redlimit::detail::lua::<name>), each being "#!lua", prologue.lua, then the script itself.
+# The shebang (Redis >= 7.0) makes Redis refuse keys a script did not declare and keys of two
+# cluster slots, so a routing mistake fails loudly instead of touching the wrong shard.
 file(READ ${LUA_DIR}/prologue.lua prologue)
 file(GLOB files ${LUA_DIR}/*.lua)
 list(SORT files)
@@ -10,7 +12,7 @@ foreach(f ${files})
     continue()
   endif()
   file(READ ${f} src)
-  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(${prologue}\n-- ${name}.lua\n${src})redlimit_lua\";\n")
+  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(#!lua\n${prologue}\n-- ${name}.lua\n${src})redlimit_lua\";\n")
 endforeach()
 string(APPEND body "}  // namespace redlimit::detail::lua\n")
 file(WRITE ${OUT}.tmp "${body}")
