@@ -34,7 +34,7 @@ done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-demo"
-PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev redis-server redis-tools)
+PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev redis-server redis-tools)
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -118,7 +118,7 @@ else
   step "Using REDIS_URL=$REDIS_URL"
 fi
 
-for example in fixed_window sliding_log sliding_window token_bucket leaky_bucket; do
+for example in fixed_window sliding_log sliding_window token_bucket leaky_bucket policy; do
   step "example_$example"
   "$BUILD/examples/example_$example"
 done
