@@ -160,18 +160,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
       batch.swap(queue_);
       wake_pending_ = false;
     }
-    std::exception_ptr connect_error;  // one failed connect fails the rest of the batch too
-    for (Item& item : batch) {
-      if (item.task) {
-        run_task(item.task);
-      } else if (item.close) {
-        begin_shutdown();
-      } else if (shutting_down_) {
-        fail(item.on_error, closed_error(endpoint_));
-      } else {
-        send(item, connect_error);
-      }
-    }
+    for (Item& item : batch) backlog_.push_back(std::move(item));
+    pump();
     maybe_finish();
   }
 
@@ -184,10 +174,11 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
         drop(fmt::format("connecting to {} took longer than {} ms", describe(endpoint_),
                          options_.connect_timeout.count()),
              true);
-      } else if (!conn_->inflight.empty() && conn_->inflight.front() <= now) {
+      } else if (const auto due = reply_due(*conn_); due && *due <= now) {
         drop(fmt::format("no reply from {} within {} ms", describe(endpoint_), options_.command_timeout.count()), true);
       }
     }
+    pump();
     schedule_deadline();
     maybe_finish();
   }
@@ -218,7 +209,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     Core& core;
     bool connected = false;
     std::optional<TimePoint> connect_deadline;
-    std::deque<TimePoint> inflight;  // the deadline of each command hiredis holds, oldest first
+    std::deque<TimePoint> inflight;  // when each command hiredis holds was sent, oldest first
+    TimePoint last_reply{};          // when the last reply arrived
     std::string failure;             // set when we drop it: the pending commands fail with this
     bool timed_out = false;
     ContextPtr ac;                   // null once hiredis has freed the context itself
@@ -245,6 +237,33 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
       on_error(std::move(error));
     } catch (...) {
     }
+  }
+
+  // Runs the backlog in order: tasks, the close marker, and commands, which go to hiredis while fewer
+  // than max_in_flight wait for replies (hiredis 0.14 moves its whole output buffer after each
+  // partial write: an unbounded flood would cost it quadratic time).
+  void pump() {
+    std::exception_ptr connect_error;  // one failed connect fails the rest of this pass too
+    while (!backlog_.empty()) {
+      Item& front = backlog_.front();
+      const bool command = !front.task && !front.close;
+      if (command && !shutting_down_ && at_capacity()) return;  // resumed by replied()
+      Item item = std::move(front);
+      backlog_.pop_front();
+      if (item.task) {
+        run_task(item.task);
+      } else if (item.close) {
+        begin_shutdown();
+      } else if (shutting_down_) {
+        fail(item.on_error, closed_error(endpoint_));
+      } else {
+        send(item, connect_error);
+      }
+    }
+  }
+
+  bool at_capacity() const {
+    return conn_ && options_.max_in_flight > 0 && conn_->inflight.size() >= options_.max_in_flight;
   }
 
   // Contexts retired inside callbacks are freed here, at the top level.
@@ -297,11 +316,20 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
                               lens.data()) != REDIS_OK) {
       return false;
     }
-    const TimePoint deadline =
-        options_.command_timeout.count() > 0 ? SteadyClock::now() + options_.command_timeout : TimePoint::max();
-    conn.inflight.push_back(deadline);
-    if (deadline != TimePoint::max() && (!timer_armed_ || deadline < timer_at_)) arm(deadline);
+    conn.inflight.push_back(SteadyClock::now());
+    if (conn.inflight.size() == 1) {
+      if (const auto due = reply_due(conn); due && (!timer_armed_ || *due < timer_at_)) arm(*due);
+    }
     return true;
+  }
+
+  // When the oldest command waiting on `conn` is overdue: command_timeout after it was sent, or after
+  // the reply before it arrived, whichever is later. Replies come in order, so a command deep in a
+  // pipeline waits for the ones ahead of it; what the deadline catches is a connection that stops
+  // answering, not a long (but moving) queue.
+  std::optional<TimePoint> reply_due(const Conn& conn) const {
+    if (conn.inflight.empty() || options_.command_timeout.count() == 0) return std::nullopt;
+    return std::max(conn.inflight.front(), conn.last_reply) + options_.command_timeout;
   }
 
   // The current connection, opened (with AUTH / SELECT queued first) if there is none.
@@ -389,6 +417,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
       released_ = true;  // from now on submit() runs things on the caller's thread
       left.swap(queue_);
     }
+    for (Item& item : backlog_) run_inline(item);
+    backlog_.clear();
     for (Item& item : left) run_inline(item);
     release_loop();  // last: may destroy *this
   }
@@ -397,9 +427,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     if (!conn_) return;
     std::optional<TimePoint> next;
     if (!conn_->connected && conn_->connect_deadline) next = conn_->connect_deadline;
-    if (!conn_->inflight.empty() && conn_->inflight.front() != TimePoint::max()) {
-      if (!next || conn_->inflight.front() < *next) next = conn_->inflight.front();
-    }
+    if (const auto due = reply_due(*conn_); due && (!next || *due < *next)) next = due;
     if (next && (!timer_armed_ || *next < timer_at_)) arm(*next);
   }
 
@@ -413,6 +441,11 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   void replied(Conn& conn, const redisAsyncContext* ac, const redisReply* reply, std::unique_ptr<Pending> p) {
     if (!conn.inflight.empty()) conn.inflight.pop_front();
+    if (reply != nullptr && options_.command_timeout.count() > 0) conn.last_reply = SteadyClock::now();
+    if (!backlog_.empty() && conn_.get() == &conn && conn.inflight.size() <= options_.max_in_flight / 2 &&
+        !(timer_armed_ && timer_at_ == TimePoint{})) {
+      arm(TimePoint{});  // room again: the timer (at the top level) sends more of the backlog
+    }
     if (p->setup != nullptr) {
       if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && conn.failure.empty()) {
         // The commands queued behind it must not run unauthenticated or on the wrong db.
@@ -484,6 +517,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   std::atomic<std::size_t> max_in_flight_{0};
 
   // Loop thread only.
+  std::deque<Item> backlog_;  // taken from queue_, not yet handed to hiredis
   std::unique_ptr<Conn> conn_;
   std::vector<std::unique_ptr<Conn>> graveyard_;
   bool timer_armed_ = false;

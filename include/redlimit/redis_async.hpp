@@ -17,10 +17,12 @@
 //
 // Connection. Opened lazily by the first command (AUTH and SELECT from the Endpoint go first). When
 // it breaks, every command waiting for a reply fails with ConnectionError (its outcome is unknown:
-// nothing is replayed) and the next command opens a new connection. A command with no reply within
-// command_timeout fails with TimeoutError and the connection is dropped (the replies of later
-// commands could not be told apart from its own otherwise); so does a connect that takes longer than
-// connect_timeout. The host name is resolved on the loop's thread (blocking): prefer an address.
+// nothing is replayed) and the next command opens a new connection. When the oldest command
+// waiting gets no reply within command_timeout (see AsyncOptions), it and every command behind it
+// fail with TimeoutError and the connection is dropped (a late reply could not be told apart from
+// the next command's); so does a connect that takes longer than connect_timeout. The host name is
+// resolved on the loop's thread (blocking): prefer an address. As with any hiredis client, ignore
+// SIGPIPE in the process: a write to a connection the server just closed would raise it.
 //
 // Lifetime. The loop must outlive the AsyncRedis. Destroying the last shared_ptr (or close()) stops
 // new commands; what was queued before is still sent and answered (within command_timeout), then
@@ -47,8 +49,13 @@ namespace redlimit {
 struct AsyncOptions {
   // Deadline to establish the connection; 0 = wait as long as the OS does.
   std::chrono::milliseconds connect_timeout{1000};
-  // Deadline for each command's reply, counted from when the loop sends it; 0 = no deadline.
+  // Deadline for a reply; 0 = no deadline. Replies come in order, so it is counted from when the
+  // command was sent or from the reply before it, whichever is later: a command deep in a pipeline
+  // may wait longer in all, but the connection never goes this long without answering one.
   std::chrono::milliseconds command_timeout{1000};
+  // Commands handed to hiredis (sent, or in its output buffer) at most; later ones wait in order in
+  // the AsyncRedis's queue until replies make room. 0 = no cap.
+  std::size_t max_in_flight = 4096;
 };
 
 class AsyncRedis final : public AsyncConnection {
