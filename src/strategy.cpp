@@ -231,32 +231,13 @@ std::vector<Decision> Strategy::execute(Operation op, const detail::Script& scri
       throw;
     }
     for (std::size_t j = 0; j < pending.size(); ++j) {
-      Decision& d = out[pending[j]] = decided[j];
-      if (!ctx.reject_cache || d.source != Source::primary) continue;
-      const std::string& key = to_send[j].keys[0];
-      if (consuming && !d.allowed && d.retry_after.count() > 0) {
-        ctx.reject_cache->remember(key, costs[pending[j]], now + d.retry_after, now);
-      } else if (op == Operation::refund) {
-        ctx.reject_cache->forget(key);
-      }
+      out[pending[j]] = decided[j];
+      learn(op, to_send[j].keys[0], costs[pending[j]], decided[j], now);
     }
   }
 
   const auto latency = std::chrono::steady_clock::now() - started;
-  for (Decision& d : out) {
-    if (consuming) {
-      ++c.decisions;
-      if (!d.allowed && ctx.options.shadow) {
-        d.allowed = true;
-        d.shadow_rejected = true;
-        ++c.shadow_rejected;
-      }
-      ++(d.allowed ? c.allowed : c.rejected);
-    }
-    if (d.source == Source::fallback) ++c.from_fallback;
-    if (d.source == Source::failure_policy) ++c.from_failure_policy;
-    report(op, &d, {}, latency);
-  }
+  for (Decision& d : out) account(op, d, latency);
   return out;
 }
 
@@ -287,6 +268,34 @@ Decision Strategy::on_failure(const std::exception& error, const detail::Script&
   d = detail::decode_decision(detail::run_script(*ctx.fallback, script, call.keys, call.args), limits_);
   d.source = Source::fallback;
   return d;
+}
+
+void Strategy::learn(Operation op, const std::string& key, std::int64_t cost, const Decision& d,
+                     std::chrono::microseconds now) const {
+  detail::Context& ctx = *ctx_;
+  if (!ctx.reject_cache || d.source != Source::primary) return;
+  if (op == Operation::consume && !d.allowed && d.retry_after.count() > 0) {
+    ctx.reject_cache->remember(key, cost, now + d.retry_after, now);
+  } else if (op == Operation::refund) {
+    ctx.reject_cache->forget(key);
+  }
+}
+
+void Strategy::account(Operation op, Decision& d, std::chrono::nanoseconds latency) const {
+  detail::Context& ctx = *ctx_;
+  auto& c = ctx.counters;
+  if (op == Operation::consume) {
+    ++c.decisions;
+    if (!d.allowed && ctx.options.shadow) {
+      d.allowed = true;
+      d.shadow_rejected = true;
+      ++c.shadow_rejected;
+    }
+    ++(d.allowed ? c.allowed : c.rejected);
+  }
+  if (d.source == Source::fallback) ++c.from_fallback;
+  if (d.source == Source::failure_policy) ++c.from_failure_policy;
+  report(op, &d, {}, latency);
 }
 
 void Strategy::report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const {

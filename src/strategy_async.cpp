@@ -22,34 +22,6 @@
 
 namespace redlimit {
 
-void Strategy::learn(Operation op, const std::string& key, std::int64_t cost, const Decision& d,
-                     std::chrono::microseconds now) const {
-  detail::Context& ctx = *ctx_;
-  if (!ctx.reject_cache || d.source != Source::primary) return;
-  if (op == Operation::consume && !d.allowed && d.retry_after.count() > 0) {
-    ctx.reject_cache->remember(key, cost, now + d.retry_after, now);
-  } else if (op == Operation::refund) {
-    ctx.reject_cache->forget(key);
-  }
-}
-
-void Strategy::account(Operation op, Decision& d, std::chrono::nanoseconds latency) const {
-  detail::Context& ctx = *ctx_;
-  auto& c = ctx.counters;
-  if (op == Operation::consume) {
-    ++c.decisions;
-    if (!d.allowed && ctx.options.shadow) {
-      d.allowed = true;
-      d.shadow_rejected = true;
-      ++c.shadow_rejected;
-    }
-    ++(d.allowed ? c.allowed : c.rejected);
-  }
-  if (d.source == Source::fallback) ++c.from_fallback;
-  if (d.source == Source::failure_policy) ++c.from_failure_policy;
-  report(op, &d, {}, latency);
-}
-
 // Owned by the callbacks of the command in flight (shared_ptr), so it outlives the caller's
 // Strategy handle; it holds a copy of the handle (which shares the limiter's Context).
 struct Strategy::AsyncCall : std::enable_shared_from_this<Strategy::AsyncCall> {
