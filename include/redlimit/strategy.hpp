@@ -89,9 +89,9 @@ class Strategy {
     std::vector<std::string> keys;
     std::vector<std::string> args;
   };
-  // One consume_async in flight, and what it shares with execute() (src/strategy_async.cpp): what
-  // the reject cache learns from a decision Redis made at `now`, then shadow mode, counters and
-  // metrics for the decision returned.
+  // One consume_async in flight (src/strategy_async.cpp). learn() and account() are what it shares
+  // with execute(): what the reject cache learns from a decision Redis made at `now`, then shadow
+  // mode, counters and metrics for the decision returned.
   struct AsyncCall;
   void learn(Operation op, const std::string& key, std::int64_t cost, const Decision& d,
              std::chrono::microseconds now) const;
