@@ -122,9 +122,11 @@ void ClusterConnection::refresh() {
       const auto& master = range.elements[2];
       if (master.type != Reply::Type::array || master.elements.size() < 2) continue;
       const std::int64_t lo = range.elements[0].integer, hi = range.elements[1].integer;
+      const std::int64_t port = master.elements[1].integer;
+      if (port < 1 || port > 65535) continue;  // a node in handshake reports port 0
       std::string host = master.elements[0].str;
       if (host.empty() || host == "?") host = ep.host;  // a node that does not know its own address
-      const auto n = node(host, static_cast<int>(master.elements[1].integer));
+      const auto n = node(host, static_cast<int>(port));
       for (std::int64_t s = std::max<std::int64_t>(lo, 0); s <= std::min<std::int64_t>(hi, 16383); ++s) {
         slots_[static_cast<std::size_t>(s)] = n;
       }

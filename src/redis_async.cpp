@@ -15,6 +15,7 @@
 // - Every command handed to hiredis gets its callback exactly once: with the reply, or with a null
 //   reply when the context is freed (by hiredis after an error, or by us on a timeout or close).
 #include "redlimit/redis_async.hpp"
+#include "redlimit/detail/hiredis_reply.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -53,29 +54,6 @@ struct ContextDeleter {
 };
 using ContextPtr = std::unique_ptr<redisAsyncContext, ContextDeleter>;
 
-Reply convert(const redisReply& r) {
-  switch (r.type) {
-    case REDIS_REPLY_STRING:
-      return Reply::make_string(std::string(r.str, r.len));
-    case REDIS_REPLY_STATUS:
-      return Reply::make_status(std::string(r.str, r.len));
-    case REDIS_REPLY_ERROR:
-      return Reply::make_error(std::string(r.str, r.len));
-    case REDIS_REPLY_INTEGER:
-      return Reply::make_integer(r.integer);
-    case REDIS_REPLY_NIL:
-      return Reply::make_nil();
-    case REDIS_REPLY_ARRAY: {
-      std::vector<Reply> items;
-      items.reserve(r.elements);
-      for (std::size_t i = 0; i < r.elements; ++i) items.push_back(convert(*r.element[i]));
-      return Reply::make_array(std::move(items));
-    }
-    default:
-      // RESP3 types (hiredis 1.x) never appear: we never send HELLO 3.
-      return Reply::make_error(fmt::format("ERR redlimit: unexpected reply type {}", r.type));
-  }
-}
 
 std::string describe(const Endpoint& e) {
   return e.unix_path.empty() ? fmt::format("{}:{}", e.host, e.port) : e.unix_path;
@@ -472,7 +450,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
       if (error) {
         p->on_error(error);
       } else {
-        p->on_reply(convert(*reply));
+        p->on_reply(detail::from_hiredis(*reply));
       }
     } catch (...) {  // must not unwind through hiredis
     }

@@ -1,4 +1,5 @@
 #include "redlimit/redis_connection.hpp"
+#include "redlimit/detail/hiredis_reply.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
@@ -25,29 +26,6 @@ timeval to_timeval(std::chrono::milliseconds d) {
   return tv;
 }
 
-Reply convert(const redisReply& r) {
-  switch (r.type) {
-    case REDIS_REPLY_STRING:
-      return Reply::make_string(std::string(r.str, r.len));
-    case REDIS_REPLY_STATUS:
-      return Reply::make_status(std::string(r.str, r.len));
-    case REDIS_REPLY_ERROR:
-      return Reply::make_error(std::string(r.str, r.len));
-    case REDIS_REPLY_INTEGER:
-      return Reply::make_integer(r.integer);
-    case REDIS_REPLY_NIL:
-      return Reply::make_nil();
-    case REDIS_REPLY_ARRAY: {
-      std::vector<Reply> items;
-      items.reserve(r.elements);
-      for (std::size_t i = 0; i < r.elements; ++i) items.push_back(convert(*r.element[i]));
-      return Reply::make_array(std::move(items));
-    }
-    default:
-      // RESP3 types (hiredis 1.x) never appear: we never send HELLO 3.
-      return Reply::make_error(fmt::format("ERR redlimit: unexpected reply type {}", r.type));
-  }
-}
 
 // hiredis reports a read deadline as an I/O error with errno EAGAIN (0.14) or as REDIS_ERR_TIMEOUT (1.x).
 bool is_timeout(const redisContext& c) {
@@ -146,7 +124,7 @@ Reply RedisConnection::command(const std::vector<std::string>& args) {
   ReplyPtr reply(static_cast<redisReply*>(
       redisCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data())));
   if (!reply) fail("command to");
-  return convert(*reply);
+  return detail::from_hiredis(*reply);
 }
 
 std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
@@ -165,7 +143,7 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::
     void* raw = nullptr;
     if (redisGetReply(&c, &raw) != REDIS_OK || raw == nullptr) fail("reading pipelined replies from");
     ReplyPtr reply(static_cast<redisReply*>(raw));
-    out.push_back(convert(*reply));
+    out.push_back(detail::from_hiredis(*reply));
   }
   return out;
 }

@@ -86,6 +86,11 @@ void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
 }  // namespace
 
 Endpoint parse_url(std::string_view url) {
+  // hiredis takes the host and path as C strings: a NUL would silently cut them ("evil\0.example.com"
+  // connects to "evil"), and no control byte belongs in either.
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad(url, "control bytes are not allowed in a URL");
+  }
   Endpoint e;
   constexpr std::string_view kRedis = "redis://", kUnix = "unix://";
   if (url.substr(0, kUnix.size()) == kUnix) {

@@ -185,3 +185,13 @@ TEST(UrlTest, ErrorsAreRedlimitErrors) {
 }
 
 }  // namespace
+
+// hiredis takes the host and socket path as C strings: a NUL would cut them and connect elsewhere.
+TEST(UrlControlBytes, NulAndControlBytesAreRejected) {
+  using namespace std::string_literals;
+  EXPECT_THROW(redlimit::parse_url("redis://evil\0.example.com:6379"s), redlimit::InvalidArgument);
+  EXPECT_THROW(redlimit::parse_url("unix:///tmp/a.sock\0/../x"s), redlimit::InvalidArgument);
+  EXPECT_THROW(redlimit::parse_url("redis://host\n:6379"), redlimit::InvalidArgument);
+  EXPECT_THROW(redlimit::parse_url("redis://:pass\x7fword@host"), redlimit::InvalidArgument);
+  EXPECT_EQ(redlimit::parse_url("redis://example.com:6379").host, "example.com");
+}

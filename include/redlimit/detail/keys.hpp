@@ -1,7 +1,7 @@
 #pragma once
 // Key layout: <prefix>{<resource>|<subject>}:<kind>
 //
-// Resource and subject are percent-escaped ('%', '{', '}', ':', '|' and bytes < 0x20 become %XX),
+// Resource and subject are percent-escaped ('%', '{', '}', ':', '|', bytes < 0x20 and 0x7f become %XX),
 // so the pair inside the braces is injective and the hash tag can never be closed early or forged:
 // every key of one (resource, subject) lands in one Redis Cluster slot, and no subject can name a
 // key of another subject or resource.

@@ -1,0 +1,81 @@
+// command_slot (cluster routing) on arbitrary argv: never crashes, returns -1 or a slot in
+// [0, 16383], and the slot is the one Redis computes (keyHashSlot, transcribed below with an
+// independent CRC16) for the command's first key: EVAL/EVALSHA's first key after numkeys,
+// otherwise argv[1].
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz_check.hpp"
+#include "redlimit/cluster_connection.hpp"
+
+namespace {
+
+std::uint16_t crc16_ref(std::string_view s) {
+  unsigned crc = 0;
+  for (unsigned char c : s) {
+    for (int bit = 7; bit >= 0; --bit) {
+      const bool in = ((c >> bit) & 1) != 0;
+      const bool top = (crc & 0x8000) != 0;
+      crc = (crc << 1) & 0xffff;
+      if (in != top) crc ^= 0x1021;
+    }
+  }
+  return static_cast<std::uint16_t>(crc);
+}
+
+int slot_ref(std::string_view key) {
+  std::size_t s = 0;
+  for (; s < key.size(); ++s)
+    if (key[s] == '{') break;
+  if (s == key.size()) return crc16_ref(key) & 0x3fff;
+  std::size_t e = s + 1;
+  for (; e < key.size(); ++e)
+    if (key[e] == '}') break;
+  if (e == key.size() || e == s + 1) return crc16_ref(key) & 0x3fff;
+  return crc16_ref(key.substr(s + 1, e - s - 1)) & 0x3fff;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static constexpr const char* kVerbs[] = {"EVALSHA", "evalsha", "EVAL", "eval", "GET",   "DEL", "PING",
+                                           "INFO",    "SCRIPT",  "cluster", "HGETALL", "TTL"};
+  FuzzedDataProvider in(data, size);
+  const std::size_t argc = in.ConsumeIntegralInRange<std::size_t>(0, 8);
+  std::vector<std::string> argv;
+  for (std::size_t i = 0; i < argc; ++i) {
+    if (i == 0 && in.ConsumeBool()) {
+      argv.emplace_back(kVerbs[in.ConsumeIntegralInRange<std::size_t>(0, std::size(kVerbs) - 1)]);
+    } else {
+      argv.push_back(in.ConsumeRandomLengthString(200));
+    }
+  }
+
+  const int slot = redlimit::command_slot(argv);
+  FUZZ_CHECK(slot >= -1 && slot <= 16383, "slot %d", slot);
+
+  int expected = -1;
+  if (!argv.empty()) {
+    const std::string verb = upper(argv[0]);
+    if (verb == "EVAL" || verb == "EVALSHA") {
+      if (argv.size() >= 4 && argv[2] != "0") expected = slot_ref(argv[3]);
+    } else if (verb != "PING" && verb != "INFO" && verb != "SCRIPT" && verb != "CLUSTER" && argv.size() >= 2) {
+      expected = slot_ref(argv[1]);
+    }
+  }
+  FUZZ_CHECK(slot == expected, "command_slot %d, Redis would route by slot %d", slot, expected);
+  return 0;
+}

@@ -1,0 +1,111 @@
+// The reply decoder fed arbitrary hiredis reply trees. The input is raw RESP; a real hiredis
+// redisReader (the parser RedisConnection reads with) turns it into redisReply trees, which are
+// converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors.
+// Only ReplyError may escape; decode_decision must accept exactly the documented shape
+// ({allowed, remaining, retry_after_us, reset_after_us, delay_us[, deciding 1..m]}, non-negative
+// integers, allowed in {0, 1}) and copy its fields faithfully.
+//
+// The conversion is the library's own detail::from_hiredis, the one both connections use.
+#include <hiredis/hiredis.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fuzz_check.hpp"
+#include "redlimit/decision.hpp"
+#include "redlimit/detail/hiredis_reply.hpp"
+#include "redlimit/detail/scripted_strategy.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/reply.hpp"
+
+namespace {
+
+using redlimit::Reply;
+
+
+// hiredis 0.14 allocates an array's element vector as soon as it reads "*N": "*2000000000\r\n"
+// asks for 16 GB, which libFuzzer would report as an out-of-memory crash (in hiredis, not in us).
+// The reader's own object functions are kept; only huge arrays are refused (the reader then fails
+// with an out-of-memory error, as it would on a failed allocation).
+constexpr int kMaxElements = 1 << 16;
+redisReplyObjectFunctions* g_hiredis_fn = nullptr;
+redisReplyObjectFunctions g_capped_fn;
+
+void* capped_create_array(const redisReadTask* task, int elements) {
+  if (elements > kMaxElements) return nullptr;
+  return g_hiredis_fn->createArray(task, elements);
+}
+
+bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
+  if (reply.type != Reply::Type::array) return false;
+  const auto& v = reply.elements;
+  if (v.size() != 5 && v.size() != 6) return false;
+  for (const Reply& e : v) {
+    if (e.type != Reply::Type::integer || e.integer < 0) return false;
+  }
+  if (v[0].integer > 1) return false;
+  if (limits.empty()) return false;
+  if (v.size() == 6 && (v[5].integer < 1 || static_cast<std::uint64_t>(v[5].integer) > limits.size())) return false;
+  return true;
+}
+
+void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
+  const bool valid = well_formed(reply, limits);
+  redlimit::Decision d;
+  try {
+    d = redlimit::detail::decode_decision(reply, limits);
+  } catch (const redlimit::ReplyError& e) {
+    FUZZ_CHECK(!valid, "a well-formed reply was rejected: %s", e.what());
+    return;
+  }
+  FUZZ_CHECK(valid, "a malformed reply was accepted");
+  const auto& v = reply.elements;
+  FUZZ_CHECK(d.allowed == (v[0].integer == 1), "allowed flag");
+  FUZZ_CHECK(d.remaining == v[1].integer && d.remaining >= 0, "remaining");
+  FUZZ_CHECK(d.retry_after.count() == v[2].integer && d.retry_after.count() >= 0, "retry_after");
+  FUZZ_CHECK(d.reset_after.count() == v[3].integer && d.reset_after.count() >= 0, "reset_after");
+  FUZZ_CHECK(d.delay.count() == v[4].integer && d.delay.count() >= 0, "delay");
+  const std::size_t index = v.size() == 6 ? static_cast<std::size_t>(v[5].integer - 1) : 0;
+  FUZZ_CHECK(d.limit_index == index && index < limits.size(), "limit_index %zu", d.limit_index);
+  FUZZ_CHECK(d.limit == limits[index], "limit");
+  FUZZ_CHECK(d.source == redlimit::Source::primary && !d.shadow_rejected, "source or shadow flag set");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const std::vector<std::vector<std::int64_t>> kLimits = {
+      {}, {100}, {10, 120, 240}, {1, std::int64_t{1} << 40}, {5, 5, 5, 5, 5, 5, 5}};
+
+  redisReader* reader = redisReaderCreate();
+  FUZZ_CHECK(reader != nullptr, "redisReaderCreate");
+  if (g_hiredis_fn == nullptr) {
+    g_hiredis_fn = reader->fn;
+    g_capped_fn = *reader->fn;
+    g_capped_fn.createArray = capped_create_array;
+  }
+  reader->fn = &g_capped_fn;
+
+  if (redisReaderFeed(reader, reinterpret_cast<const char*>(data), size) == REDIS_OK) {
+    // Each reply is decoded several times, mostly through exceptions: bound the work per input
+    // (a 4 KB input can hold a thousand replies), the fuzzer is better served by more inputs.
+    constexpr int kMaxReplies = 16;
+    void* raw = nullptr;
+    for (int n = 0; n < kMaxReplies && redisReaderGetReply(reader, &raw) == REDIS_OK && raw != nullptr; ++n) {
+      const Reply reply = redlimit::detail::from_hiredis(*static_cast<redisReply*>(raw));
+      freeReplyObject(raw);
+      raw = nullptr;
+      for (const auto& limits : kLimits) decode(reply, limits);
+      // Wrapped in an array, or in an error, it is never a decision.
+      decode(Reply::make_array({reply}), {100});
+      if (reply.type == Reply::Type::array) {
+        Reply as_error = Reply::make_error(reply.elements.empty() ? "ERR" : "ERR x");
+        decode(as_error, {100});
+      }
+    }
+  }
+  redisReaderFree(reader);
+  return 0;
+}

@@ -1,0 +1,110 @@
+// parse_url and parse_cluster_url on arbitrary bytes. They must either throw InvalidArgument or
+// return an endpoint that makes sense: a TCP endpoint has a host and a port in 1..65535, a unix
+// endpoint an absolute path, db is in [0, 2^20]. A parsed endpoint, written back as a URL with its
+// user and password percent-encoded, parses to the same endpoint (the decoder loses nothing).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz_check.hpp"
+#include "redlimit/cluster_connection.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/url.hpp"
+
+namespace {
+
+using redlimit::Endpoint;
+
+bool same(const Endpoint& a, const Endpoint& b) {
+  return a.host == b.host && a.port == b.port && a.unix_path == b.unix_path && a.username == b.username &&
+         a.password == b.password && a.db == b.db;
+}
+
+std::string encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+std::string to_url(const Endpoint& e) {
+  if (!e.unix_path.empty()) {
+    return "unix://" + e.unix_path + "?db=" + std::to_string(e.db) + "&password=" + encode(e.password) +
+           "&username=" + encode(e.username);
+  }
+  std::string url = "redis://" + encode(e.username) + ":" + encode(e.password) + "@";
+  const bool bracket = e.host.find(':') != std::string::npos || e.host[0] == '[';
+  url += bracket ? "[" + e.host + "]" : e.host;
+  url += ":" + std::to_string(e.port) + "/" + std::to_string(e.db);
+  return url;
+}
+
+void check_endpoint(std::string_view url, const Endpoint& e, bool cluster) {
+  FUZZ_CHECK(e.db >= 0 && e.db <= (1 << 20), "db %d out of range", e.db);
+  if (!e.unix_path.empty()) {
+    FUZZ_CHECK(!cluster, "a cluster seed is a unix socket");
+    FUZZ_CHECK(url.substr(0, 7) == "unix://", "unix endpoint from a non-unix URL");
+    FUZZ_CHECK(e.unix_path[0] == '/', "unix path is not absolute");
+    FUZZ_CHECK(e.host.empty(), "unix endpoint with a host");
+    FUZZ_CHECK(e.port == 0, "unix endpoint with port %d", e.port);
+  } else {
+    FUZZ_CHECK(url.substr(0, 8) == "redis://" || (cluster && url.substr(0, 16) == "redis-cluster://"),
+               "TCP endpoint from a URL with another scheme");
+    FUZZ_CHECK(!e.host.empty(), "empty host");
+    FUZZ_CHECK(e.port >= 1 && e.port <= 65535, "port %d out of range", e.port);
+    FUZZ_CHECK(e.host.find('/') == std::string::npos, "host holds a '/'");
+    FUZZ_CHECK(e.host.find('@') == std::string::npos, "host holds a '@'");
+  }
+  if (cluster) FUZZ_CHECK(e.db == 0, "cluster seed with db %d", e.db);
+  // Round trip through our own rendering.
+  const std::string again = to_url(e);
+  Endpoint back;
+  try {
+    back = redlimit::parse_url(again);
+  } catch (const redlimit::InvalidArgument& err) {
+    FUZZ_CHECK(false, "re-rendered URL rejected: %s", err.what());
+  }
+  FUZZ_CHECK(same(e, back), "round trip changed the endpoint (re-rendered as %s)", again.c_str());
+}
+
+void one(std::string_view url) {
+  try {
+    const Endpoint e = redlimit::parse_url(url);
+    check_endpoint(url, e, false);
+  } catch (const redlimit::InvalidArgument&) {
+  }
+  try {
+    const redlimit::ClusterEndpoint c = redlimit::parse_cluster_url(url);
+    FUZZ_CHECK(!c.seeds.empty(), "cluster URL without seeds");
+    for (const auto& seed : c.seeds) {
+      check_endpoint(url, seed, true);
+      FUZZ_CHECK(seed.username == c.seeds[0].username && seed.password == c.seeds[0].password,
+                 "seeds with different credentials");
+    }
+  } catch (const redlimit::InvalidArgument&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  one(input);
+  // Give the parsers' insides a chance without the fuzzer having to guess a scheme first.
+  if (input.find("://") == std::string_view::npos) {
+    one("redis://" + std::string(input));
+    one("unix://" + std::string(input));
+    one("redis-cluster://" + std::string(input));
+  }
+  return 0;
+}
