@@ -22,8 +22,9 @@ void check_options(const Options& o) {
   }
 }
 
-std::shared_ptr<Connection> make_fallback(const std::shared_ptr<Clock>&) {
-  throw InvalidArgument("OnFailure::fallback is not available yet");  // wired to MemoryConnection next
+// OnFailure::fallback decides with the in-memory twins of the scripts, on the limiter's clock.
+std::shared_ptr<Connection> make_fallback(const std::shared_ptr<Clock>& clock) {
+  return std::make_shared<MemoryConnection>(clock);
 }
 
 }  // namespace

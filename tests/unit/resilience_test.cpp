@@ -552,3 +552,39 @@ TEST_F(RejectCacheTest, RefundAndResetForgetTheRejection) {
 }
 
 }  // namespace
+
+// ---- fallback ------------------------------------------------------------------------------------
+
+// With Redis down, the in-memory fallback decides with the same semantics: exactly `limit` admitted,
+// every decision marked Source::fallback and counted.
+TEST_F(ResilienceTest, FallbackDecidesInMemoryWithTheSameLimit) {
+  const RateLimiter limiter(mock, options(OnFailure::fallback));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(3));
+  EXPECT_CALL(*mock, command(_)).Times(6).WillRepeatedly(Throw(ConnectionError("refused")));
+  int admitted = 0;
+  for (int i = 0; i < 5; ++i) {
+    const Decision d = fw.consume("u");
+    EXPECT_EQ(d.source, Source::fallback);
+    admitted += d.allowed;
+  }
+  EXPECT_EQ(admitted, 3);
+  const Decision last = fw.peek("u");  // the breaker is off: this goes to Redis (and fails) too
+  EXPECT_FALSE(last.allowed);
+  EXPECT_EQ(last.retry_after, 1s);
+  const Counters c = limiter.counters();
+  EXPECT_EQ(c.from_fallback, 6u);
+  EXPECT_EQ(c.errors, 6u);
+  EXPECT_EQ(c.allowed, 3u);
+  EXPECT_EQ(c.rejected, 2u);
+}
+
+// The fallback's state follows the limiter's clock: the next window starts empty there too.
+TEST_F(ResilienceTest, FallbackStateFollowsTheLimiterClock) {
+  const RateLimiter limiter(mock, options(OnFailure::fallback));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(1));
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly(Throw(ConnectionError("refused")));
+  EXPECT_TRUE(fw.consume("u").allowed);
+  EXPECT_FALSE(fw.consume("u").allowed);
+  clock->advance(1s);
+  EXPECT_TRUE(fw.consume("u").allowed);
+}
