@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The project's one test command: installs what is missing, builds, runs every test (unit and
+# integration); exits non-zero on any failure.
+#
+#   scripts/test.sh                     # build in build/ (or $BUILD_DIR), run ctest
+#   scripts/test.sh --sanitize asan     # AddressSanitizer + UBSan build in build-asan/
+#   scripts/test.sh --sanitize tsan     # ThreadSanitizer build in build-tsan/
+#   scripts/test.sh --no-install        # never call apt-get (fail if something is missing)
+#   scripts/test.sh -- -R integration   # anything after -- goes to ctest
+#
+# On Debian (12) it installs the missing build and test packages with apt-get (as root, or with sudo).
+# The integration tests start their own throwaway redis-server on free loopback ports (never a
+# server someone else runs, never 6379 on purpose); none of them survives this script.
+# Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
+# (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with).
+set -euo pipefail
+
+usage() {
+  sed -n '2,16s/^# \{0,1\}//p' "$0"
+}
+
+SANITIZE=""
+INSTALL=1
+CTEST_ARGS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --sanitize)
+      [[ $# -ge 2 ]] || { echo "test.sh: --sanitize needs asan or tsan" >&2; exit 2; }
+      SANITIZE="$2"
+      shift 2
+      ;;
+    --sanitize=*)
+      SANITIZE="${1#--sanitize=}"
+      shift
+      ;;
+    --no-install)
+      INSTALL=0
+      shift
+      ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --)
+      shift
+      CTEST_ARGS=("$@")
+      break
+      ;;
+    *)
+      echo "test.sh: unknown argument: $1" >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+done
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# ---- 1. Packages ---------------------------------------------------------------------------------
+PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
+  googletest redis-server redis-tools)
+
+installed() {
+  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+install_missing() {
+  if ! command -v dpkg >/dev/null 2>&1; then
+    echo "test.sh: not a Debian system (no dpkg): make sure ${PACKAGES[*]} (or equivalents) are installed" >&2
+    return 0
+  fi
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    installed "$p" || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  if [[ $INSTALL -eq 0 ]]; then
+    echo "test.sh: missing packages: ${missing[*]} (and --no-install was given)" >&2
+    exit 1
+  fi
+  step "Installing ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || {
+      echo "test.sh: need root or sudo to install: ${missing[*]}" >&2
+      exit 1
+    }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+install_missing
+
+# ---- 2. Configure and build ----------------------------------------------------------------------
+CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON)
+RUN_ENV=()
+case "$SANITIZE" in
+  "")
+    BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+    ;;
+  asan)
+    BUILD_DIR="${BUILD_DIR:-$ROOT/build-asan}"
+    flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags")
+    RUN_ENV+=("ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"
+      "UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}")
+    ;;
+  tsan)
+    BUILD_DIR="${BUILD_DIR:-$ROOT/build-tsan}"
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags")
+    RUN_ENV+=("TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}")
+    ;;
+  *)
+    echo "test.sh: --sanitize takes asan or tsan, not '$SANITIZE'" >&2
+    exit 2
+    ;;
+esac
+
+# Keep the generator of an existing build directory; Ninja for a new one.
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  GENERATOR_ARGS=()
+else
+  GENERATOR_ARGS=(-G Ninja)
+fi
+
+step "Configuring in $BUILD_DIR${SANITIZE:+ (sanitizer: $SANITIZE)}"
+cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR_ARGS[@]}" "${CMAKE_ARGS[@]}"
+
+step "Building (-j${JOBS:-2})"
+cmake --build "$BUILD_DIR" -j "${JOBS:-2}"
+
+# ---- 3. Test -------------------------------------------------------------------------------------
+# The test harness writes the pid of every redis-server it starts into this directory (and removes
+# it when the server stops). Anything still listed at exit is ours and is stopped, by pid only.
+# Their private directories (socket, log) go under RUN_TMP, removed at exit even when a test binary
+# was killed before its destructors ran. /tmp, not $TMPDIR: unix socket paths must stay short.
+RUN_TMP="$(mktemp -d /tmp/redlimit-run.XXXXXX)"
+PIDDIR="$RUN_TMP/pids"
+mkdir "$PIDDIR"
+export REDLIMIT_TEST_PIDDIR="$PIDDIR" REDLIMIT_TEST_TMPDIR="$RUN_TMP"
+
+# shellcheck disable=SC2317  # called from the EXIT trap
+stop_leftover_servers() {
+  local f pid
+  for f in "$PIDDIR"/*; do
+    [[ -e "$f" ]] || continue
+    pid="$(basename "$f")"
+    if [[ "$pid" =~ ^[0-9]+$ ]] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == redis-server* ]]; then
+      echo "test.sh: stopping leftover test redis-server (pid $pid)" >&2
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$RUN_TMP"
+}
+trap stop_leftover_servers EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [[ -z "${REDIS_SERVER:-}" ]] && ! command -v redis-server >/dev/null 2>&1; then
+  # Debian installs it in /usr/bin, which is on PATH; this covers a PATH that lacks it.
+  [[ -x /usr/bin/redis-server ]] && export REDIS_SERVER=/usr/bin/redis-server
+fi
+
+step "Running the tests"
+status=0
+(cd "$BUILD_DIR" && env "${RUN_ENV[@]}" timeout --kill-after=30 "${TEST_TIMEOUT:-2400}" \
+  ctest --output-on-failure --no-tests=error -j "${CTEST_JOBS:-2}" "${CTEST_ARGS[@]}") || status=$?
+if [[ $status -eq 124 ]]; then
+  echo "test.sh: the tests did not finish within ${TEST_TIMEOUT:-2400} s" >&2
+fi
+exit "$status"

@@ -1,0 +1,116 @@
+// Fixed window against a real server: epoch-aligned windows, exact retry_after / reset_after, and
+// rejected requests recording nothing.
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+class FixedWindowTest : public StrictRedisTest {};
+
+TEST_F(FixedWindowTest, CountsWithinTheAlignedWindow) {
+  auto fw = rl().fixed_window("fw", Limit(3, 1s));
+  at(250ms);
+  for (std::int64_t expected_remaining : {2, 1, 0}) {
+    const Decision d = fw.consume("u");
+    EXPECT_TRUE(d.allowed) << d;
+    EXPECT_EQ(d.limit, 3);
+    EXPECT_EQ(d.remaining, expected_remaining) << d;
+    EXPECT_EQ(d.retry_after, 0us) << d;
+    EXPECT_EQ(d.reset_after, 750ms) << d;  // the window [T0, T0 + 1s) closes in 750 ms
+    EXPECT_EQ(d.delay, 0us) << d;
+  }
+  const Decision d = fw.consume("u");
+  EXPECT_FALSE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 0) << d;
+  EXPECT_EQ(d.retry_after, 750ms) << d;
+  EXPECT_EQ(d.reset_after, 750ms) << d;
+  EXPECT_EQ(dbsize(), 1);
+}
+
+TEST_F(FixedWindowTest, WindowsAreAlignedToTheEpoch) {
+  auto fw = rl().fixed_window("fw", Limit(5, 1min));
+  at(30s);
+  EXPECT_TRUE(fw.consume("u", 5).allowed);
+  at(60s - 1us);  // still minute 0 of kT0, which is minute-aligned
+  Decision d = fw.peek("u");
+  EXPECT_FALSE(d.allowed) << d;
+  EXPECT_EQ(d.retry_after, 1us) << d;
+  at(60s);
+  d = fw.consume("u");
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 4) << d;
+  EXPECT_EQ(d.reset_after, 60s) << d;
+}
+
+TEST_F(FixedWindowTest, RetryAfterIsExact) {
+  auto fw = rl().fixed_window("fw", Limit(5, 10s));
+  at(3500ms);
+  EXPECT_EQ(fw.consume("u", 3).remaining, 2);
+  EXPECT_EQ(fw.consume("u", 2).remaining, 0);
+  const Decision d = fw.consume("u");
+  EXPECT_EQ(d.retry_after, 6500ms) << d;
+  const Decision admitted = expect_retry_after_exact(*clock, fw, "u", 1, d);
+  EXPECT_EQ(admitted.remaining, 4) << admitted;
+}
+
+TEST_F(FixedWindowTest, RetryAfterIsExactWithCostAboveOne) {
+  auto fw = rl().fixed_window("fw", Limit(5, 10s));
+  at(3500ms);
+  EXPECT_EQ(fw.consume("u", 3).remaining, 2);
+  const Decision d = fw.consume("u", 3);  // 3 + 3 > 5
+  EXPECT_FALSE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 2) << d;
+  EXPECT_EQ(d.retry_after, 6500ms) << d;
+  const Decision admitted = expect_retry_after_exact(*clock, fw, "u", 3, d);
+  EXPECT_EQ(admitted.remaining, 2) << admitted;
+  EXPECT_EQ(admitted.reset_after, 10s) << admitted;
+}
+
+TEST_F(FixedWindowTest, ResetAfterIsExact) {
+  auto fw = rl().fixed_window("fw", Limit(5, 10s));
+  at(1234567us);
+  const Decision d = fw.consume("u", 2);
+  EXPECT_EQ(d.reset_after, 10s - 1234567us) << d;
+  expect_reset_after_exact(*clock, fw, "u", d);
+  // Nothing recorded: a fresh subject needs no reset.
+  EXPECT_EQ(fw.peek("fresh").reset_after, 0us);
+}
+
+TEST_F(FixedWindowTest, RejectedRequestsRecordNothing) {
+  auto fw = rl().fixed_window("fw", Limit(5, 10s));
+  at(1s);
+  EXPECT_TRUE(fw.consume("u", 4).allowed);
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(fw.consume("u", 2).allowed);
+  const redlimit::Reply c = server().command({"HGET", fw.key_for("u"), "c"});
+  EXPECT_EQ(c.str, "4");
+  // The one unit left is still there.
+  const Decision d = fw.consume("u");
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 0) << d;
+}
+
+TEST_F(FixedWindowTest, KeyExpiresWithItsWindow) {
+  auto fw = rl().fixed_window("fw", Limit(5, 1h));
+  at(15min);
+  fw.consume("u");
+  const std::int64_t pttl = server().integer({"PTTL", fw.key_for("u")});
+  EXPECT_GT(pttl, (45min - 5s) / 1ms);
+  EXPECT_LE(pttl, 45min / 1ms);
+}
+
+TEST_F(FixedWindowTest, AWindowStartedByAClockAheadWins) {
+  // A client whose clock runs ahead opened window [10 s, 20 s); a lagging one at 9 s keeps counting
+  // that window instead of going back to [0 s, 10 s).
+  auto fw = rl().fixed_window("fw", Limit(5, 10s));
+  at(10s);
+  EXPECT_TRUE(fw.consume("u", 5).allowed);
+  at(9s);
+  const Decision d = fw.consume("u");
+  EXPECT_FALSE(d.allowed) << d;
+  EXPECT_EQ(d.retry_after, 11s) << d;
+  at(20s);
+  EXPECT_TRUE(fw.consume("u").allowed);
+}
+
+}  // namespace
+}  // namespace redlimit_test

@@ -1,0 +1,66 @@
+// Script caching: after SCRIPT FLUSH (as after a restart or failover) the next decision reloads the
+// script and is counted exactly once.
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+class ScriptsTest : public StrictRedisTest {};
+
+TEST_F(ScriptsTest, AfterScriptFlushTheNextConsumeCountsExactlyOnce) {
+  at(0s);
+  for (const auto& s : all_strategies(rl(), "noscript", 5, 1h)) {
+    SCOPED_TRACE(s.name);
+    EXPECT_EQ(s.consume("u", 1).remaining, 4);
+    ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).str, "OK");
+    const Decision d = s.consume("u", 1);
+    EXPECT_TRUE(d.allowed) << d;
+    EXPECT_EQ(d.remaining, 3) << d;
+    EXPECT_EQ(s.peek("u", 1).remaining, 3);
+    // The script is cached again: the next call runs through EVALSHA alone.
+    const std::int64_t evals = command_calls("eval");
+    EXPECT_EQ(s.consume("u", 1).remaining, 2);
+    EXPECT_EQ(command_calls("eval"), evals);
+  }
+}
+
+TEST_F(ScriptsTest, AfterScriptFlushAPeekStillRecordsNothing) {
+  at(0s);
+  for (const auto& s : all_strategies(rl(), "noscript-peek", 5, 1h)) {
+    SCOPED_TRACE(s.name);
+    ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).str, "OK");
+    const Decision d = s.peek("u", 2);
+    EXPECT_TRUE(d.allowed) << d;
+    EXPECT_EQ(d.remaining, 5) << d;
+    EXPECT_EQ(dbsize(), 0);
+  }
+}
+
+TEST_F(ScriptsTest, SlidingLogHoldsOneMemberPerUnitAcrossAFlush) {
+  at(0s);
+  auto sl = rl().sliding_log("noscript-log", Limit(10, 1h));
+  sl.consume("u", 2);
+  ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).str, "OK");
+  sl.consume("u", 3);
+  EXPECT_EQ(server().integer({"ZCARD", sl.key_for("u")}), 5);
+  auto fw = rl().fixed_window("noscript-fw", Limit(10, 1h));
+  fw.consume("u", 2);
+  ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).str, "OK");
+  fw.consume("u", 3);
+  EXPECT_EQ(server().command({"HGET", fw.key_for("u"), "c"}).str, "5");
+}
+
+TEST_F(ScriptsTest, AFreshServerLoadsScriptsOnFirstUse) {
+  RedisServer fresh;
+  auto limiter = redlimit::RateLimiter::connect(fresh.url(), options());
+  at(0s);
+  for (const auto& s : all_strategies(limiter, "fresh", 2, 1h)) {
+    SCOPED_TRACE(s.name);
+    EXPECT_EQ(s.consume("u", 1).remaining, 1);
+    EXPECT_EQ(s.consume("u", 1).remaining, 0);
+    EXPECT_FALSE(s.consume("u", 1).allowed);
+  }
+}
+
+}  // namespace
+}  // namespace redlimit_test

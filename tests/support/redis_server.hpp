@@ -1,0 +1,84 @@
+#pragma once
+// A throwaway redis-server for integration tests: our own process, on a free loopback port and a unix
+// socket inside a fresh private directory, with persistence off. It is stopped (and its directory
+// removed) by the destructor, and dies with the test process even when that is killed (the child
+// asks the kernel for SIGKILL when its parent goes away).
+//
+// The binary is $REDIS_SERVER, else `redis-server` from PATH. The private directory is made in
+// $REDLIMIT_TEST_TMPDIR (else /tmp). When $REDLIMIT_TEST_PIDDIR names a directory, the server's pid
+// is written there while it runs, so that scripts/test.sh can clean up after a test binary that was
+// killed outright.
+//
+// Start servers from the main thread: the kernel's parent-death signal is tied to the thread that
+// forked, so a server started from a worker thread would be killed when that thread ends.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "redlimit/reply.hpp"
+
+namespace redlimit {
+class RedisConnection;
+}
+
+namespace redlimit_test {
+
+class RedisServer {
+ public:
+  // Starts the server and waits (at most ~10 s) until it answers PING, retrying with another port if
+  // the one picked was taken meanwhile. Throws std::runtime_error (with the server's log) on failure.
+  RedisServer();
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // The private directory holding the socket and the log.
+  const std::string& dir() const { return dir_; }
+  const std::string& unix_path() const { return unix_path_; }
+  // "redis://127.0.0.1:PORT/DB".
+  std::string url(int db = 0) const;
+  // "unix:///tmp/redlimit-test-XXXXXX/redis.sock" (db 0).
+  std::string unix_url() const;
+
+  // Runs one raw command on a connection of the harness's own (db 0), for assertions. Error replies
+  // are returned, not thrown. Thread-safe.
+  redlimit::Reply command(const std::vector<std::string>& argv);
+  // command() that must answer an integer; throws std::runtime_error otherwise.
+  std::int64_t integer(const std::vector<std::string>& argv);
+  // Keys in db 0.
+  std::int64_t dbsize() { return integer({"DBSIZE"}); }
+  // Every key of db 0 (SCAN until the cursor is back at 0).
+  std::vector<std::string> keys();
+
+  bool running() const { return pid_ > 0; }
+  // SIGTERM, then SIGKILL if it has not exited within a few seconds; reaps it. Idempotent. The
+  // directory stays until destruction.
+  void stop();
+  // The server's log so far (for failure messages).
+  std::string log() const;
+
+ private:
+  bool start_once(std::string& error);
+  void kill_and_reap();
+
+  std::string dir_;
+  std::string unix_path_;
+  std::string log_path_;
+  std::string pid_file_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::mutex mutex_;
+  std::unique_ptr<redlimit::RedisConnection> conn_;
+};
+
+// The server shared by the whole integration suite, started by a gtest global environment
+// (tests/support/environment.cpp). Throws std::runtime_error when it could not be started.
+RedisServer& shared_server();
+
+}  // namespace redlimit_test
