@@ -1,0 +1,184 @@
+#include "cluster/cluster_env.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "redlimit/redis_connection.hpp"
+
+namespace redlimit_cluster {
+namespace {
+
+ClusterState g_state;
+std::string g_state_file;
+std::once_flag g_stop_once;
+bool g_started = false;
+
+std::string script_path() {
+  if (const char* env = std::getenv("REDLIMIT_CLUSTER_SCRIPT"); env && *env) return env;
+  return REDLIMIT_CLUSTER_SCRIPT_DEFAULT;
+}
+
+std::string unquote(std::string v) {
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') return v.substr(1, v.size() - 2);
+  return v;
+}
+
+void stop_cluster() {
+  if (!g_started) return;
+  std::call_once(g_stop_once, [] {
+    const std::string cmd = "timeout 60 bash '" + script_path() + "' stop '" + g_state_file + "' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      // Last resort: our own pids only.
+      for (pid_t pid : g_state.pids) ::kill(pid, SIGKILL);
+    }
+    std::remove(g_state_file.c_str());
+  });
+}
+
+class ClusterEnvironment : public ::testing::Environment {
+ public:
+  ~ClusterEnvironment() override { stop_cluster(); }
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/redlimit-cluster-state.XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    g_state_file = tmpl;
+    std::remove(g_state_file.c_str());  // cluster.sh refuses an existing state file
+    g_started = true;
+    std::atexit(stop_cluster);
+    std::string out;
+    const int rc = run("bash '" + script_path() + "' start '" + g_state_file + "'", 180, &out);
+    ASSERT_EQ(rc, 0) << "cluster.sh start failed: " << out;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("redis-cluster://", 0) == 0) g_state.url = line;
+    }
+    ASSERT_FALSE(g_state.url.empty()) << out;
+    std::ifstream state(g_state_file);
+    for (std::string line; std::getline(state, line);) {
+      const auto eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = line.substr(0, eq), value = unquote(line.substr(eq + 1));
+      std::istringstream items(value);
+      if (key == "dir") g_state.dir = value;
+      if (key == "ports") for (int p; items >> p;) g_state.ports.push_back(p);
+      if (key == "pids") for (pid_t p; items >> p;) g_state.pids.push_back(p);
+    }
+    ASSERT_EQ(g_state.ports.size(), 6u);
+    ASSERT_EQ(g_state.pids.size(), 6u);
+    std::cout << "[ cluster ] " << g_state.url << " (dir " << g_state.dir << ")\n";
+  }
+
+  void TearDown() override { stop_cluster(); }
+};
+
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new ClusterEnvironment);
+
+}  // namespace
+
+const ClusterState& cluster() { return g_state; }
+
+void stop_cluster_now() { stop_cluster(); }
+
+redlimit::Reply raw(int port, const std::vector<std::string>& argv) {
+  redlimit::Endpoint ep;
+  ep.host = "127.0.0.1";
+  ep.port = port;
+  redlimit::RedisConnection c(ep, std::chrono::milliseconds(3000), std::chrono::milliseconds(10000));
+  return c.command(argv);
+}
+
+std::vector<NodeInfo> cluster_nodes(int port) {
+  const redlimit::Reply r = raw(port, {"CLUSTER", "NODES"});
+  std::vector<NodeInfo> out;
+  if (r.type != redlimit::Reply::Type::string) return out;
+  std::istringstream lines(r.str);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> fields;
+    for (std::string w; f >> w;) fields.push_back(w);
+    if (fields.size() < 8) continue;
+    NodeInfo n;
+    n.id = fields[0];
+    const auto colon = fields[1].find(':');
+    const auto at = fields[1].find('@');
+    if (colon == std::string::npos) continue;
+    n.port = std::atoi(fields[1].substr(colon + 1, at - colon - 1).c_str());
+    n.master = fields[2].find("master") != std::string::npos;
+    n.failed = fields[2].find("fail") != std::string::npos || fields[7] == "disconnected";
+    if (fields[3] != "-") n.master_id = fields[3];
+    for (std::size_t i = 8; i < fields.size(); ++i) {
+      if (fields[i].front() == '[') continue;  // migrating/importing markers
+      const auto dash = fields[i].find('-');
+      if (dash == std::string::npos) {
+        const int s = std::atoi(fields[i].c_str());
+        n.slots.push_back({s, s});
+      } else {
+        n.slots.push_back({std::atoi(fields[i].substr(0, dash).c_str()), std::atoi(fields[i].substr(dash + 1).c_str())});
+      }
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::vector<NodeInfo> live_masters(int avoid_port) {
+  for (int port : g_state.ports) {
+    if (port == avoid_port) continue;
+    std::vector<NodeInfo> nodes;
+    try {
+      nodes = cluster_nodes(port);
+    } catch (const redlimit::ConnectionError&) {
+      continue;
+    }
+    std::vector<NodeInfo> masters;
+    for (auto& n : nodes) {
+      if (n.master && !n.failed && !n.slots.empty()) masters.push_back(n);
+    }
+    if (!masters.empty()) return masters;
+  }
+  return {};
+}
+
+int owner_port(int slot, int avoid_port) {
+  for (const auto& m : live_masters(avoid_port)) {
+    for (auto [lo, hi] : m.slots) {
+      if (slot >= lo && slot <= hi) return m.port;
+    }
+  }
+  return 0;
+}
+
+void flush_all_masters() {
+  for (const auto& m : live_masters()) {
+    const redlimit::Reply r = raw(m.port, {"FLUSHALL"});
+    if (r.is_error()) throw std::runtime_error("FLUSHALL on " + std::to_string(m.port) + ": " + r.str);
+  }
+}
+
+int run(const std::string& command, int timeout_seconds, std::string* out) {
+  const std::string cmd = "timeout -k 5 " + std::to_string(timeout_seconds) + " " + command + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf{};
+  std::string text;
+  while (std::fgets(buf.data(), buf.size(), p)) text += buf.data();
+  const int status = ::pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace redlimit_cluster

@@ -1,0 +1,57 @@
+#pragma once
+// The cluster the tests run on: started once by a gtest global environment (scripts/cluster.sh
+// start), stopped after the last test (and at exit, should the binary end early). Helpers talk to
+// single nodes with raw commands.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/cluster_connection.hpp"
+#include "redlimit/redlimit.hpp"
+
+namespace redlimit_cluster {
+
+struct ClusterState {
+  std::string url;  // redis-cluster://127.0.0.1:P1,...
+  std::string dir;
+  std::vector<int> ports;
+  std::vector<pid_t> pids;  // pids[i] serves ports[i]
+};
+
+// The running cluster (valid after the environment's SetUp).
+const ClusterState& cluster();
+
+// Stops the cluster now (idempotent; also done after the last test and at exit).
+void stop_cluster_now();
+
+// One raw command to 127.0.0.1:port on a fresh connection (generous timeouts). Error replies are
+// returned; connection failures throw redlimit::ConnectionError.
+redlimit::Reply raw(int port, const std::vector<std::string>& argv);
+
+struct NodeInfo {
+  std::string id;
+  int port = 0;
+  bool master = false;
+  bool failed = false;  // "fail" or "fail?" flag, or disconnected
+  std::string master_id;  // for replicas
+  std::vector<std::pair<int, int>> slots;  // ranges served (masters)
+};
+// CLUSTER NODES as seen from `port`.
+std::vector<NodeInfo> cluster_nodes(int port);
+// The live masters serving slots, as seen from any node that answers (skipping `avoid_port`).
+std::vector<NodeInfo> live_masters(int avoid_port = 0);
+// The port of the master serving `slot`, per CLUSTER NODES from any live node (0 if none).
+int owner_port(int slot, int avoid_port = 0);
+
+// FLUSHALL on every live master.
+void flush_all_masters();
+
+// Runs a shell command with a time limit (coreutils `timeout`); returns its exit status, and its
+// output in `out` when given.
+int run(const std::string& command, int timeout_seconds, std::string* out = nullptr);
+
+}  // namespace redlimit_cluster
