@@ -315,7 +315,8 @@ TEST_F(MemoryTest, IncrementalSweepEmptiesTheStoreOnceEverythingExpired) {
   EXPECT_EQ(store->size(), 0u);
   // Every operation sweeps sweep_buckets() buckets of its own shard, and every sweep_every()-th one
   // as many of the next shard in turn: with ~31 entries (at most 127 buckets) a shard, the round
-  // robin alone reaches every bucket within 8 * 64 * 127 / 8 operations.
+  // robin alone reaches every bucket within sweep_every() * shard_count() * 127 / sweep_buckets()
+  // operations (about 400 are needed in practice).
   EXPECT_LE(operations, static_cast<int>(MemoryConnection::sweep_every() * MemoryConnection::shard_count() * 127 /
                                          MemoryConnection::sweep_buckets()));
 }

@@ -1,0 +1,674 @@
+#!/usr/bin/env python3
+"""Writes docs/performance.md from one scripts/bench.sh run (python3 standard library only).
+
+    python3 benchmarks/report.py --results results.jsonl [--micro micro.json] --out docs/performance.md
+        --command "scripts/bench.sh" [--port P] [--load-before "a b c"] [--load-after "a b c"]
+        [--elapsed S] [--reps R] [--seconds S] [--pin 0|1]
+
+results.jsonl holds one JSON object a line, from redlimit_bench, rlf_bench.js, limits_bench.py and
+bench.sh's redis-benchmark runs. Every throughput row was repeated --reps times; the report keeps the
+best of each (the highest rate, the lowest Redis CPU), the repetition least disturbed by anything
+else running on the machine.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+from collections import defaultdict
+
+STRATEGIES = [
+    ("fixed_window", "fixed window"),
+    ("sliding_log", "sliding log"),
+    ("sliding_window", "sliding window (precision = window)"),
+    ("sliding_window_p10", "sliding window (precision = window/10)"),
+    ("token_bucket", "token bucket"),
+    ("leaky_bucket", "leaky bucket (meter)"),
+    ("policy3", "policy of 3 limits"),
+]
+SHORT = {
+    "fixed_window": "fixed window",
+    "sliding_log": "sliding log",
+    "sliding_window": "sliding window",
+    "sliding_window_p10": "sliding window /10",
+    "token_bucket": "token bucket",
+    "leaky_bucket": "leaky bucket",
+    "policy3": "policy (3)",
+}
+MODES = [
+    ("seq", "1 connection, sequential"),
+    ("pool2", "pool, 2 threads"),
+    ("pool4", "pool, 4 threads"),
+    ("pool8", "pool, 8 threads"),
+    ("batch32", "consume_many, 32"),
+    ("batch128", "consume_many, 128"),
+    ("pool2_batch128", "2 threads x consume_many 128"),
+    ("async64", "async, 64 in flight"),
+    ("async256", "async, 256 in flight"),
+]
+CPU_TARGET = ("fixed_window", "token_bucket", "leaky_bucket")
+MEMORY_TARGET = ("token_bucket", "leaky_bucket")
+
+
+def run(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def dpkg_version(pkg):
+    return run(["dpkg-query", "-W", "-f=${Version}", pkg]) or "not installed"
+
+
+def fmt_rate(x):
+    if x is None:
+        return "-"
+    if x >= 100000:
+        return "{:,.0f}".format(round(x, -3))
+    return "{:,.0f}".format(round(x, -1) if x >= 1000 else x)
+
+
+def fmt_us(x):
+    return "-" if x is None else "{:.2f}".format(x)
+
+
+def verdict(ratio, goal, at_most=False):
+    if ratio is None:
+        return "not measured"
+    ok = ratio <= goal if at_most else ratio >= goal
+    return "{:.2f}x **{}**".format(ratio, "PASS" if ok else "MISS")
+
+
+class Results:
+    def __init__(self, path):
+        self.rows = []
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    self.rows.append(json.loads(line))
+                except ValueError:
+                    pass
+
+    def select(self, **kw):
+        return [r for r in self.rows if all(r.get(k) == v for k, v in kw.items())]
+
+    def best_rate(self, **kw):
+        rates = [r["rate"] for r in self.select(**kw) if r.get("rate")]
+        return max(rates) if rates else None
+
+    def min_usec(self, key="usec_per_decision", **kw):
+        vals = [r[key] for r in self.select(**kw) if r.get(key)]
+        return min(vals) if vals else None
+
+    def first(self, **kw):
+        rows = self.select(**kw)
+        return rows[0] if rows else None
+
+
+def machine_section(a, res):
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = "unknown"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    mem = "{:.1f} GiB".format(int(line.split()[1]) / 1024 / 1024)
+    except OSError:
+        pass
+    redis_version = ""
+    if a.port:
+        info = run(["redis-cli", "-p", str(a.port), "INFO", "server"])
+        m = re.search(r"redis_version:(\S+)", info)
+        redis_version = m.group(1) if m else ""
+    if not redis_version:
+        m = re.search(r"v=(\S+)", run(["redis-server", "--version"]))
+        redis_version = m.group(1) if m else "unknown"
+    gxx = run(["g++", "-dumpfullversion"]) or "unknown"
+    node = run(["node", "--version"]) or "unknown"
+    rlf = res.first(suite="versions", who="rate-limiter-flexible") or {}
+    lim = res.first(suite="versions", who="limits") or {}
+    rows = [
+        ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+        ("command", "`{}`".format(a.command)),
+        ("machine", "{} cores ({}), {} memory, Linux {}".format(os.cpu_count(), cpu, mem, platform.release())),
+        ("load average (1/5/15 min)", "before: {}; after: {}".format(a.load_before or "?", a.load_after or "?")),
+        ("redis-server", "{} (started by bench.sh on a loopback port, `--save \"\" --appendonly no`)".format(
+            redis_version)),
+        ("hiredis", dpkg_version("libhiredis-dev")),
+        ("g++", "{} (Release build: -O3)".format(gxx)),
+        ("fmt / Google Benchmark", "{} / {}".format(dpkg_version("libfmt-dev"), dpkg_version("libbenchmark-dev"))),
+        ("node", node),
+        ("rate-limiter-flexible / ioredis", "{} / {}".format(rlf.get("version", "?"), rlf.get("ioredis", "?"))),
+        ("python limits / redis-py", "{} / {} (Debian python3-limits, python3-redis; Python {})".format(
+            lim.get("version", dpkg_version("python3-limits")), lim.get("redis_py", "?"), lim.get("python", "?"))),
+        ("repetitions", "{} of every throughput row, {} s each, best kept; run took {} s".format(
+            a.reps, a.seconds, a.elapsed)),
+        ("CPU pinning", "redis-server on CPU 0, every client on CPU 1" if a.pin == "1" else
+         "none (BENCH_PIN=1 pins redis-server to CPU 0 and the clients to CPU 1)"),
+    ]
+    out = ["| | |", "|---|---|"]
+    out += ["| {} | {} |".format(k, v) for k, v in rows]
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--results", required=True)
+    p.add_argument("--micro")
+    p.add_argument("--out", required=True)
+    p.add_argument("--command", default="scripts/bench.sh")
+    p.add_argument("--port")
+    p.add_argument("--load-before")
+    p.add_argument("--load-after")
+    p.add_argument("--elapsed", default="?")
+    p.add_argument("--reps", default="?")
+    p.add_argument("--seconds", default="?")
+    p.add_argument("--pin", default="0")
+    a = p.parse_args()
+    res = Results(a.results)
+
+    rb_c1 = res.best_rate(suite="redis-benchmark", mode="c1")
+    rb_p32 = res.best_rate(suite="redis-benchmark", mode="P32")
+    rb_usec = res.min_usec(suite="redis-benchmark", mode="c1")
+    raw_seq = res.best_rate(suite="raw", mode="seq")
+    raw_p32 = res.best_rate(suite="raw", mode="pipeline32")
+    raw_usec = res.min_usec(suite="raw", mode="seq")
+    empty_usec = res.min_usec(suite="raw", mode="empty_decision_script")
+    rlf_seq = res.best_rate(suite="peer", who="rate-limiter-flexible", mode="seq")
+    rlf_64 = res.best_rate(suite="peer", who="rate-limiter-flexible", mode="inflight64")
+    rlf_usec = res.min_usec(suite="peer", who="rate-limiter-flexible")
+    rlf_inner = (res.first(suite="peer", who="rate-limiter-flexible", mode="seq") or {}).get("inner", "")
+    lim_fw = res.best_rate(suite="peer", who="limits fixed_window")
+    lim_mw = res.best_rate(suite="peer", who="limits moving_window")
+    lim_fw_usec = res.min_usec(suite="peer", who="limits fixed_window")
+    lim_mw_usec = res.min_usec(suite="peer", who="limits moving_window")
+
+    def rate(sid, mode):
+        return res.best_rate(suite="throughput", strategy=sid, mode=mode)
+
+    def usec(sid):
+        # The same script runs in every mode: the least disturbed of all its runs.
+        return res.min_usec(suite="throughput", strategy=sid)
+
+    def inner(sid):
+        row = res.first(suite="throughput", strategy=sid, mode="seq") or {}
+        return " ".join(x for x in row.get("inner", "").split() if not x.startswith("config"))
+
+    def best_concurrent(sid):
+        best, which = None, None
+        for mode, _ in MODES:
+            if mode == "seq":
+                continue
+            r = rate(sid, mode)
+            if r is not None and (best is None or r > best):
+                best, which = r, mode
+        return best, which
+
+    def ratio(x, y):
+        return x / y if x is not None and y else None
+
+    mem_one = {s: (res.first(suite="memory", strategy=s, state="one decision") or {}).get("bytes") for s, _ in
+               STRATEGIES}
+    mem_full_log = (res.first(suite="memory", strategy="sliding_log", state="full limit") or {}).get("bytes")
+    flood_ours = res.select(suite="flood", who="redlimit sliding log")
+    flood_lim = res.select(suite="flood", who="limits moving window")
+    flood_last_ours = flood_ours[-1]["usec_per_call"] if flood_ours else None
+    flood_last_lim = flood_lim[-1]["usec_per_call"] if flood_lim else None
+
+    missing_async = [r for r in res.select(suite="throughput") if r.get("missing")]
+
+    # ---- Targets ---------------------------------------------------------------------------------
+    t = []
+    t.append("| target (issue 4) | " + " | ".join(SHORT[s] for s, _ in STRATEGIES) + " |")
+    t.append("|---|" + "---|" * len(STRATEGIES))
+    misses = defaultdict(list)
+
+    def row(name, cells):
+        t.append("| {} | {} |".format(name, " | ".join(cells)))
+
+    cells = []
+    for s, _ in STRATEGIES:
+        r = ratio(rate(s, "seq"), rb_c1)
+        cells.append(verdict(r, 0.9))
+        if r is not None and r < 0.9:
+            misses["seq_rb"].append((s, r))
+    row("sequential, 1 connection >= 0.9x `redis-benchmark -c 1` EVALSHA", cells)
+    cells = []
+    for s, _ in STRATEGIES:
+        r = ratio(rate(s, "seq"), rlf_seq)
+        cells.append(verdict(r, 1.3))
+        if r is not None and r < 1.3:
+            misses["seq_rlf"].append((s, r))
+    row("sequential, 1 connection >= 1.3x rate-limiter-flexible sequential", cells)
+    cells = []
+    for s, _ in STRATEGIES:
+        b, _m = best_concurrent(s)
+        r = ratio(b, rlf_64)
+        cells.append(verdict(r, 5))
+        if r is not None and r < 5:
+            misses["conc_rlf"].append((s, r))
+    row("best concurrent mode >= 5x rate-limiter-flexible, 64 in flight", cells)
+    cells = []
+    for s, _ in STRATEGIES:
+        b, _m = best_concurrent(s)
+        r = ratio(b, rb_p32)
+        cells.append(verdict(r, 0.5))
+        if r is not None and r < 0.5:
+            misses["conc_p32"].append((s, r))
+    row("best concurrent mode >= 0.5x `redis-benchmark -P 32` EVALSHA", cells)
+    cells = []
+    for s, _ in STRATEGIES:
+        if s not in CPU_TARGET:
+            cells.append("n/a")
+            continue
+        r = ratio(usec(s), rlf_usec)
+        cells.append(verdict(r, 0.6, at_most=True))
+        if r is not None and r > 0.6:
+            misses["cpu"].append((s, r))
+    row("Redis CPU per decision <= 0.6x rate-limiter-flexible's script", cells)
+    cells = []
+    for s, _ in STRATEGIES:
+        if s != "sliding_log":
+            cells.append("n/a")
+            continue
+        r = ratio(flood_last_ours, flood_last_lim)
+        cells.append(verdict(r, 1.0, at_most=True))
+        if r is not None and r > 1.0:
+            misses["flood"].append((s, r))
+    row("flooded at 100x its limit: Redis CPU per call <= limits' moving window", cells)
+    cells = []
+    for s, _ in STRATEGIES:
+        if s not in MEMORY_TARGET:
+            cells.append("n/a")
+            continue
+        b = mem_one.get(s)
+        ok = b is not None and b <= 100
+        cells.append("-" if b is None else "{} B **{}**".format(b, "PASS" if ok else "MISS"))
+        if b is not None and b > 100:
+            misses["memory"].append((s, b))
+    row("memory per subject <= 100 bytes", cells)
+    targets_table = "\n".join(t)
+
+    # ---- Throughput table ------------------------------------------------------------------------
+    th = ["| mode | " + " | ".join(SHORT[s] for s, _ in STRATEGIES) + " |", "|---|" + "---:|" * len(STRATEGIES)]
+    for mode, label in MODES:
+        cells = []
+        for s, _ in STRATEGIES:
+            r = rate(s, mode)
+            cells.append(fmt_rate(r) if r is not None else "missing")
+        th.append("| {} | {} |".format(label, " | ".join(cells)))
+    cells = []
+    for s, _ in STRATEGIES:
+        b, m = best_concurrent(s)
+        cells.append("{} ({})".format(fmt_rate(b), m) if b else "-")
+    th.append("| **best concurrent** | {} |".format(" | ".join(cells)))
+    throughput_table = "\n".join(th)
+
+    ceiling = [
+        "| what | decisions/s | Redis CPU per call (us) |",
+        "|---|---:|---:|",
+        "| `redis-benchmark -c 1` EVALSHA of `return redis.call('INCR', KEYS[1])` | {} | {} |".format(
+            fmt_rate(rb_c1), fmt_us(rb_usec)),
+        "| `redis-benchmark -c 1 -P 32`, the same | {} | {} |".format(
+            fmt_rate(rb_p32), fmt_us(res.min_usec(suite="redis-benchmark", mode="P32"))),
+        "| the same script through redlimit's RedisConnection (hiredis), sequential | {} | {} |".format(
+            fmt_rate(raw_seq), fmt_us(raw_usec)),
+        "| the same, pipelined by 32 | {} | {} |".format(
+            fmt_rate(raw_p32), fmt_us(res.min_usec(suite="raw", mode="pipeline32"))),
+        "| floor of a decision script: `return {{1, 999, 0, 60000000, 0}}` with a decision's 2 keys and 5 "
+        "arguments | - | {} |".format(fmt_us(empty_usec)),
+        "| rate-limiter-flexible 11 (RateLimiterRedis, ioredis), sequential | {} | {} |".format(
+            fmt_rate(rlf_seq), fmt_us(rlf_usec)),
+        "| rate-limiter-flexible, 64 in flight | {} | {} |".format(
+            fmt_rate(rlf_64), fmt_us(res.min_usec(suite="peer", who="rate-limiter-flexible", mode="inflight64"))),
+        "| Python limits, FixedWindowRateLimiter `hit`, sequential | {} | {} |".format(
+            fmt_rate(lim_fw), fmt_us(lim_fw_usec)),
+        "| Python limits, MovingWindowRateLimiter `hit`, sequential | {} | {} |".format(
+            fmt_rate(lim_mw), fmt_us(lim_mw_usec)),
+    ]
+    ceiling_table = "\n".join(ceiling)
+
+    # ---- Redis CPU per decision ------------------------------------------------------------------
+    cpu = ["| strategy | script time per decision, `usec` of commandstats (us) | vs rate-limiter-flexible | "
+           "Redis main-thread CPU per decision, sequential / pipelined (us) | commands the script runs per "
+           "decision |", "|---|---:|---:|---:|---|"]
+
+    def server_cpu(mode, **kw):
+        return res.min_usec(key="server_cpu_us_per_decision", mode=mode, **kw)
+
+    for s, label in STRATEGIES:
+        u = usec(s)
+        cpu.append("| {} | {} | {} | {} / {} | {} |".format(
+            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-",
+            fmt_us(server_cpu("seq", suite="throughput", strategy=s)),
+            fmt_us(server_cpu("batch128", suite="throughput", strategy=s)), inner(s) or "-"))
+    for who, label, piped in (
+            ("rate-limiter-flexible", "rate-limiter-flexible (its `rlflxIncr` script)", "inflight64"),
+            ("limits fixed_window", "Python limits fixed window (`incr_expire.lua`)", None),
+            ("limits moving_window", "Python limits moving window (`acquire_moving_window.lua`)", None)):
+        u = res.min_usec(suite="peer", who=who)
+        rowx = res.first(suite="peer", who=who) or {}
+        inn = " ".join(x for x in rowx.get("inner", "").split() if not x.startswith("config"))
+        cpu.append("| {} | {} | {} | {} / {} | {} |".format(
+            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-",
+            fmt_us(server_cpu("seq", suite="peer", who=who)),
+            fmt_us(server_cpu(piped, suite="peer", who=who)) if piped else "-", inn or "-"))
+    cpu.append("| bare `return redis.call('INCR', KEYS[1])` (redis-benchmark) | {} | - | {} / {} | incr=1.00 |".format(
+        fmt_us(rb_usec), fmt_us(server_cpu("c1", suite="redis-benchmark")),
+        fmt_us(server_cpu("P32", suite="redis-benchmark"))))
+    cpu.append("| floor: `return {{1, 999, 0, 60000000, 0}}` with a decision's keys and arguments | {} | {} | - / {} "
+               "| - |".format(fmt_us(empty_usec), "{:.2f}x".format(empty_usec / rlf_usec) if empty_usec and rlf_usec
+                               else "-", fmt_us(server_cpu("empty_decision_script", suite="raw"))))
+    cpu_table = "\n".join(cpu)
+
+    # ---- Memory ----------------------------------------------------------------------------------
+    mem = ["| state | key | MEMORY USAGE (bytes) |", "|---|---|---:|"]
+    for s, label in STRATEGIES:
+        r = res.first(suite="memory", strategy=s, state="one decision")
+        if r:
+            mem.append("| {}, after one decision | `{}` | {} |".format(label, r["key"], r["bytes"]))
+    r = res.first(suite="memory", strategy="sliding_log", state="full limit")
+    if r:
+        mem.append("| sliding log at its full limit ({} units) | `{}` | {} |".format(r["units"], r["key"], r["bytes"]))
+    for r in res.select(suite="peer_memory"):
+        mem.append("| {}, {} | `{}` | {} |".format(r["who"], "after one decision" if r["state"] == "one decision" else
+                                                  "at its full limit (1000)", r["key"], r["bytes"]))
+    memory_table = "\n".join(mem)
+
+    # ---- Growth ----------------------------------------------------------------------------------
+    gr = ["| strategy | subjects | keys | fill, consume_many 128 (decisions/s) | 1 connection sequential "
+          "(decisions/s) | consume_many 128 (decisions/s) | script time per decision (us) | used_memory per key "
+          "(B) |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    largest = {}
+    skipped = []
+    for s, label in STRATEGIES:
+        for r in res.select(suite="growth", strategy=s):
+            if r.get("skipped"):
+                skipped.append((label, r["subjects"], r["skipped"]))
+                continue
+            largest[s] = max(largest.get(s, 0), r["subjects"])
+            keys = r.get("keys") or 0
+            grown = r.get("memory_growth", r["bytes_per_subject"] * r["subjects"])  # since the FLUSHALL
+            gr.append("| {} | {:,} | {:,} | {} | {} | {} | {} | {} |".format(
+                label, r["subjects"], keys, fmt_rate(r["fill_rate"]) if r["fill_rate"] else "-",
+                fmt_rate(r["seq_rate"]), fmt_rate(r["batch128_rate"]), fmt_us(r["usec_per_decision"]),
+                "{:.0f}".format(grown / keys) if keys >= 10000 else "-"))
+    growth_table = "\n".join(gr)
+
+    fl = ["| who | requests (x limit) | admitted | Redis CPU per call (us) | decisions/s | key size (B) |",
+          "|---|---|---:|---:|---:|---:|"]
+    for r in flood_ours + flood_lim:
+        L = r["limit"]
+        fl.append("| {} | {}..{} ({:g}x..{:g}x) | {} | {} | {} | {} |".format(
+            r["who"], r["from"], r["to"], r["from"] / L, r["to"] / L, r["allowed"], fmt_us(r["usec_per_call"]),
+            fmt_rate(r["rate"]), r.get("bytes", "-")))
+    flood_table = "\n".join(fl)
+
+    # ---- Client-side CPU (no I/O) ----------------------------------------------------------------
+    micro_lines = []
+    micro_rows = res.select(suite="micro")
+    if not micro_rows and a.micro and os.path.exists(a.micro) and os.path.getsize(a.micro) > 0:
+        try:
+            with open(a.micro) as f:
+                micro_rows = json.load(f).get("benchmarks", [])
+        except ValueError:
+            micro_rows = []
+    if micro_rows:
+        try:
+            micro_lines = ["| benchmark | client CPU per decision (ns) |", "|---|---:|"]
+            for b in micro_rows:
+                per = b["cpu_time"]
+                unit = b.get("time_unit", "ns")
+                per_ns = per * {"ns": 1, "us": 1e3, "ms": 1e6}.get(unit, 1)
+                if "batch128" in b["name"]:
+                    per_ns /= 128
+                micro_lines.append("| {} | {:.0f} |".format(b["name"].replace("BM_", ""), per_ns))
+        except (ValueError, KeyError):
+            micro_lines = []
+    micro_table = "\n".join(micro_lines) if micro_lines else "_not measured (Google Benchmark not found)_"
+    fw_client_ns = None
+    for line in micro_lines:
+        if line.startswith("| fixed_window |"):
+            fw_client_ns = float(line.split("|")[2])
+
+    # ---- Why the misses --------------------------------------------------------------------------
+    why = []
+    if misses["seq_rb"]:
+        names = ", ".join("{} {:.2f}x".format(SHORT[s], r) for s, r in misses["seq_rb"])
+        rtt = 1e6 / rb_c1 if rb_c1 else None
+        why.append(
+            "**Sequential vs `redis-benchmark -c 1` ({}).** One connection waits for each reply, so a "
+            "decision costs one loopback round trip plus the script's time in Redis plus redlimit's own "
+            "time in the client. `redis-benchmark -c 1` takes {} us a call, {} us of it in its one-line "
+            "script; the same script through redlimit's own connection runs at {} decisions/s ({:.2f}x "
+            "redis-benchmark), so the transport is not what is missing. What is: the scripts' time "
+            "({}; table below), every microsecond of which is added to the round trip, and about {} us "
+            "of client CPU per decision (last table). The sequential rates also move by a good part "
+            "between repetitions on a shared 2-core machine, so a strategy near 0.9x can pass in one "
+            "run and miss in the next.".format(
+                names, fmt_us(rtt), fmt_us(rb_usec), fmt_rate(raw_seq),
+                raw_seq / rb_c1 if raw_seq and rb_c1 else 0,
+                ", ".join("{} {} us".format(SHORT[s], fmt_us(usec(s))) for s, _ in misses["seq_rb"]),
+                "{:.1f}".format(fw_client_ns / 1000) if fw_client_ns else "?"))
+    if misses["seq_rlf"]:
+        names = ", ".join("{} {:.2f}x".format(SHORT[s], r) for s, r in misses["seq_rlf"])
+        why.append(
+            "**Sequential vs rate-limiter-flexible ({}).** Same round trip on both sides; the difference "
+            "is the script's Redis CPU (rate-limiter-flexible's is {} us) against the client-side cost "
+            "of Node and ioredis.".format(names, fmt_us(rlf_usec)))
+    if misses["conc_rlf"] or misses["conc_p32"]:
+        parts = []
+        if misses["conc_p32"]:
+            parts.append("vs the pipelined ceiling: " + ", ".join(
+                "{} {:.2f}x".format(SHORT[s], r) for s, r in misses["conc_p32"]))
+        if misses["conc_rlf"]:
+            parts.append("vs rate-limiter-flexible with 64 in flight: " + ", ".join(
+                "{} {:.2f}x".format(SHORT[s], r) for s, r in misses["conc_rlf"]))
+
+        def piped_cpu(s):  # the least main-thread CPU per decision of any mode that pipelines
+            vals = [r["server_cpu_us_per_decision"] for r in res.select(suite="throughput", strategy=s)
+                    if r.get("mode") not in ("seq", "pool2", "pool4", "pool8") and r.get("server_cpu_us_per_decision")]
+            return min(vals) if vals else None
+
+        bounds = []
+        for s, _ in STRATEGIES:
+            c = piped_cpu(s)
+            b, _m = best_concurrent(s)
+            if c and b:
+                bounds.append("{} {} (best mode: {:.0f}% of it)".format(SHORT[s], fmt_rate(1e6 / c), 100.0 * b * c / 1e6))
+        rb_piped = res.min_usec(key="server_cpu_us_per_decision", suite="redis-benchmark", mode="P32")
+        rlf_piped = res.min_usec(key="server_cpu_us_per_decision", suite="peer", who="rate-limiter-flexible",
+                                 mode="inflight64")
+        why.append(
+            "**Best concurrent mode ({}).** Once requests are pipelined, Redis's one thread is the "
+            "bottleneck: it can decide at most 1,000,000 / (its CPU time per decision, socket work "
+            "included) a second. With the least main-thread CPU per decision measured in any pipelined "
+            "mode, that bound is: {}. The best concurrent modes get close to it, so no client-side "
+            "change can lift them much. The "
+            "pipelined ceiling runs a one-line INCR script at {} us of main-thread CPU per call: "
+            "0.5x of it would need our scripts within 2x of a bare INCR, which a script that checks a "
+            "block marker, reads the state, writes it back and returns a five-field decision is not. "
+            "rate-limiter-flexible with 64 in flight reaches {} decisions/s at {} us a decision; 5x "
+            "that is {} decisions/s, above what Redis's single thread can run of any of our scripts "
+            "(and {:.1f}x the bound of the cheapest). On this {}-core machine the client also shares "
+            "the cores with Redis.".format(
+                "; ".join(parts), "; ".join(bounds) or "-", fmt_us(rb_piped), fmt_rate(rlf_64),
+                fmt_us(rlf_piped), fmt_rate(5 * rlf_64) if rlf_64 else "-",
+                (5 * rlf_64) / max(1e6 / piped_cpu(s) for s, _ in STRATEGIES if piped_cpu(s))
+                if rlf_64 and any(piped_cpu(s) for s, _ in STRATEGIES) else 0,
+                os.cpu_count()))
+    if misses["cpu"]:
+        names = ", ".join("{} {:.2f}x".format(SHORT[s], r) for s, r in misses["cpu"])
+        floor_ratio = "{:.2f}x".format(empty_usec / rlf_usec) if empty_usec and rlf_usec else "?"
+        why.append(
+            "**Redis CPU per decision vs rate-limiter-flexible ({}).** rate-limiter-flexible's script "
+            "runs `{}` per decision and returns two numbers. Ours: fixed window `{}`; token bucket `{}`; "
+            "leaky bucket `{}`. Where the time goes: (1) the prologue's `GET` of the block marker runs on "
+            "every decision, one extra command for a feature that is almost never in use; (2) every number "
+            "written back goes through `string.format('%.0f', x)`, which glibc formats with its "
+            "arbitrary-precision float printer, far slower than integer formatting; (3) the fixed window "
+            "keeps a hash (`HMGET` + `HSET` + `PEXPIRE`) where rate-limiter-flexible increments a string; "
+            "(4) a decision carries 2 keys and 5-7 arguments and returns 5 integers (allowed, remaining, "
+            "retry_after, reset_after, delay). Item (4) alone is a floor: a script that touches nothing "
+            "and returns a decision costs {} us with our arguments, already {} of rate-limiter-flexible's "
+            "whole script, so 0.6x is out of reach for any script that returns a full decision; the "
+            "items (1)-(3) are what can still be cut.".format(
+                names, rlf_inner.replace("config|resetstat=0.00", "").strip(), inner("fixed_window"),
+                inner("token_bucket"), inner("leaky_bucket"), fmt_us(empty_usec), floor_ratio))
+    if misses["flood"]:
+        why.append(
+            "**Flooded sliding log ({:.2f}x limits' moving window).** Both stay flat as the flood grows "
+            "(the table shows it). A rejected request costs limits one `LINDEX` of a list capped at the "
+            "limit; ours runs the prologue `GET`, `ZREMRANGEBYSCORE` (finds nothing to trim), `ZCARD`, "
+            "then `ZRANGEBYSCORE ... LIMIT` for the exact retry_after and `ZREVRANGE` for reset_after: "
+            "five commands to return an exact wait, where limits returns only false. The opt-in local "
+            "reject cache (`Options::local_reject_cache`) takes such a flood off Redis altogether.".format(
+                misses["flood"][0][1]))
+    if misses["memory"]:
+        rlf_mem = (res.first(suite="peer_memory", who="rate-limiter-flexible") or {}).get("bytes")
+        why.append(
+            "**Memory per subject ({}).** `MEMORY USAGE` adds three allocations: the keyspace's dict "
+            "entry (24 B), the key's name and the value, each rounded up to jemalloc's size classes "
+            "(16, 32, 48, 64 B...). Our key `redlimit:{{api|u0000001}}:tb` (26 characters) takes a "
+            "32-byte block; the value, the string `level:time_us` (about 25 characters, e.g. "
+            "`59940000:1700000000123456`), is an embedded string of 16 + 3 + 25 + 1 = 45 bytes, so a "
+            "48-byte block: 24 + 32 + 48 = 104 B. rate-limiter-flexible stores a small integer, which "
+            "Redis keeps inside the 16-byte object header, under a short key: {} B. Under 100 B the "
+            "state must fit in 12 characters (a 32-byte embedded string: 88 B) or be a single integer "
+            "(72 B), e.g. the leaky bucket as GCRA's theoretical arrival time alone; with `level:time` "
+            "in microseconds it cannot.".format(
+                ", ".join("{} {} B".format(SHORT[s], b) for s, b in misses["memory"]), rlf_mem or "?"))
+    why_text = "\n\n".join(why) if why else "Every target was met in this run."
+
+    async_note = ""
+    if missing_async:
+        async_note = ("\nThe asynchronous rows are **missing**: {}.\n".format(missing_async[0]["missing"]))
+
+    growth_note = ""
+    if skipped:
+        growth_note = "\nSizes left out to keep the run within its time budget: " + "; ".join(
+            "{} at {:,} subjects ({})".format(lbl, n, why_) for lbl, n, why_ in skipped) + ". "
+    if largest:
+        growth_note += "Largest size measured: " + ", ".join(
+            "{} {:,}".format(SHORT[s], n) for s, n in largest.items()) + ".\n"
+
+    if growth_note and not growth_note.startswith("\n"):
+        growth_note = "\n" + growth_note
+    doc = """# Performance
+
+Generated by `scripts/bench.sh` from one run: every number below comes from the same redis-server,
+started by the script for this run, and the same machine, so the ratios compare like with like. Do
+not edit by hand: run the script again.
+
+{machine}
+
+How to read it: **decisions/s** is wall-clock throughput of `consume` (or `consume_many`) calls,
+nearly all admissions (every strategy allows 1000 per minute per subject and the requests cycle over
+10,000 subjects), so each is a full read-and-write of the subject's state. **Redis CPU per decision**
+is `usec` of `cmdstat_evalsha` in `INFO commandstats` divided by the decisions made, after a
+`CONFIG RESETSTAT`. The machine has {cores} cores: Redis's single thread and the client compete for
+them, so every client-side microsecond and every script microsecond shows up in the throughput. The
+other workloads on the machine during the run show in the load average above; every throughput row
+was repeated and the best repetition kept.
+
+## Targets
+
+{targets}
+
+### Why the misses
+
+{why}
+
+## Decisions per second
+
+{throughput}
+{async_note}
+## The ceiling and the peers
+
+{ceiling}
+
+## Redis CPU per decision
+
+Each script's time on Redis's thread (`usec` of `cmdstat_evalsha` over the decisions; the lowest of
+all the runs of that script, whatever the mode), the commands it runs per decision
+(`INFO commandstats` counts the commands a script calls), and the whole main thread's CPU time per
+decision (`used_cpu_user_main_thread + used_cpu_sys_main_thread`): that one includes reading and
+writing the socket, which dominates when each request comes alone (sequential) and is shared out
+when they come pipelined (`consume_many` 128 for redlimit, 64 in flight for rate-limiter-flexible).
+Commandstats' `usec` is wall-clock time: it grows when another process preempts Redis, which the
+main-thread CPU time does not.
+
+{cpu}
+
+## Memory per subject
+
+`MEMORY USAGE key SAMPLES 0` of the subject's key after its first decision (resource `api`, subject
+`u0000001`); the key's name is part of what is counted. The peers under their default key names.
+
+{memory}
+
+## How cost grows with the number of subjects
+
+Every strategy at 1000 per day here (the policy keeps its three limits), so that no subject's state
+expires during the run; subjects filled with `consume_many` batches of 128, then decisions on random
+existing subjects, one connection sequential and in batches of 128. `used_memory` per key is the
+growth of Redis's `used_memory` (less its clients' buffers) since a `FLUSHALL`, divided by the keys:
+unlike `MEMORY USAGE` it includes the keyspace's hash tables and the entry in the table of expiring
+keys (left out below 10,000 keys, where allocator noise dominates). At the rates of the throughput
+runs (1000 per minute) a bucket's key expires 60 ms after its last decision and a window's at the
+window's end: memory a limiter never spends on idle subjects.
+{growth_note}
+{growth}
+
+## A sliding log flooded at 100x its limit
+
+One subject, limit L per 10 minutes (nothing leaves the window during the run), hit 100 L times:
+Redis CPU per call in each stage. Rejected requests record nothing, so the work stays bounded by the
+limit, never by the flood. Python limits' moving window under the same flood for comparison.
+
+{flood}
+
+## Client-side CPU per decision
+
+What redlimit itself spends in the calling thread per decision (input checks, key building, the
+command's argv, the circuit breaker, decoding the reply, counters), measured with Google Benchmark
+against a connection that answers with a canned reply: no I/O at all (`benchmarks/micro_bench.cpp`).
+
+{micro}
+
+## Reproduce
+
+```
+scripts/bench.sh                   # full run, writes this file
+BENCH_QUICK=1 scripts/bench.sh     # about a minute, smaller counts
+BENCH_PIN=1 scripts/bench.sh       # redis-server on CPU 0, clients on CPU 1
+```
+
+The drivers: `benchmarks/redlimit_bench.cpp` (redlimit), `benchmarks/peers/rlf_bench.js`
+(rate-limiter-flexible), `benchmarks/peers/limits_bench.py` (Python limits), `redis-benchmark` for
+the ceiling; `benchmarks/report.py` writes this file.
+""".format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
+           throughput=throughput_table, async_note=async_note, ceiling=ceiling_table, cpu=cpu_table,
+           memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table,
+           micro=micro_table)
+    with open(a.out, "w") as f:
+        f.write(doc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,533 @@
+// The memory backend against Redis: random traces replayed on one ManualClock against a Redis
+// limiter and RateLimiter::in_memory() must give identical decisions, field by field, for every
+// strategy and for policies.
+//
+// Seed: REDLIMIT_DIFF_SEED=<n> replays a run (each strategy's trace uses seed + its index); steps per
+// strategy: REDLIMIT_DIFF_STEPS (default 10000). Every failure message names the seed.
+//
+// Redis keeps TTLs in real milliseconds while the ManualClock jumps: a key given a 1 ms TTL just
+// before a window edge would expire on the server while the trace still sits before that edge (and
+// Redis 7.0 sometimes deletes a key at once when a script gives it a 1 ms TTL). So the Redis side
+// runs each script's exact source inside a wrapper whose `redis` shadows two commands: PEXPIRE, and
+// the PX option of SET, are recorded instead of applied. Nothing ever expires on the server: stale
+// state stays there and must answer exactly what the memory backend's evicted (missing) state
+// answers, and the recorded TTLs must be exactly the deadlines the memory backend set.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/memory_connection.hpp"
+#include "redlimit/redis_connection.hpp"
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+using redlimit::Reply;
+
+// A Connection to the suite's server that runs every redlimit script (its exact source) inside
+//   local redis = <redis, with PEXPIRE and SET ... PX recording the TTL instead of setting it>
+//   local function script() <the script's source> end
+//   return {script(), <TTL recorded for KEYS[1]>, <for KEYS[2]>}
+// where the TTL reported is the one the script set, -1 when it set none, -2 when the key does not
+// exist after the script.
+class RecordingRedis final : public redlimit::Connection {
+ public:
+  explicit RecordingRedis(const std::string& url)
+      : conn_(redlimit::parse_url(url), std::chrono::milliseconds(5000), std::chrono::milliseconds(30000)) {
+    namespace scripts = redlimit::detail::scripts;
+    for (const auto* s : {&scripts::fixed_window(), &scripts::sliding_log(), &scripts::policy(),
+                          &scripts::token_bucket(), &scripts::leaky_bucket(), &scripts::block()}) {
+      wrapped_[s->sha1] = wrap(s->source);
+    }
+  }
+
+  struct Ttls {
+    bool valid = false;
+    std::int64_t state_ttl_ms = 0;
+    std::int64_t block_ttl_ms = 0;
+  };
+
+  Reply command(const std::vector<std::string>& argv) override {
+    last = Ttls{};
+    if (argv.size() >= 5 && (argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv[2] == "2") {
+      std::vector<std::string> eval = argv;
+      eval[0] = "EVAL";
+      if (argv[0] == "EVALSHA") {
+        const auto it = wrapped_.find(argv[1]);
+        if (it == wrapped_.end()) return Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
+        eval[1] = it->second;
+      } else {
+        eval[1] = wrap(argv[1]);
+      }
+      const Reply r = conn_.command(eval);
+      if (r.is_error()) return r;
+      if (r.type != Reply::Type::array || r.elements.size() != 3) {
+        return Reply::make_error("ERR unexpected reply from the wrapped script");
+      }
+      last.valid = true;
+      last.state_ttl_ms = r.elements[1].integer;
+      last.block_ttl_ms = r.elements[2].integer;
+      return r.elements[0];
+    }
+    return conn_.command(argv);
+  }
+
+  Ttls last;
+
+ private:
+  static std::string wrap(std::string_view source) {
+    // A "#!lua ..." line (Redis 7 script flags) must stay the script's first line.
+    std::string w;
+    if (source.substr(0, 2) == "#!") {
+      const std::size_t eol = source.find('\n');
+      w.append(source.substr(0, eol));
+      source.remove_prefix(eol == std::string_view::npos ? source.size() : eol + 1);
+      w += '\n';
+    }
+    w += R"lua(local real_redis = redis
+local recorded_ttl = {}
+local redis = setmetatable({
+  call = function(...)
+    local a = {...}
+    local verb = string.upper(a[1])
+    if verb == 'PEXPIRE' and #a == 3 then
+      if real_redis.call('EXISTS', a[2]) == 0 then return 0 end
+      recorded_ttl[a[2]] = tonumber(a[3])
+      return 1
+    end
+    if verb == 'SET' and #a == 5 and string.upper(a[4]) == 'PX' then
+      recorded_ttl[a[2]] = tonumber(a[5])
+      return real_redis.call('SET', a[2], a[3])
+    end
+    if verb == 'DEL' then
+      for i = 2, #a do recorded_ttl[a[i]] = nil end
+    end
+    return real_redis.call(...)
+  end,
+}, {__index = real_redis})
+local function redlimit_script()
+)lua";
+    w.append(source);
+    w += R"lua(
+end
+local reply = redlimit_script()
+local function ttl_of(key)
+  if real_redis.call('EXISTS', key) == 0 then return -2 end
+  return recorded_ttl[key] or -1
+end
+return {reply, ttl_of(KEYS[1]), ttl_of(KEYS[2])}
+)lua";
+    return w;
+  }
+
+  redlimit::RedisConnection conn_;
+  std::map<std::string, std::string, std::less<>> wrapped_;
+};
+
+// One strategy object behind a uniform face.
+struct Target {
+  std::function<Decision(std::string_view, std::int64_t)> consume, peek, refund;
+  std::function<Decision(std::string_view, std::int64_t, Micros)> acquire;
+  std::function<Decision(std::string_view, Micros)> block;
+  std::function<void(std::string_view)> reset;
+  std::function<std::string(std::string_view)> key_for, block_key_for;
+};
+
+template <class S>
+Target target(S s) {
+  Target t;
+  t.consume = [s](std::string_view subject, std::int64_t cost) { return s.consume(subject, cost); };
+  t.peek = [s](std::string_view subject, std::int64_t cost) { return s.peek(subject, cost); };
+  t.refund = [s](std::string_view subject, std::int64_t cost) { return s.refund(subject, cost); };
+  t.acquire = [s](std::string_view subject, std::int64_t cost, Micros max_wait) {
+    return s.acquire(subject, cost, max_wait);
+  };
+  t.block = [s](std::string_view subject, Micros d) { return s.block(subject, d); };
+  t.reset = [s](std::string_view subject) { s.reset(subject); };
+  t.key_for = [s](std::string_view subject) { return s.key_for(subject); };
+  t.block_key_for = [s](std::string_view subject) { return s.block_key_for(subject); };
+  return t;
+}
+
+struct Config {
+  std::string name;
+  std::int64_t max_cost;      // the least limit: costs are drawn from 1..max_cost
+  std::vector<Micros> edges;  // windows and precisions: jumps land on (and around) their multiples
+  std::function<Target(const redlimit::RateLimiter&)> make;
+  std::size_t limits = 1;     // number of limits (policies): each should decide some rejections
+};
+
+std::vector<Config> configs() {
+  using redlimit::LeakyMode;
+  std::vector<Config> c;
+  c.push_back({"fixed_window", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.fixed_window("diff", Limit(10, 1s)));
+               }});
+  c.push_back({"sliding_log", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.sliding_log("diff", Limit(10, 1s)));
+               }});
+  c.push_back({"sliding_window_precision_eq_window", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.sliding_window("diff", Limit(10, 1s)));
+               }});
+  c.push_back({"sliding_window_precision_lt_window", 20, {1s, 250ms}, [](const redlimit::RateLimiter& l) {
+                 return target(l.sliding_window("diff", Limit(20, 1s), 250ms));
+               }});
+  c.push_back({"sliding_window_fine_precision", 12, {1min, 5s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.sliding_window("diff", Limit(12, 1min), 5s));
+               }});
+  c.push_back({"token_bucket", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 // 3 tokens per second: 333333.3 us per token, so the script's unit/refill ticks matter.
+                 return target(l.token_bucket("diff", 10, 3, 1s));
+               }});
+  c.push_back({"token_bucket_whole_rate", 5, {200ms}, [](const redlimit::RateLimiter& l) {
+                 return target(l.token_bucket("diff", 5, 5, 1s));
+               }});
+  c.push_back({"leaky_bucket_meter", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.leaky_bucket("diff", 10, Limit(4, 1s), LeakyMode::meter));
+               }});
+  c.push_back({"leaky_bucket_shaper", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.leaky_bucket("diff", 10, Limit(7, 3s), LeakyMode::shaper));
+               }});
+  c.push_back({"policy", 3, {1s, 1min, 1h}, [](const redlimit::RateLimiter& l) {
+                 return target(l.policy("diff", redlimit::parse_limits("3/s; 10/min; 20/h@1m")));
+               }, 3});
+  c.push_back({"policy_fine", 4, {100ms, 1s, 10s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.policy("diff", redlimit::parse_limits("4/1s@100ms; 12/10s@1s")));
+               }, 2});
+  return c;
+}
+
+std::uint64_t base_seed() {
+  if (const char* env = std::getenv("REDLIMIT_DIFF_SEED"); env != nullptr && *env != '\0') {
+    return std::strtoull(env, nullptr, 10);
+  }
+  static const std::uint64_t seed = [] {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }();
+  return seed;
+}
+
+int steps_per_strategy() {
+  if (const char* env = std::getenv("REDLIMIT_DIFF_STEPS"); env != nullptr && *env != '\0') {
+    return std::max(1, std::atoi(env));
+  }
+  return 10000;
+}
+
+// A call's outcome: its decision, or the exception it threw.
+struct Outcome {
+  std::optional<Decision> decision;
+  std::string error;  // exception type and message
+  Micros clock_after{0};
+};
+
+template <class F>
+Outcome outcome(redlimit::ManualClock& clock, F&& f) {
+  Outcome o;
+  try {
+    o.decision = f();
+  } catch (const std::exception& e) {
+    o.error = std::string(typeid(e).name()) + ": " + e.what();
+  }
+  o.clock_after = clock.now();
+  return o;
+}
+
+std::string describe(const Outcome& o) {
+  std::ostringstream os;
+  if (o.decision) {
+    os << *o.decision << " limit_index=" << o.decision->limit_index;
+  } else {
+    os << "threw " << o.error;
+  }
+  return os.str();
+}
+
+enum class Op { consume, peek, refund, acquire, block, reset };
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::consume: return "consume";
+    case Op::peek: return "peek";
+    case Op::refund: return "refund";
+    case Op::acquire: return "acquire";
+    case Op::block: return "block";
+    case Op::reset: return "reset";
+  }
+  return "?";
+}
+
+class DifferentialTest : public RedisTest, public ::testing::WithParamInterface<std::size_t> {};
+
+TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
+  const Config config = configs()[GetParam()];
+  const std::uint64_t seed = base_seed() + GetParam();
+  const int steps = steps_per_strategy();
+  SCOPED_TRACE("differential " + config.name + ": replay with REDLIMIT_DIFF_SEED=" + std::to_string(base_seed()) +
+               " (this strategy's trace seed " + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  auto uniform = [&rng](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  auto chance = [&rng](double p) { return std::bernoulli_distribution(p)(rng); };
+
+  // One clock for all three limiters: Redis (through RecordingRedis), in_memory(), and a
+  // MemoryConnection we can inspect.
+  const redlimit::Options opts = options();
+  auto redis_conn = std::make_shared<RecordingRedis>(server().url());
+  const redlimit::RateLimiter redis_limiter(redis_conn, opts);
+  const redlimit::RateLimiter memory_limiter = redlimit::RateLimiter::in_memory(opts);
+  auto store = std::make_shared<redlimit::MemoryConnection>(clock);
+  const redlimit::RateLimiter inspected_limiter(store, opts);
+  const Target redis = config.make(redis_limiter);
+  const Target memory = config.make(memory_limiter);
+  const Target inspected = config.make(inspected_limiter);
+
+  const std::vector<std::string> subjects{"alice", "bob", "carol", "dave", "eve"};
+  clock->set(kT0 + Micros{uniform(0, 3'600'000'000)});  // not aligned to anything in particular
+
+  // Instants worth landing on: now + retry_after / reset_after / delay of earlier decisions.
+  std::deque<std::pair<Micros, std::size_t>> instants;
+  std::deque<std::string> history;  // the last steps, for failure messages
+  std::map<std::string, int> stats;
+  std::vector<int> decided_by(config.limits, 0);
+  // The trace runs in regimes of a few hundred steps, each at the time scale S of one of the
+  // config's windows, so that every limit (a second, a minute, an hour) gets to bind in turn.
+  Micros scale = config.edges.front();
+  int regime_left = 0;
+  std::size_t burst_left = 0;
+  std::size_t burst_subject = 0;
+  std::int64_t burst_gap = 0;  // 0: a tight burst (0..3 us apart); else the largest gap in a paced one
+  auto pick = [&](auto& container) -> auto& {
+    return container[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(container.size()) - 1))];
+  };
+
+  for (int step = 0; step < steps; ++step) {
+    const Micros now0 = clock->now();
+    if (regime_left-- <= 0) {
+      regime_left = static_cast<int>(uniform(100, 400));
+      scale = pick(config.edges);
+    }
+    const std::int64_t S = scale.count();
+    // --- when
+    std::size_t subject = static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(subjects.size()) - 1));
+    if (burst_left > 0) {
+      // A burst: one subject, many requests, either microseconds apart or paced across about S.
+      --burst_left;
+      subject = burst_subject;
+      clock->advance(Micros{burst_gap == 0 ? uniform(0, 3) : uniform(0, burst_gap)});
+      ++stats["burst step"];
+    } else {
+      const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+      if (r < 0.15) {
+        ++stats["zero gap"];
+      } else if (r < 0.55) {
+        clock->advance(Micros{uniform(1, std::max<std::int64_t>(1, S / 50))});
+      } else if (r < 0.63) {
+        clock->advance(Micros{uniform(0, S / 5)});
+      } else if (r < 0.65) {
+        clock->advance(Micros{uniform(S, 2 * S)});
+      } else if (r < 0.80) {
+        // On, or 1 us around, the next edge of a window or bucket no longer than S.
+        std::vector<Micros> periods;
+        for (const Micros e : config.edges) {
+          if (e <= scale) periods.push_back(e);
+        }
+        const std::int64_t p = pick(periods).count();
+        const std::int64_t edge = (now0.count() / p + 1) * p + uniform(-1, 1);
+        if (edge >= now0.count()) clock->set(Micros{edge});
+        ++stats["edge jump"];
+      } else if (r < 0.97) {
+        // On, or 1 us around, an instant an earlier decision named (within 2 S, mostly).
+        std::vector<std::pair<Micros, std::size_t>> near;
+        for (const auto& i : instants) {
+          if (i.first >= now0 && (i.first - now0 <= 2 * scale || chance(0.05))) near.push_back(i);
+        }
+        if (!near.empty()) {
+          const auto& [when, whose] = pick(near);
+          const Micros target_time = when + Micros{uniform(-1, 1)};
+          if (target_time >= now0) clock->set(target_time);
+          subject = whose;
+          ++stats["instant jump"];
+        }
+      } else {
+        burst_left = static_cast<std::size_t>(uniform(5, 40));
+        burst_subject = subject;
+        burst_gap = chance(0.4) ? 0 : std::max<std::int64_t>(1, 2 * S / static_cast<std::int64_t>(burst_left));
+        ++stats[burst_gap == 0 ? "tight burst" : "paced burst"];
+      }
+    }
+    const std::string& who = subjects[subject];
+    const Micros now = clock->now();
+
+    // --- what
+    const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+    Op op = Op::consume;
+    if (burst_left > 0) {
+      op = chance(0.9) ? Op::consume : Op::peek;
+    } else if (r < 0.62) {
+      op = Op::consume;
+    } else if (r < 0.78) {
+      op = Op::peek;
+    } else if (r < 0.90) {
+      op = Op::refund;
+    } else if (r < 0.94) {
+      op = Op::acquire;
+    } else if (r < 0.97) {
+      op = Op::block;
+    } else {
+      op = Op::reset;
+    }
+    std::int64_t cost = 1;
+    const double rc = std::uniform_real_distribution<double>(0, 1)(rng);
+    if (rc < 0.25) cost = uniform(1, std::min<std::int64_t>(3, config.max_cost));
+    else if (rc < 0.35) cost = uniform(1, config.max_cost);
+    Micros arg{0};
+    if (op == Op::block) arg = Micros{chance(0.5) ? uniform(1, 5) : uniform(1, 2 * S)};
+    if (op == Op::acquire) arg = Micros{chance(0.2) ? 0 : uniform(0, 2 * S)};
+
+    std::ostringstream what;
+    what << "step " << step << " at T0+" << (now - kT0).count() << "us (+" << (now - now0).count() << "us): "
+         << op_name(op) << "(" << who;
+    if (op != Op::reset && op != Op::block) what << ", cost " << cost;
+    if (op == Op::block) what << ", " << arg.count() << "us";
+    if (op == Op::acquire) what << ", max_wait " << arg.count() << "us";
+    what << ")";
+
+    // The memory deadlines before the call: a script that sets no TTL must leave them alone.
+    const std::string state_key = redis.key_for(who);
+    const std::string block_key = redis.block_key_for(who);
+    const std::optional<Micros> state_before = store->expires_at(state_key);
+    const std::optional<Micros> block_before = store->expires_at(block_key);
+
+    auto run = [&](const Target& t) {
+      switch (op) {
+        case Op::consume: return t.consume(who, cost);
+        case Op::peek: return t.peek(who, cost);
+        case Op::refund: return t.refund(who, cost);
+        case Op::acquire: return t.acquire(who, cost, arg);
+        case Op::block: return t.block(who, arg);
+        case Op::reset: t.reset(who); return Decision{};
+      }
+      return Decision{};
+    };
+    const Outcome from_redis = outcome(*clock, [&] { return run(redis); });
+    const RecordingRedis::Ttls ttls = redis_conn->last;
+    clock->set(now);  // acquire sleeps on the clock: replay it from the same instant
+    const Outcome from_memory = outcome(*clock, [&] { return run(memory); });
+    clock->set(now);
+    const Outcome from_inspected = outcome(*clock, [&] { return run(inspected); });
+
+    history.push_back(what.str() + " -> " + describe(from_redis));
+    if (history.size() > 12) history.pop_front();
+    auto context = [&] {
+      std::string s = "\nlast steps (Redis's answers):";
+      for (const auto& h : history) s += "\n  " + h;
+      return s + "\nin_memory() answered: " + describe(from_memory) +
+             "\nthe inspected MemoryConnection answered: " + describe(from_inspected) + "\n";
+    };
+
+    for (const Outcome* mine : {&from_memory, &from_inspected}) {
+      ASSERT_EQ(from_redis.error, mine->error) << context();
+      ASSERT_EQ(from_redis.clock_after, mine->clock_after) << "acquire slept differently" << context();
+      if (!from_redis.decision) continue;
+      const Decision& a = *from_redis.decision;
+      const Decision& b = *mine->decision;
+      EXPECT_EQ(a.allowed, b.allowed) << context();
+      EXPECT_EQ(a.limit, b.limit) << context();
+      EXPECT_EQ(a.remaining, b.remaining) << context();
+      EXPECT_EQ(a.retry_after, b.retry_after) << context();
+      EXPECT_EQ(a.reset_after, b.reset_after) << context();
+      EXPECT_EQ(a.delay, b.delay) << context();
+      EXPECT_EQ(a.limit_index, b.limit_index) << context();
+      EXPECT_EQ(static_cast<int>(a.source), static_cast<int>(b.source)) << context();
+      EXPECT_EQ(a.shadow_rejected, b.shadow_rejected) << context();
+    }
+
+    // The TTLs: the memory backend sets a deadline exactly where the script set a TTL.
+    if (ttls.valid && op != Op::acquire && op != Op::reset) {
+      const std::int64_t recorded[] = {ttls.state_ttl_ms, ttls.block_ttl_ms};
+      const std::optional<Micros> before[] = {state_before, block_before};
+      const std::string* keys[] = {&state_key, &block_key};
+      for (int i = 0; i < 2; ++i) {
+        const std::optional<Micros> mem = store->expires_at(*keys[i]);
+        if (recorded[i] == -2) {
+          EXPECT_FALSE(mem.has_value()) << *keys[i] << " is gone on Redis but not in memory" << context();
+        } else if (recorded[i] >= 0) {
+          ++stats["ttl compared"];
+          ASSERT_TRUE(mem.has_value()) << *keys[i] << " got a TTL on Redis but has no entry in memory" << context();
+          EXPECT_EQ(*mem - now, Micros{recorded[i] * 1000})
+              << *keys[i] << ": the script set a TTL of " << recorded[i] << " ms" << context();
+        } else if (mem.has_value()) {
+          // The script set no TTL: the deadline must be the one from before.
+          EXPECT_EQ(mem, before[i]) << *keys[i] << ": memory deadline moved without a PEXPIRE" << context();
+        } else if (i == 0) {
+          // Redis still holds state the memory backend has expired: stale state answered like none.
+          ++stats["stale on Redis, expired in memory"];
+        }
+      }
+    }
+    if (HasFailure()) break;
+
+    // Bookkeeping for later jumps and the coverage checks.
+    clock->set(from_redis.clock_after);
+    if (from_redis.decision && op != Op::reset) {
+      const Decision& d = *from_redis.decision;
+      const Micros t = clock->now();
+      for (const Micros dt : {d.retry_after, d.reset_after, d.delay}) {
+        if (dt.count() > 0) instants.emplace_back(t + dt, subject);
+      }
+      while (instants.size() > 64) instants.pop_front();
+      if (op == Op::consume) {
+        ++stats[d.allowed ? "consume admitted" : "consume rejected"];
+        if (!d.allowed && d.limit_index < decided_by.size()) ++decided_by[d.limit_index];
+        if (d.allowed && d.delay.count() > 0) ++stats["delayed admission"];
+        if (!d.allowed && d.remaining > 0) ++stats["rejected with quota left"];
+      }
+      if (op == Op::peek) ++stats[d.allowed ? "peek allowed" : "peek refused"];
+      if (op == Op::refund) ++stats["refund"];
+    }
+  }
+
+  std::ostringstream summary;
+  for (const auto& [k, v] : stats) summary << k << "=" << v << " ";
+  for (std::size_t i = 0; i < decided_by.size(); ++i) summary << "rejections decided by limit " << i << "=" << decided_by[i] << " ";
+  std::cout << "[ differential ] " << config.name << " seed " << seed << ": " << summary.str() << "\n";
+  if (HasFailure()) return;
+  // The trace must have exercised both answers, the edges and the TTLs, or it proves little.
+  EXPECT_GE(stats["consume admitted"], steps / 20) << summary.str();
+  EXPECT_GE(stats["consume rejected"], steps / 50) << summary.str();
+  EXPECT_GE(stats["peek refused"], steps / 200) << summary.str();
+  EXPECT_GE(stats["edge jump"], steps / 20) << summary.str();
+  EXPECT_GE(stats["instant jump"], steps / 20) << summary.str();
+  EXPECT_GE(stats["tight burst"] + stats["paced burst"], steps / 200) << summary.str();
+  EXPECT_GE(stats["ttl compared"], steps / 20) << summary.str();
+  EXPECT_GE(stats["stale on Redis, expired in memory"], steps / 100) << summary.str();
+  for (std::size_t i = 0; i < decided_by.size(); ++i) {
+    EXPECT_GT(decided_by[i], 0) << "no rejection was decided by limit " << i << ": " << summary.str();
+  }
+  if (config.name == "leaky_bucket_shaper") {
+    EXPECT_GT(stats["delayed admission"], steps / 50) << summary.str();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStrategies, DifferentialTest, ::testing::Range<std::size_t>(0, configs().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& param) { return configs()[param.param].name; });
+
+}  // namespace
+}  // namespace redlimit_test
