@@ -132,9 +132,11 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
     return Reply::make_error("ERR the redlimit memory backend runs only redlimit's own scripts");
   }
   const std::string_view script = mem::script_name(*id);
-  if (numkeys < 2) {
-    return Reply::make_error("ERR " + std::string(script) + ".lua takes 2 keys: the state and the block marker");
+  if (numkeys < 2 || numkeys % 2 != 0) {
+    return Reply::make_error("ERR " + std::string(script) +
+                             ".lua takes 2 keys a request: the state and the block marker");
   }
+  if (numkeys > 2) return eval_batch(argv, static_cast<std::size_t>(numkeys / 2), by_sha);
   const std::string& state_key = argv[3];
   const std::string& block_key = argv[4];
   if (state_key == block_key) {
@@ -162,6 +164,28 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
   }
   after_operation();
   return reply;
+}
+
+// A call deciding n > 1 requests (prologue.lua's layout): each request is run as a call of its
+// own, in order, and the decisions are returned one after the other, as the script does.
+Reply MemoryConnection::eval_batch(const std::vector<std::string>& argv, std::size_t n, bool by_sha) {
+  const std::size_t first_arg = 3 + 2 * n;
+  if (argv.size() < first_arg + 3 + (n - 1)) return wrong_arity(argv[0]);
+  const std::size_t params_end = argv.size() - (n - 1);  // the costs of requests 2..n follow the parameters
+  std::vector<std::string> one{argv[0], argv[1], "2", "", ""};
+  one.insert(one.end(), argv.begin() + static_cast<std::ptrdiff_t>(first_arg),
+             argv.begin() + static_cast<std::ptrdiff_t>(params_end));
+  Reply out;
+  out.type = Reply::Type::array;
+  for (std::size_t i = 0; i < n; ++i) {
+    one[3] = argv[3 + 2 * i];
+    one[4] = argv[4 + 2 * i];
+    if (i > 0) one[6] = argv[params_end + i - 1];  // ARGV[2]: this request's cost
+    Reply r = eval(one, by_sha);
+    if (r.type != Reply::Type::array) return r;  // an error stops the script there, as in Redis
+    for (auto& e : r.elements) out.elements.push_back(std::move(e));
+  }
+  return out;
 }
 
 Reply MemoryConnection::del(const std::vector<std::string>& argv) {

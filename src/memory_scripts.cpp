@@ -202,7 +202,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   const std::int64_t r = a % b;
   return (a - r) / b + ((r > 0) ? 1 : 0);
 }
-std::int64_t ttl_ms(std::int64_t us) { return std::max<std::int64_t>(1, ceil_div(us, 1000)); }
+// prologue.lua's ttl_ms: whole milliseconds, one more than the state needs (see there).
+std::int64_t ttl_ms(std::int64_t us) { return ceil_div(std::max<std::int64_t>(us, 0), 1000) + 1; }
 
 Reply integers(std::initializer_list<std::int64_t> values) {
   std::vector<Reply> items;
@@ -301,7 +302,7 @@ Reply fixed_window(const Call& c, KeyRef& key) {
 
   std::int64_t start = c.now - c.now % window;
   std::int64_t used = 0;
-  WindowCount* state = as<WindowCount>(key);  // HMGET key s c
+  WindowCount* state = as<WindowCount>(key);  // unpack2(get(key))
   if (state != nullptr && state->start >= start) {
     start = state->start;
     used = state->count;
@@ -312,12 +313,13 @@ Reply fixed_window(const Call& c, KeyRef& key) {
   if (c.refund) {
     if (used > 0) {
       used = std::max<std::int64_t>(0, used - cost);
-      state->count = used;  // HSET key c used (the key exists: used came from it)
+      state->count = used;  // put(key, pack2(start, used), ...) (the key exists: used came from it)
+      key.expire_ms(c.now, ttl_ms(window_end - c.now));
     }
   } else if (allowed && c.record) {
     used = used + cost;
     WindowCount& s = state != nullptr ? *state : std::get<WindowCount>(key.create(WindowCount{}).state);
-    s.start = start;  // HSET key s start c used
+    s.start = start;  // put(key, pack2(start, used), ttl)
     s.count = used;
     key.expire_ms(c.now, ttl_ms(window_end - c.now));
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/keys.hpp"
@@ -87,6 +88,27 @@ Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& li
   d.delay = std::chrono::microseconds{v[4].integer};
   d.limit_index = index;
   return d;
+}
+
+std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits) {
+  if (n == 1) return {decode_decision(reply, limits)};
+  if (reply.is_error()) throw ReplyError(fmt::format("error reply: {}", reply.str));
+  const std::size_t total = reply.elements.size();
+  if (reply.type != Reply::Type::array || total % n != 0 || (total / n != 5 && total / n != 6)) {
+    throw ReplyError(
+        fmt::format("a strategy script deciding {} requests must return {} or {} integers", n, 5 * n, 6 * n));
+  }
+  const std::size_t width = total / n;
+  std::vector<Decision> out;
+  out.reserve(n);
+  Reply one;
+  one.type = Reply::Type::array;
+  one.elements.resize(width);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::copy_n(reply.elements.begin() + static_cast<std::ptrdiff_t>(i * width), width, one.elements.begin());
+    out.push_back(decode_decision(one, limits));
+  }
+  return out;
 }
 
 }  // namespace detail
@@ -193,6 +215,11 @@ std::vector<Decision> Strategy::execute(Operation op, const detail::Script& scri
   }
 
   if (!to_send.empty()) {
+    // One script call decides many requests (src/lua/epilogue.lua): the whole batch on a single
+    // server, one call per hash slot on a cluster, at most kMaxPerCall requests each.
+    std::vector<Call> script_calls;
+    std::vector<std::vector<std::size_t>> members;  // indices into to_send, per script call
+    group(to_send, script_calls, members);
     std::vector<Decision> decided(to_send.size());
     const auto failed = [&](const std::exception& e, std::size_t i) {
       ++c.errors;
@@ -207,21 +234,23 @@ std::vector<Decision> Strategy::execute(Operation op, const detail::Script& scri
       } else {
         std::vector<Reply> replies;
         try {
-          replies = round_trip(script, to_send);
+          replies = round_trip(script, script_calls);
         } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
           ++c.errors;
           if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
           for (std::size_t i = 0; i < to_send.size(); ++i) decided[i] = on_failure(e, script, to_send[i]);
         }
-        // Each reply is judged on its own: one request's outage reply does not undo another's decision.
+        // Each reply is judged on its own: one call's outage reply does not undo another's decisions.
         bool healthy = false;
-        for (std::size_t i = 0; i < replies.size(); ++i) {
+        for (std::size_t k = 0; k < replies.size(); ++k) {
+          const auto& ids = members[k];
           try {
-            detail::check_script_reply(script, replies[i]);
-            decided[i] = detail::decode_decision(replies[i], limits_);
+            detail::check_script_reply(script, replies[k]);
+            const auto ds = detail::decode_decisions(replies[k], ids.size(), limits_);
+            for (std::size_t j = 0; j < ids.size(); ++j) decided[ids[j]] = ds[j];
             healthy = true;
           } catch (const UnavailableError& e) {
-            failed(e, i);
+            for (std::size_t i : ids) failed(e, i);
           }
         }
         if (healthy && ctx.breaker) ctx.breaker->success();
@@ -239,6 +268,45 @@ std::vector<Decision> Strategy::execute(Operation op, const detail::Script& scri
   const auto latency = std::chrono::steady_clock::now() - started;
   for (Decision& d : out) account(op, d, latency);
   return out;
+}
+
+void Strategy::group(const std::vector<Call>& calls, std::vector<Call>& out,
+                     std::vector<std::vector<std::size_t>>& members) const {
+  std::vector<std::vector<std::size_t>> groups;
+  if (calls.size() == 1 || ctx_->connection->scripts_span_slots()) {
+    groups.emplace_back(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) groups.back()[i] = i;
+  } else {
+    std::unordered_map<std::uint16_t, std::size_t> by_slot;  // slot -> index in groups
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const auto [it, added] = by_slot.emplace(detail::key_slot(calls[i].keys[0]), groups.size());
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(i);
+    }
+  }
+  for (const auto& g : groups) {
+    for (std::size_t from = 0; from < g.size(); from += kMaxPerCall) {
+      const std::size_t to = std::min(g.size(), from + kMaxPerCall);
+      members.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(from), g.begin() + static_cast<std::ptrdiff_t>(to));
+      const Call& first = calls[g[from]];
+      if (to - from == 1) {
+        out.push_back(first);
+        continue;
+      }
+      // KEYS: state and block marker of each request; ARGV: the first request's (its now, cost,
+      // mode, the strategy's parameters), then the costs of the others (prologue.lua).
+      Call merged;
+      merged.keys.reserve(2 * (to - from));
+      merged.args = first.args;
+      merged.args.reserve(first.args.size() + (to - from - 1));
+      for (std::size_t j = from; j < to; ++j) {
+        const Call& c = calls[g[j]];
+        merged.keys.insert(merged.keys.end(), c.keys.begin(), c.keys.end());
+        if (j > from) merged.args.push_back(c.args[1]);
+      }
+      out.push_back(std::move(merged));
+    }
+  }
 }
 
 Decision Strategy::on_failure(const std::exception& error, const detail::Script& script, Call& call) const {
@@ -313,10 +381,14 @@ namespace {
 
 const char* mode_of(Operation op) {
   switch (op) {
-    case Operation::consume: return "1";
-    case Operation::peek: return "0";
-    case Operation::refund: return "2";
-    default: return "3";  // block
+    case Operation::consume:
+      return "1";
+    case Operation::peek:
+      return "0";
+    case Operation::refund:
+      return "2";
+    default:
+      return "3";  // block
   }
 }
 

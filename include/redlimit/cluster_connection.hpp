@@ -36,6 +36,7 @@ class ClusterConnection final : public Connection {
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
+  bool scripts_span_slots() const override { return false; }
 
   // Re-reads CLUSTER SLOTS from any node that answers.
   void refresh();

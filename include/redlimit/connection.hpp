@@ -17,6 +17,11 @@ class Connection {
   // pool). Otherwise the RateLimiter serialises calls.
   virtual bool thread_safe() const { return false; }
 
+  // True when one script call may name keys of any hash slots: a single server (or the in-memory
+  // backend), where consume_many decides a whole batch in one script call. A Redis Cluster router
+  // answers false, and batches are then split by slot.
+  virtual bool scripts_span_slots() const { return true; }
+
   // Sends argv as one command (binary-safe) and returns its reply. Error replies are returned as
   // Reply::Type::error, not thrown; transport failures throw ConnectionError / TimeoutError.
   virtual Reply command(const std::vector<std::string>& argv) = 0;

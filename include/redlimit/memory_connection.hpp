@@ -78,6 +78,7 @@ class MemoryConnection final : public Connection {
  private:
   struct Shard;
   Reply eval(const std::vector<std::string>& argv, bool by_sha);
+  Reply eval_batch(const std::vector<std::string>& argv, std::size_t n, bool by_sha);
   Reply del(const std::vector<std::string>& argv);
   void after_operation();
 

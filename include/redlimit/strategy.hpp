@@ -55,8 +55,10 @@ class Strategy {
   // decision requests get meanwhile. reset() lifts it.
   Decision block(std::string_view subject, std::chrono::microseconds duration) const;
 
-  // Many consumes in one pipelined round trip; decisions in the order of `requests`. Each request is
-  // decided atomically on its own (not all-or-nothing across requests). Every request is checked
+  // Many consumes in one round trip; decisions in the order of `requests`, each request decided as
+  // if consumed alone, in that order (not all-or-nothing across requests). On a single server one
+  // script call decides up to 256 requests (larger batches are pipelined calls); on a cluster,
+  // requests are grouped by hash slot and the calls pipelined per node. Every request is checked
   // before anything is sent.
   std::vector<Decision> consume_many(const std::vector<Request>& requests) const;
 
@@ -80,8 +82,8 @@ class Strategy {
 
  protected:
   // `limits`: the count of each limit (one, or several for a policy); cost may not exceed the least.
-  Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind,
-           const detail::Script& script, std::vector<std::int64_t> limits, std::vector<std::string> params);
+  Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind, const detail::Script& script,
+           std::vector<std::int64_t> limits, std::vector<std::string> params);
 
  private:
   // One prepared script call: keys and ARGV.
@@ -104,6 +106,11 @@ class Strategy {
                const std::vector<std::string>& params) const;
   std::vector<Decision> execute(Operation op, const detail::Script& script, std::vector<Call>& calls,
                                 const std::vector<std::int64_t>& costs) const;
+  // Merges single-request calls into script calls of up to kMaxPerCall requests each (one slot per
+  // call on a cluster); members[k] lists the requests of out[k].
+  void group(const std::vector<Call>& calls, std::vector<Call>& out,
+             std::vector<std::vector<std::size_t>>& members) const;
+  static constexpr std::size_t kMaxPerCall = 256;
   std::vector<Reply> round_trip(const detail::Script& script, std::vector<Call>& calls) const;
   Decision on_failure(const std::exception& error, const detail::Script& script, Call& call) const;
   void report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;

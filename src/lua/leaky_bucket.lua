@@ -3,8 +3,8 @@
 --   shaper: the bucket is a queue; what fits is admitted with a delay, the time for the water
 --           ahead of it to leak out, so admitted work leaves at the leak rate.
 --
--- KEYS[1]  string "<level>:<at>": the bucket held <level> units of water at time <at> (us)
--- KEYS[2]  block marker (prologue)
+-- KEYS: two per request (prologue.lua): the state, then the block marker
+-- state: pack2(at, level), see prologue.lua: the bucket held <level> units of water at time <at> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (requests)
 -- ARGV[5]  unit: units per request
@@ -18,50 +18,53 @@
 -- (a client whose clock runs ahead) is taken as now: nothing leaks backwards, and the waits we
 -- return include the difference. A refund takes water out; for a shaper, delays already handed
 -- out are not shortened.
-local key = KEYS[1]
 local capacity = tonumber(ARGV[4])
 local unit = tonumber(ARGV[5])
 local leak = tonumber(ARGV[6])
 local shaper = ARGV[7] == 'shaper'
-
 local full = capacity * unit
-local level, at = 0, now
-local v = redis.call('GET', key)
-if v then
-  local l, t = string.match(v, '^(%d+):(%d+)$')
-  if l then level, at = math.min(tonumber(l), full), tonumber(t) end
-end
-local t0 = math.max(now, at)
-local ahead = t0 - now
--- Leak since `at`: compare elapsed time, not elapsed * leak, which could pass 2^53 after a long idle.
-if t0 - at >= ceil_div(level, leak) then
-  level = 0
-else
-  level = level - (t0 - at) * leak
-end
+local state_is_string, width = true, 5
 
-local need = cost * unit
-local allowed = refund or level + need <= full
-local delay = 0
-if allowed and shaper and not refund then delay = ahead + ceil_div(level, leak) end -- water ahead leaks first
-local changed = false
-if refund then
-  changed = level > 0
-  level = math.max(0, level - need)
-elseif allowed and record then
-  level = level + need
-  changed = true
-end
-if changed then
-  if level > 0 then
-    redis.call('SET', key, fmt(level) .. ':' .. fmt(t0), 'PX', ttl_ms(ahead + ceil_div(level, leak)))
-  else
-    redis.call('DEL', key) -- empty is what a missing key means
+local function decide(key, _, cost)
+  local level, at = 0, now
+  local v = get(key)
+  if v then
+    local t, l = unpack2(v)
+    if t then level, at = math.min(l, full), t end
   end
-end
+  local t0 = math.max(now, at)
+  local ahead = t0 - now
+  -- Leak since `at`: compare elapsed time, not elapsed * leak, which could pass 2^53 after a long
+  -- idle.
+  if t0 - at >= ceil_div(level, leak) then
+    level = 0
+  else
+    level = level - (t0 - at) * leak
+  end
 
-local retry_after = 0
-if not allowed then retry_after = ahead + ceil_div(level + need - full, leak) end
-local reset_after = 0
-if level > 0 then reset_after = ahead + ceil_div(level, leak) end
-return {allowed and 1 or 0, floor_div(full - level, unit), retry_after, reset_after, delay}
+  local need = cost * unit
+  local allowed = refund or level + need <= full
+  local delay = 0
+  if allowed and shaper and not refund then delay = ahead + ceil_div(level, leak) end -- water ahead leaks first
+  local changed = false
+  if refund then
+    changed = level > 0
+    level = math.max(0, level - need)
+  elseif allowed and record then
+    level = level + need
+    changed = true
+  end
+  if changed then
+    if level > 0 then
+      put(key, pack2(t0, level), ttl_ms(ahead + ceil_div(level, leak)))
+    else
+      put(key, nil) -- empty is what a missing key means
+    end
+  end
+
+  local retry_after = 0
+  if not allowed then retry_after = ahead + ceil_div(level + need - full, leak) end
+  local reset_after = 0
+  if level > 0 then reset_after = ahead + ceil_div(level, leak) end
+  return {allowed and 1 or 0, floor_div(full - level, unit), retry_after, reset_after, delay}
+end

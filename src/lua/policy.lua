@@ -1,9 +1,9 @@
 -- Policy: several sliding-window limits checked together, recorded all-or-nothing, in one hash.
 -- A single sliding window (SlidingWindow) is a policy of one limit.
 --
--- KEYS[1]  hash: field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
---          (<tag> is the limit's text, e.g. "1h@1m"; bucket = floor(t / precision))
--- KEYS[2]  block marker (prologue)
+-- KEYS: two per request (prologue.lua): the state, then the block marker
+-- state: hash, field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
+--        (<tag> is the limit's text, e.g. "1h@1m"; bucket = floor(t / precision))
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  m: number of limits; then four arguments per limit i = 1..m, from ARGV[5 + 4(i-1)]:
 --          tag, limit (units per window), window (us), precision (us, divides the window)
@@ -18,129 +18,131 @@
 -- weigh 75 at 1.25 min, leaving room for 25; with P = window / 2 they weigh 50.
 -- All-or-nothing: nothing is recorded unless every limit has room. A refund takes units back from
 -- each limit's newest buckets, exact when it follows the request it refunds.
-local key = KEYS[1]
 local m = tonumber(ARGV[4])
+local state_is_string, width = false, 6
 
-local limits = {}
-local by_tag = {}
-for i = 1, m do
-  local base = 5 + 4 * (i - 1)
-  local P = tonumber(ARGV[base + 3])
-  local r = math.fmod(now, P)
-  local l = {
-    tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
-    r = r, b = (now - r) / P, counts = {}, full = 0, old = 0, newest = nil,
-  }
-  limits[i] = l
-  by_tag[l.tag] = l
-end
-
--- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
--- no longer in the policy, is stale and deleted when we next write.
-local stale = {}
-local h = redis.call('HGETALL', key)
-for i = 1, #h, 2 do
-  local tag, idx = string.match(h[i], '^(.*):(%d+)$')
-  local l = tag and by_tag[tag]
-  idx = tonumber(idx)
-  if l and idx >= l.b - l.n then
-    local c = tonumber(h[i + 1])
-    l.counts[idx] = c
-    if idx == l.b - l.n then l.old = c else l.full = l.full + c end -- buckets ahead of b: clock skew
-    if not l.newest or idx > l.newest then l.newest = idx end
-  else
-    stale[#stale + 1] = h[i]
+local function decide(key, _, cost)
+  local limits = {}
+  local by_tag = {}
+  for i = 1, m do
+    local base = 5 + 4 * (i - 1)
+    local P = tonumber(ARGV[base + 3])
+    local r = math.fmod(now, P)
+    local l = {
+      tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
+      r = r, b = (now - r) / P, counts = {}, full = 0, old = 0, newest = nil,
+    }
+    limits[i] = l
+    by_tag[l.tag] = l
   end
-end
 
-local allowed = true
-for _, l in ipairs(limits) do
-  l.usedP = l.full * l.P + l.old * (l.P - l.r)
-  l.allowed = l.usedP + cost * l.P <= l.limit * l.P
-  allowed = allowed and l.allowed
-end
-if refund then allowed = true end
-
-local function delete_stale()
-  for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
-    redis.call('HDEL', key, unpack(stale, i, math.min(i + 999, #stale)))
+  -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
+  -- no longer in the policy, is stale and deleted when we next write.
+  local stale = {}
+  local h = redis.call('HGETALL', key)
+  for i = 1, #h, 2 do
+    local tag, idx = string.match(h[i], '^(.*):(%d+)$')
+    local l = tag and by_tag[tag]
+    idx = tonumber(idx)
+    if l and idx >= l.b - l.n then
+      local c = tonumber(h[i + 1])
+      l.counts[idx] = c
+      if idx == l.b - l.n then l.old = c else l.full = l.full + c end -- buckets ahead of b: clock skew
+      if not l.newest or idx > l.newest then l.newest = idx end
+    else
+      stale[#stale + 1] = h[i]
+    end
   end
-end
 
-if refund then
+  local allowed = true
   for _, l in ipairs(limits) do
-    local left = cost
-    local idx = math.max(l.newest or l.b, l.b)
-    while left > 0 and idx >= l.b - l.n do
-      local c = l.counts[idx] or 0
-      local take = math.min(c, left)
-      if take > 0 then
-        local weight = (idx == l.b - l.n) and (l.P - l.r) or l.P
-        l.usedP = l.usedP - take * weight
-        l.counts[idx] = c - take
-        if c == take then
-          redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
-        else
-          redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), -take)
+    l.usedP = l.full * l.P + l.old * (l.P - l.r)
+    l.allowed = l.usedP + cost * l.P <= l.limit * l.P
+    allowed = allowed and l.allowed
+  end
+  if refund then allowed = true end
+
+  local function delete_stale()
+    for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
+      redis.call('HDEL', key, unpack(stale, i, math.min(i + 999, #stale)))
+    end
+  end
+
+  if refund then
+    for _, l in ipairs(limits) do
+      local left = cost
+      local idx = math.max(l.newest or l.b, l.b)
+      while left > 0 and idx >= l.b - l.n do
+        local c = l.counts[idx] or 0
+        local take = math.min(c, left)
+        if take > 0 then
+          local weight = (idx == l.b - l.n) and (l.P - l.r) or l.P
+          l.usedP = l.usedP - take * weight
+          l.counts[idx] = c - take
+          if c == take then
+            redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
+          else
+            redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), -take)
+          end
+          left = left - take
         end
-        left = left - take
+        idx = idx - 1
       end
-      idx = idx - 1
+      l.newest = nil
+      for i, c in pairs(l.counts) do
+        if c > 0 and (not l.newest or i > l.newest) then l.newest = i end
+      end
     end
-    l.newest = nil
-    for i, c in pairs(l.counts) do
-      if c > 0 and (not l.newest or i > l.newest) then l.newest = i end
+  elseif allowed and record then
+    for _, l in ipairs(limits) do
+      redis.call('HINCRBY', key, l.tag .. ':' .. fmt(l.b), cost)
+      l.usedP = l.usedP + cost * l.P
+      l.counts[l.b] = (l.counts[l.b] or 0) + cost
+      if not l.newest or l.b > l.newest then l.newest = l.b end
     end
+    delete_stale()
   end
-elseif allowed and record then
-  for _, l in ipairs(limits) do
-    redis.call('HINCRBY', key, l.tag .. ':' .. fmt(l.b), cost)
-    l.usedP = l.usedP + cost * l.P
-    l.counts[l.b] = (l.counts[l.b] or 0) + cost
-    if not l.newest or l.b > l.newest then l.newest = l.b end
-  end
-  delete_stale()
-end
 
--- Earliest time a limit has room for `cost`: walk forward one bucket interval at a time. During
--- [(b+k)P, (b+k+1)P) bucket b+k-n is the weighted one and `s` units sit in the buckets after it.
--- The request fits d microseconds into the interval when s + cost + o * (P - d) / P <= limit,
--- i.e. d >= P - floor(x * P / o) with x = limit - s - cost. The first interval with d < P wins.
-local function retry_after(l)
-  local s = l.full
-  for k = 0, math.max(l.newest or l.b, l.b) - l.b + l.n + 1 do
-    local o = l.counts[l.b + k - l.n] or 0
-    if k > 0 then s = s - o end
-    local x = l.limit - s - cost
-    if x >= 0 then
-      local d = 0
-      if o > 0 then d = math.max(0, l.P - floor_div(x * l.P, o)) end
-      if k == 0 then d = math.max(d, l.r) end
-      if d < l.P then return (l.b + k) * l.P + d - now end
+  -- Earliest time a limit has room for `cost`: walk forward one bucket interval at a time. During
+  -- [(b+k)P, (b+k+1)P) bucket b+k-n is the weighted one and `s` units sit in the buckets after it.
+  -- The request fits d microseconds into the interval when s + cost + o * (P - d) / P <= limit,
+  -- i.e. d >= P - floor(x * P / o) with x = limit - s - cost. The first interval with d < P wins.
+  local function retry_after(l)
+    local s = l.full
+    for k = 0, math.max(l.newest or l.b, l.b) - l.b + l.n + 1 do
+      local o = l.counts[l.b + k - l.n] or 0
+      if k > 0 then s = s - o end
+      local x = l.limit - s - cost
+      if x >= 0 then
+        local d = 0
+        if o > 0 then d = math.max(0, l.P - floor_div(x * l.P, o)) end
+        if k == 0 then d = math.max(d, l.r) end
+        if d < l.P then return (l.b + k) * l.P + d - now end
+      end
     end
+    return 0 -- not reached: the last interval has an empty weighted bucket
   end
-  return 0 -- not reached: the last interval has an empty weighted bucket
-end
 
--- The deciding limit: when rejected, the one that makes the caller wait longest (at that time
--- all of them have room: usage only falls while nothing is admitted); when admitted, the one with
--- the least quota left.
-local remaining, retry, reset, decider = nil, 0, 0, 1
-for i, l in ipairs(limits) do
-  local rem = math.max(0, floor_div(l.limit * l.P - l.usedP, l.P))
-  local wait = 0
-  if not allowed and not l.allowed then wait = retry_after(l) end
-  if l.newest then reset = math.max(reset, (l.newest + l.n + 1) * l.P - now) end
-  if allowed then
-    if not remaining or rem < remaining then decider = i end
-  elseif wait > retry then
-    decider = i
+  -- The deciding limit: when rejected, the one that makes the caller wait longest (at that time
+  -- all of them have room: usage only falls while nothing is admitted); when admitted, the one with
+  -- the least quota left.
+  local remaining, retry, reset, decider = nil, 0, 0, 1
+  for i, l in ipairs(limits) do
+    local rem = math.max(0, floor_div(l.limit * l.P - l.usedP, l.P))
+    local wait = 0
+    if not allowed and not l.allowed then wait = retry_after(l) end
+    if l.newest then reset = math.max(reset, (l.newest + l.n + 1) * l.P - now) end
+    if allowed then
+      if not remaining or rem < remaining then decider = i end
+    elseif wait > retry then
+      decider = i
+    end
+    if not remaining or rem < remaining then remaining = rem end
+    retry = math.max(retry, wait)
   end
-  if not remaining or rem < remaining then remaining = rem end
-  retry = math.max(retry, wait)
+  if allowed and record and reset > 0 then
+    -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.
+    redis.call('PEXPIRE', key, ttl_ms(reset))
+  end
+  return {allowed and 1 or 0, remaining, retry, reset, 0, decider}
 end
-if allowed and record and reset > 0 then
-  -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.
-  redis.call('PEXPIRE', key, ttl_ms(reset))
-end
-return {allowed and 1 or 0, remaining, retry, reset, 0, decider}

@@ -1,43 +1,89 @@
--- Prologue: prepended at build time to every script in this folder (cmake/embed_lua.cmake), so
--- the shared conventions live in one place. Each script's own header names its KEYS and ARGV.
+-- Prologue: prepended at build time to every script in this folder, and epilogue.lua appended
+-- (cmake/embed_lua.cmake), so the shared conventions live in one place. Each script defines
+-- decide(key, block_key, cost) for one request; the epilogue runs the call's requests through it.
 --
--- KEYS[1]  the strategy's state for one (resource, subject)
--- KEYS[2]  the subject's block marker: a string holding "blocked until" in us (see block.lua)
+-- One call decides n >= 1 requests of one strategy, in order (consume_many sends many):
+-- KEYS[2i-1]  request i's state, for one (resource, subject)
+-- KEYS[2i]    request i's block marker: a string holding "blocked until" in us (see block.lua)
 -- ARGV[1]  now: microseconds since the Unix epoch from the client's clock, or "redis" to read
---          Redis TIME here (one clock for every client, no extra round trip)
--- ARGV[2]  cost: units to take, or to give back when refunding (>= 1, checked by the client)
+--          Redis TIME here (one clock for every client, no extra round trip); one now for all n
+-- ARGV[2]  cost of request 1: units to take, or to give back when refunding (>= 1, checked by the
+--          client)
 -- ARGV[3]  mode: "1" consume (record if admitted), "0" peek (record nothing), "2" refund,
 --          "3" block (block.lua only)
+-- ARGV[4..]  the strategy's parameters, named in each script
+-- ARGV[#ARGV-n+2 .. #ARGV]  the costs of requests 2..n (none when n = 1)
+-- Returns request 1's decision when n = 1, otherwise the n decisions one after the other.
 --
 -- Every time and quantity is an integer held in a Lua double, exact below 2^53: microsecond
 -- timestamps until 2255, and the client keeps every product of the math below 2^52.
 -- math.fmod is exact on such integers, so floor_div/ceil_div are too. Numbers are written back
--- with fmt(): Lua's own tostring keeps only 14 digits.
+-- with fmt(): Lua's own tostring keeps only 14 digits, and '%d' formats an integer directly
+-- where '%.0f' would run the C library's slower floating-point printer.
 local now = tonumber(ARGV[1])
 if not now then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local cost = tonumber(ARGV[2])
 local mode = ARGV[3]
 local record = mode == '1'
 local refund = mode == '2'
 local blocking = mode == '3'
 
-local function fmt(x) return string.format('%.0f', x) end
+local function fmt(x) return string.format('%d', x) end
 local function floor_div(a, b) return (a - math.fmod(a, b)) / b end
 local function ceil_div(a, b)
   local r = math.fmod(a, b)
   return (a - r) / b + ((r > 0) and 1 or 0)
 end
--- PEXPIRE/PX argument for a state that is back to its empty value `us` from now: at least 1 ms.
-local function ttl_ms(us) return math.max(1, ceil_div(us, 1000)) end
+-- PEXPIRE/PX argument for a state that is back to its empty value `us` from now. Redis counts
+-- expiry in whole milliseconds of its own clock and may be up to 1 ms into the current one, so a
+-- TTL of ceil(us / 1000) could end before `us` has passed: one more millisecond keeps the state
+-- alive at least as long as it matters.
+local function ttl_ms(us) return ceil_div(math.max(us, 0), 1000) + 1 end
 
--- A blocked subject is rejected until the block ends, whatever its quota; refunds still apply.
-if not refund and not blocking then
-  local blocked_until = tonumber(redis.call('GET', KEYS[2]))
-  if blocked_until and blocked_until > now then
-    return {0, 0, blocked_until - now, blocked_until - now, 0}
+-- String states (fixed window, token and leaky buckets) hold two non-negative integers packed
+-- little-endian: a time in 7 bytes, then a quantity in 5 bytes (8 past 2^40). 12 bytes keep the
+-- value in Redis's smallest embedded-string block, where "quantity:time" in decimal takes about
+-- 25 (MEMORY USAGE 88 B per subject instead of 104 B). Anything else (a state written by an older
+-- version) reads as no state.
+local function pack2(t, q)
+  if q < 1099511627776 then return struct.pack('<I7I5', t, q) end
+  return struct.pack('<I7I8', t, q)
+end
+local function unpack2(v)
+  local len = #v
+  if len == 12 then return struct.unpack('<I7I5', v) end
+  if len == 15 then return struct.unpack('<I7I8', v) end
+  return nil
+end
+
+-- String keys are read through `cache` (filled by one MGET in the epilogue) and written through
+-- put(), which keeps only the last value of each key; flush() sends them once, at the end. A batch
+-- that decides one subject many times thus reads and writes it once.
+local cache, dirty, dirty_order = {}, {}, {}
+local function get(k)
+  local v = cache[k]
+  if v == nil then
+    v = redis.call('GET', k)
+    cache[k] = v
+  end
+  return v or nil
+end
+-- Sets k to v expiring in ttl ms, or deletes it when v is nil.
+local function put(k, v, ttl)
+  cache[k] = v or false
+  if not dirty[k] then dirty_order[#dirty_order + 1] = k end
+  dirty[k] = {v, ttl}
+end
+local function flush()
+  for _, k in ipairs(dirty_order) do
+    local w = dirty[k]
+    if w[1] then
+      redis.call('SET', k, w[1], 'PX', w[2])
+    else
+      redis.call('DEL', k)
+    end
   end
 end

@@ -1,7 +1,7 @@
 -- Token bucket: up to `capacity` tokens, refilled continuously; a request takes `cost` tokens.
 --
--- KEYS[1]  string "<level>:<at>": the bucket held <level> units at time <at> (us)
--- KEYS[2]  block marker (prologue)
+-- KEYS: two per request (prologue.lua): the state, then the block marker
+-- state: pack2(at, level), see prologue.lua: the bucket held <level> units at time <at> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (tokens)
 -- ARGV[5]  unit: units per token
@@ -14,47 +14,50 @@
 -- full bucket. A stored time ahead of ours (a client whose clock runs ahead) is taken as now: no
 -- refill runs backwards, and the waits we return include the difference. A refund puts tokens
 -- back, up to the capacity.
-local key = KEYS[1]
 local capacity = tonumber(ARGV[4])
 local unit = tonumber(ARGV[5])
 local refill = tonumber(ARGV[6])
-
 local full = capacity * unit
-local level, at = full, now
-local v = redis.call('GET', key)
-if v then
-  local l, t = string.match(v, '^(%d+):(%d+)$')
-  if l then level, at = math.min(tonumber(l), full), tonumber(t) end
-end
-local t0 = math.max(now, at)
-local ahead = t0 - now
--- Refill since `at`: compare elapsed time, not elapsed * refill, which could pass 2^53 after a long idle.
-if t0 - at >= ceil_div(full - level, refill) then
-  level = full
-else
-  level = level + (t0 - at) * refill
-end
+local state_is_string, width = true, 5
 
-local need = cost * unit
-local allowed = refund or level >= need
-local changed = false
-if refund then
-  changed = level < full
-  level = math.min(full, level + need)
-elseif allowed and record then
-  level = level - need
-  changed = true
-end
-if changed then
-  if level < full then
-    redis.call('SET', key, fmt(level) .. ':' .. fmt(t0), 'PX', ttl_ms(ahead + ceil_div(full - level, refill)))
-  else
-    redis.call('DEL', key) -- full is what a missing key means
+local function decide(key, _, cost)
+  local level, at = full, now
+  local v = get(key)
+  if v then
+    local t, l = unpack2(v)
+    if t then level, at = math.min(l, full), t end
   end
-end
+  local t0 = math.max(now, at)
+  local ahead = t0 - now
+  -- Refill since `at`: compare elapsed time, not elapsed * refill, which could pass 2^53 after a
+  -- long idle.
+  if t0 - at >= ceil_div(full - level, refill) then
+    level = full
+  else
+    level = level + (t0 - at) * refill
+  end
 
-local retry_after = 0
-if not allowed then retry_after = ahead + ceil_div(need - level, refill) end
-local reset_after = 0
-if level < full then reset_after = ahead + ceil_div(full - level, refill) end
-return {allowed and 1 or 0, floor_div(level, unit), retry_after, reset_after, 0}
+  local need = cost * unit
+  local allowed = refund or level >= need
+  local changed = false
+  if refund then
+    changed = level < full
+    level = math.min(full, level + need)
+  elseif allowed and record then
+    level = level - need
+    changed = true
+  end
+  if changed then
+    if level < full then
+      put(key, pack2(t0, level), ttl_ms(ahead + ceil_div(full - level, refill)))
+    else
+      put(key, nil) -- full is what a missing key means
+    end
+  end
+
+  local retry_after = 0
+  if not allowed then retry_after = ahead + ceil_div(need - level, refill) end
+  local reset_after = 0
+  if level < full then reset_after = ahead + ceil_div(full - level, refill) end
+  return {allowed and 1 or 0, floor_div(level, unit), retry_after, reset_after, 0}
+end

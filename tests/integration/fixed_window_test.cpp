@@ -81,8 +81,7 @@ TEST_F(FixedWindowTest, RejectedRequestsRecordNothing) {
   at(1s);
   EXPECT_TRUE(fw.consume("u", 4).allowed);
   for (int i = 0; i < 20; ++i) EXPECT_FALSE(fw.consume("u", 2).allowed);
-  const redlimit::Reply c = server().command({"HGET", fw.key_for("u"), "c"});
-  EXPECT_EQ(c.str, "4");
+  EXPECT_EQ(unpack_state(server().command({"GET", fw.key_for("u")}).str).quantity, 4);
   // The one unit left is still there.
   const Decision d = fw.consume("u");
   EXPECT_TRUE(d.allowed) << d;
@@ -95,7 +94,7 @@ TEST_F(FixedWindowTest, KeyExpiresWithItsWindow) {
   fw.consume("u");
   const std::int64_t pttl = server().integer({"PTTL", fw.key_for("u")});
   EXPECT_GT(pttl, (45min - 5s) / 1ms);
-  EXPECT_LE(pttl, 45min / 1ms);
+  EXPECT_LE(pttl, 45min / 1ms + 1);  // ttl_ms adds a millisecond (prologue.lua)
 }
 
 TEST_F(FixedWindowTest, AWindowStartedByAClockAheadWins) {

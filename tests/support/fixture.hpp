@@ -40,6 +40,22 @@ using redlimit::Micros;
 // 2023-11-14T22:00:00Z in microseconds: aligned to the hour, so to every window that divides an hour.
 inline constexpr Micros kT0{1'699'999'200'000'000};
 
+// A string state as prologue.lua's pack2 writes it (fixed window, token and leaky buckets): a time
+// in 7 bytes, then a quantity in 5 bytes (8 past 2^40), little-endian.
+struct PackedState {
+  std::int64_t time = -1;
+  std::int64_t quantity = -1;
+};
+inline PackedState unpack_state(const std::string& v) {
+  const auto read = [&](std::size_t from, std::size_t n) {
+    std::int64_t x = 0;
+    for (std::size_t i = n; i-- > 0;) x = (x << 8) | static_cast<unsigned char>(v[from + i]);
+    return x;
+  };
+  if (v.size() != 12 && v.size() != 15) return {};
+  return {read(0, 7), read(7, v.size() - 7)};
+}
+
 // One strategy object behind a uniform face.
 struct AnyStrategy {
   std::string name;
@@ -51,6 +67,7 @@ struct AnyStrategy {
   std::function<Decision(std::string_view, std::int64_t)> refund;
   std::function<Decision(std::string_view, Micros)> block;
   std::function<Decision(std::string_view, std::int64_t, Micros)> acquire;
+  std::function<std::vector<Decision>(const std::vector<redlimit::Request>&)> consume_many;
 };
 
 template <class S>
@@ -67,6 +84,7 @@ AnyStrategy wrap(std::string name, std::int64_t limit, S s) {
   a.acquire = [s](std::string_view subject, std::int64_t cost, Micros max_wait) {
     return s.acquire(subject, cost, max_wait);
   };
+  a.consume_many = [s](const std::vector<redlimit::Request>& requests) { return s.consume_many(requests); };
   return a;
 }
 
@@ -147,8 +165,8 @@ inline std::int64_t RedisTest::command_calls(const std::string& command) {
 // peek and by consume, whose rejection records nothing), and at t + retry_after both admit it. Leaves
 // the clock at t + retry_after with the request recorded; returns that admitting decision.
 template <class S>
-Decision expect_retry_after_exact(redlimit::ManualClock& clock, const S& s, std::string_view subject,
-                                  std::int64_t cost, const Decision& rejected) {
+Decision expect_retry_after_exact(redlimit::ManualClock& clock, const S& s, std::string_view subject, std::int64_t cost,
+                                  const Decision& rejected) {
   EXPECT_FALSE(rejected.allowed) << rejected;
   EXPECT_GT(rejected.retry_after.count(), 0) << rejected;
   const Micros t = clock.now();
@@ -157,8 +175,8 @@ Decision expect_retry_after_exact(redlimit::ManualClock& clock, const S& s, std:
   for (Micros early : before) {
     clock.set(t + early);
     const Decision p = s.peek(subject, cost);
-    EXPECT_FALSE(p.allowed) << "peek at now + " << early.count() << "us (retry_after "
-                            << rejected.retry_after.count() << "us): " << p;
+    EXPECT_FALSE(p.allowed) << "peek at now + " << early.count() << "us (retry_after " << rejected.retry_after.count()
+                            << "us): " << p;
     const Decision c = s.consume(subject, cost);
     EXPECT_FALSE(c.allowed) << "consume at now + " << early.count() << "us (retry_after "
                             << rejected.retry_after.count() << "us): " << c;

@@ -1,5 +1,6 @@
-// Strategy::consume_many: one pipelined round trip of EVALSHAs, NOSCRIPT answered by a second
-// pipeline of EVALs for just those, everything checked before anything is sent.
+// Strategy::consume_many: one script call decides the whole batch on a single server (one EVAL
+// after NOSCRIPT); on a cluster, one call per hash slot, pipelined; batches past 256 requests are
+// split; everything is checked before anything is sent.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "redlimit/detail/keys.hpp"
 #include "redlimit/detail/scripts.hpp"
 #include "redlimit/redlimit.hpp"
 #include "unit/mock_connection.hpp"
@@ -27,6 +29,7 @@ using redlimit::ReplyError;
 using redlimit::Request;
 using redlimit::Source;
 using redlimit::Strategy;
+using redlimit_unit::batch_reply;
 using redlimit_unit::decision_reply;
 using ::testing::_;
 using ::testing::AnyNumber;
@@ -67,16 +70,32 @@ class BatchTest : public ::testing::Test {
             "5",
             "1000000"};
   }
+  // One script call deciding `requests` in order (prologue.lua): each request's two keys, the first
+  // request's ARGV, then the costs of the others.
+  static Argv batch_call(const char* verb, const Strategy& s,
+                         const std::vector<std::pair<std::string, std::int64_t>>& requests) {
+    const auto& script = scripts::fixed_window();
+    Argv argv{verb, verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
+              std::to_string(2 * requests.size())};
+    for (const auto& r : requests) {
+      argv.push_back(s.key_for(r.first));
+      argv.push_back(s.block_key_for(r.first));
+    }
+    for (const char* a : {"", "", "1", "5", "1000000"}) argv.emplace_back(a);
+    argv[argv.size() - 5] = std::to_string(kStart);
+    argv[argv.size() - 4] = std::to_string(requests.front().second);
+    for (std::size_t i = 1; i < requests.size(); ++i) argv.push_back(std::to_string(requests[i].second));
+    return argv;
+  }
 };
 
-TEST_F(BatchTest, OnePipelineOfEvalshasInRequestOrder) {
+TEST_F(BatchTest, OneScriptCallDecidesTheBatchInRequestOrder) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  const Commands expected = {call("EVALSHA", fw, "a", 1), call("EVALSHA", fw, "b", 3), call("EVALSHA", fw, "a", 5)};
-  EXPECT_CALL(*mock, command(_)).Times(0);
-  EXPECT_CALL(*mock, pipeline(expected))
-      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1'000'000), decision_reply(1, 2, 0, 1'000'000),
-                                          decision_reply(0, 4, 1'000'000, 1'000'000)}));
+  EXPECT_CALL(*mock, pipeline(_)).Times(0);
+  EXPECT_CALL(*mock, command(batch_call("EVALSHA", fw, {{"a", 1}, {"b", 3}, {"a", 5}})))
+      .WillOnce(Return(batch_reply({decision_reply(1, 4, 0, 1'000'000), decision_reply(1, 2, 0, 1'000'000),
+                                    decision_reply(0, 4, 1'000'000, 1'000'000)})));
   const std::vector<Decision> d = fw.consume_many({{"a", 1}, {"b", 3}, {"a", 5}});
   ASSERT_EQ(d.size(), 3u);
   EXPECT_TRUE(d[0].allowed);
@@ -100,21 +119,20 @@ TEST_F(BatchTest, DefaultCostIsOne) {
   Request r;
   r.subject = "a";
   EXPECT_EQ(r.cost, 1);
-  EXPECT_CALL(*mock, pipeline(Commands{call("EVALSHA", fw, "a", 1), call("EVALSHA", fw, "b", 1)}))
-      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1), decision_reply(1, 4, 0, 1)}));
+  EXPECT_CALL(*mock, command(batch_call("EVALSHA", fw, {{"a", 1}, {"b", 1}})))
+      .WillOnce(Return(batch_reply({decision_reply(1, 4, 0, 1), decision_reply(1, 4, 0, 1)})));
   EXPECT_EQ(fw.consume_many({r, Request{"b"}}).size(), 2u);
 }
 
-TEST_F(BatchTest, NoscriptRepliesAreResentWithEvalOnlyForThoseRequests) {
+TEST_F(BatchTest, NoscriptIsAnsweredByOneEvalOfTheSameBatch) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   InSequence seq;
-  EXPECT_CALL(*mock, pipeline(Commands{call("EVALSHA", fw, "a", 1), call("EVALSHA", fw, "b", 2),
-                                       call("EVALSHA", fw, "c", 3)}))
-      .WillOnce(Return(std::vector<Reply>{redlimit_unit::noscript_reply(), decision_reply(1, 3, 0, 7),
-                                          redlimit_unit::noscript_reply()}));
-  EXPECT_CALL(*mock, pipeline(Commands{call("EVAL", fw, "a", 1), call("EVAL", fw, "c", 3)}))
-      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 8), decision_reply(1, 2, 0, 9)}));
+  EXPECT_CALL(*mock, command(batch_call("EVALSHA", fw, {{"a", 1}, {"b", 2}, {"c", 3}})))
+      .WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(*mock, command(batch_call("EVAL", fw, {{"a", 1}, {"b", 2}, {"c", 3}})))
+      .WillOnce(
+          Return(batch_reply({decision_reply(1, 4, 0, 8), decision_reply(1, 3, 0, 7), decision_reply(1, 2, 0, 9)})));
   const std::vector<Decision> d = fw.consume_many({{"a", 1}, {"b", 2}, {"c", 3}});
   ASSERT_EQ(d.size(), 3u);
   EXPECT_EQ(d[0].remaining, 4);
@@ -149,8 +167,7 @@ TEST_F(BatchTest, EmptyBatchSendsNothing) {
 TEST_F(BatchTest, SingleRequestIsOneCommand) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  // Sent as a command or as a pipeline of one (which the mock turns into a command): one EVALSHA.
-  EXPECT_CALL(*mock, pipeline(_)).Times(AnyNumber());
+  EXPECT_CALL(*mock, pipeline(_)).Times(0);
   EXPECT_CALL(*mock, command(call("EVALSHA", fw, "a", 2))).WillOnce(Return(decision_reply(1, 3, 0, 1)));
   const auto d = fw.consume_many({{"a", 2}});
   ASSERT_EQ(d.size(), 1u);
@@ -160,7 +177,7 @@ TEST_F(BatchTest, SingleRequestIsOneCommand) {
 TEST_F(BatchTest, ConnectionErrorUnderRaiseThrows) {
   const RateLimiter limiter = make(OnFailure::raise);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  EXPECT_CALL(*mock, pipeline(_)).WillOnce(Throw(ConnectionError("reset")));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("reset")));
   EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 1}}), ConnectionError);
   EXPECT_EQ(limiter.counters().errors, 1u);
 }
@@ -168,7 +185,7 @@ TEST_F(BatchTest, ConnectionErrorUnderRaiseThrows) {
 TEST_F(BatchTest, ConnectionErrorUnderFailOpenAdmitsEveryRequest) {
   const RateLimiter limiter = make(OnFailure::fail_open);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  EXPECT_CALL(*mock, pipeline(_)).WillOnce(Throw(ConnectionError("reset")));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("reset")));
   const auto d = fw.consume_many({{"a", 1}, {"b", 1}, {"c", 4}});
   ASSERT_EQ(d.size(), 3u);
   for (const Decision& x : d) {
@@ -178,29 +195,83 @@ TEST_F(BatchTest, ConnectionErrorUnderFailOpenAdmitsEveryRequest) {
   EXPECT_EQ(limiter.counters().from_failure_policy, 3u);
 }
 
-TEST_F(BatchTest, AnOutageReplyForOneRequestDoesNotOverrideTheOthersDecisions) {
-  // "Each request is decided atomically on its own": request a ran and was recorded by Redis, so
-  // its decision is Redis's, even though b's reply says the server could not serve b.
+TEST_F(BatchTest, AnOutageReplyToTheBatchAppliesThePolicyToEachRequest) {
   const RateLimiter limiter = make(OnFailure::fail_closed);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  EXPECT_CALL(*mock, pipeline(_))
-      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1'000'000),
-                                          Reply::make_error("OOM command not allowed when used memory > 'maxmemory'.")}));
+  EXPECT_CALL(*mock, command(_))
+      .WillOnce(Return(Reply::make_error("OOM command not allowed when used memory > 'maxmemory'.")));
   const auto d = fw.consume_many({{"a", 1}, {"b", 1}});
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0].source, Source::primary);
-  EXPECT_TRUE(d[0].allowed);
-  EXPECT_EQ(d[0].remaining, 4);
-  EXPECT_EQ(d[1].source, Source::failure_policy);
-  EXPECT_FALSE(d[1].allowed);
+  for (const Decision& x : d) {
+    EXPECT_FALSE(x.allowed);
+    EXPECT_EQ(x.source, Source::failure_policy);
+  }
+  EXPECT_EQ(limiter.counters().from_failure_policy, 2u);
 }
 
 TEST_F(BatchTest, ScriptErrorInTheBatchIsAReplyError) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  EXPECT_CALL(*mock, pipeline(_))
-      .WillOnce(Return(std::vector<Reply>{decision_reply(1, 4, 0, 1), Reply::make_error("ERR boom")}));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Return(Reply::make_error("ERR boom")));
   EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 1}}), ReplyError);
+}
+
+TEST_F(BatchTest, ABatchReplyOfTheWrongSizeIsAReplyError) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  // Two requests, one decision back: nothing may be guessed for the other.
+  EXPECT_CALL(*mock, command(_)).WillOnce(Return(batch_reply({decision_reply(1, 4, 0, 1)})));
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 1}}), ReplyError);
+}
+
+TEST_F(BatchTest, BatchesPastTheCallSizeArePipelinedCalls) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit(1000, 1s));
+  std::vector<std::string> subjects;
+  for (int i = 0; i < 300; ++i) subjects.push_back("s" + std::to_string(i));
+  std::vector<Request> requests;
+  for (const auto& s : subjects) requests.push_back({s, 1});
+  EXPECT_CALL(*mock, pipeline(_)).WillOnce([&](const Commands& cmds) {
+    EXPECT_EQ(cmds.size(), 2u);
+    std::vector<Reply> out;
+    std::size_t first = 0;
+    for (const Argv& c : cmds) {
+      const std::size_t n = std::stoul(c.at(2)) / 2;
+      EXPECT_EQ(c.at(3), fw.key_for(subjects[first]));  // requests stay in order
+      std::vector<Reply> ds;
+      for (std::size_t i = 0; i < n; ++i) ds.push_back(decision_reply(1, static_cast<std::int64_t>(first + i), 0, 1));
+      out.push_back(n == 1 ? ds[0] : batch_reply(ds));
+      first += n;
+    }
+    EXPECT_EQ(first, subjects.size());
+    EXPECT_EQ(std::stoul(cmds[0].at(2)), 2u * 256u);
+    return out;
+  });
+  const auto d = fw.consume_many(requests);
+  ASSERT_EQ(d.size(), subjects.size());
+  for (std::size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].remaining, static_cast<std::int64_t>(i));
+}
+
+TEST_F(BatchTest, OnAClusterOneCallPerSlotAndAnswersInRequestOrder) {
+  mock->span_slots = false;
+  const RateLimiter limiter = make(OnFailure::fail_closed);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  ASSERT_NE(redlimit::detail::key_slot(fw.key_for("a")), redlimit::detail::key_slot(fw.key_for("b")));
+  // a and a share a slot: one call deciding both; b alone: a plain call. b's outage reply does not
+  // undo a's decisions, which Redis made and recorded.
+  EXPECT_CALL(*mock, pipeline(Commands{batch_call("EVALSHA", fw, {{"a", 1}, {"a", 5}}), call("EVALSHA", fw, "b", 3)}))
+      .WillOnce(Return(std::vector<Reply>{
+          batch_reply({decision_reply(1, 4, 0, 1'000'000), decision_reply(0, 4, 1'000'000, 1'000'000)}),
+          Reply::make_error("OOM command not allowed when used memory > 'maxmemory'.")}));
+  const auto d = fw.consume_many({{"a", 1}, {"b", 3}, {"a", 5}});
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_TRUE(d[0].allowed);
+  EXPECT_EQ(d[0].source, Source::primary);
+  EXPECT_EQ(d[1].source, Source::failure_policy);
+  EXPECT_FALSE(d[1].allowed);
+  EXPECT_FALSE(d[2].allowed);
+  EXPECT_EQ(d[2].source, Source::primary);
+  EXPECT_EQ(d[2].retry_after, 1s);
 }
 
 TEST_F(BatchTest, WorksForEveryStrategy) {
@@ -216,24 +287,26 @@ TEST_F(BatchTest, WorksForEveryStrategy) {
     SCOPED_TRACE(s.key_for("a"));
     const std::string key = s.key_for("a");
     // The policy script (which also runs sliding windows) appends the deciding limit.
-    const bool policy_reply = key.size() > 4 && (key.compare(key.size() - 3, 3, ":sw") == 0 ||
-                                                 key.compare(key.size() - 4, 4, ":pol") == 0);
-    EXPECT_CALL(*mock, pipeline(_)).WillOnce([&](const Commands& cmds) {
-      EXPECT_EQ(cmds.size(), 2u);
-      std::vector<Reply> out;
-      for (const Argv& c : cmds) {
-        EXPECT_EQ(c.at(0), "EVALSHA");
-        EXPECT_EQ(c.at(2), "2");
-        EXPECT_EQ(c.at(7), "1");  // consume
+    const bool policy_reply =
+        key.size() > 4 && (key.compare(key.size() - 3, 3, ":sw") == 0 || key.compare(key.size() - 4, 4, ":pol") == 0);
+    EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv& c) {
+      EXPECT_EQ(c.at(0), "EVALSHA");
+      EXPECT_EQ(c.at(2), "4");
+      EXPECT_EQ(c.at(3), s.key_for("a"));
+      EXPECT_EQ(c.at(4), s.block_key_for("a"));
+      EXPECT_EQ(c.at(5), s.key_for("b"));
+      EXPECT_EQ(c.at(6), s.block_key_for("b"));
+      EXPECT_EQ(c.at(9), "1");   // consume
+      EXPECT_EQ(c.back(), "2");  // b's cost, after the parameters
+      std::vector<Reply> ds;
+      for (int i = 0; i < 2; ++i) {
         Reply r = decision_reply(1, 4, 0, 1);
         if (policy_reply) r.elements.push_back(Reply::make_integer(1));
-        out.push_back(r);
+        ds.push_back(r);
       }
-      EXPECT_EQ(cmds[0].at(3), s.key_for("a"));
-      EXPECT_EQ(cmds[1].at(3), s.key_for("b"));
-      return out;
+      return batch_reply(ds);
     });
-    const auto d = s.consume_many({{"a", 1}, {"b", 1}});
+    const auto d = s.consume_many({{"a", 1}, {"b", 2}});
     ASSERT_EQ(d.size(), 2u);
     EXPECT_TRUE(d[0].allowed && d[1].allowed);
     ::testing::Mock::VerifyAndClearExpectations(mock.get());

@@ -57,6 +57,8 @@ class MemoryTest : public ::testing::Test {
     return o;
   }
   void at(Micros offset) { clock->set(kT0 + offset); }
+  // ttl_ms keeps a state one millisecond past the time it matters (prologue.lua).
+  static constexpr Micros kTtlSlack = 1ms;
 
   std::shared_ptr<ManualClock> clock;
   std::shared_ptr<MemoryConnection> store;
@@ -108,7 +110,7 @@ TEST_F(MemoryTest, FixedWindowCountsWithinTheAlignedWindow) {
   at(1s);
   EXPECT_TRUE(fw.consume("u").allowed);
   // The state's deadline is the TTL fixed_window.lua sets: the end of the window, in whole ms.
-  EXPECT_EQ(store->expires_at(fw.key_for("u")), kT0 + 2s);
+  EXPECT_EQ(store->expires_at(fw.key_for("u")), kT0 + 2s + kTtlSlack);
 }
 
 TEST_F(MemoryTest, SlidingLogIsExactAtEveryInstant) {
@@ -259,11 +261,11 @@ TEST_F(MemoryTest, AnExpiredEntryIsEvictedWhenItsKeyIsTouched) {
   at(250ms);
   EXPECT_TRUE(fw.consume("u").allowed);
   EXPECT_EQ(store->size(), 1u);
-  EXPECT_EQ(store->expires_at(fw.key_for("u")), kT0 + 1s);
+  EXPECT_EQ(store->expires_at(fw.key_for("u")), kT0 + 1s + kTtlSlack);
   at(1s - 1us);
   EXPECT_EQ(fw.peek("u").remaining, 4);
   EXPECT_EQ(store->size(), 1u);
-  at(1s);
+  at(1s + kTtlSlack);
   EXPECT_EQ(store->expires_at(fw.key_for("u")), std::nullopt);  // expired: as good as missing
   EXPECT_EQ(store->size(), 1u);                                   // but still held...
   EXPECT_EQ(fw.peek("u").remaining, 5);
@@ -278,7 +280,7 @@ TEST_F(MemoryTest, BucketsDeleteTheirStateWhenBackToEmpty) {
   EXPECT_EQ(store->size(), 0u);
   const auto lb = limiter.leaky_bucket("lb", 2, Limit(1, 1s));
   EXPECT_TRUE(lb.consume("u").allowed);
-  EXPECT_EQ(store->expires_at(lb.key_for("u")), kT0 + 1s);
+  EXPECT_EQ(store->expires_at(lb.key_for("u")), kT0 + 1s + kTtlSlack);
   EXPECT_TRUE(lb.refund("u").allowed);
   EXPECT_EQ(store->size(), 0u);
 }
@@ -291,10 +293,10 @@ TEST_F(MemoryTest, SweepEvictsEveryExpiredEntry) {
     EXPECT_TRUE(log.consume("s" + std::to_string(i)).allowed);
   }
   EXPECT_EQ(store->size(), 1000u);
-  at(1s);
+  at(1s + kTtlSlack);
   EXPECT_EQ(store->sweep(), 500u);  // the windows have ended, the logs have 9 s to go
   EXPECT_EQ(store->size(), 500u);
-  at(10s);
+  at(10s + kTtlSlack);
   EXPECT_EQ(store->sweep(), 500u);
   EXPECT_EQ(store->size(), 0u);
   EXPECT_EQ(store->sweep(), 0u);
@@ -306,7 +308,7 @@ TEST_F(MemoryTest, IncrementalSweepEmptiesTheStoreOnceEverythingExpired) {
   const auto fw = limiter.fixed_window("fw", Limit(5, 1s));
   for (int i = 0; i < 2000; ++i) EXPECT_TRUE(fw.consume("old-" + std::to_string(i)).allowed);
   EXPECT_EQ(store->size(), 2000u);
-  at(1s);
+  at(1s + kTtlSlack);
   int operations = 0;
   while (store->size() > 0 && operations < 100'000) {
     fw.peek("fresh-" + std::to_string(operations));

@@ -15,10 +15,18 @@ namespace redlimit {
 // Readable gtest output for Decision::source.
 inline void PrintTo(Source s, std::ostream* os) {
   switch (s) {
-    case Source::primary: *os << "Source::primary"; return;
-    case Source::fallback: *os << "Source::fallback"; return;
-    case Source::failure_policy: *os << "Source::failure_policy"; return;
-    case Source::local_cache: *os << "Source::local_cache"; return;
+    case Source::primary:
+      *os << "Source::primary";
+      return;
+    case Source::fallback:
+      *os << "Source::fallback";
+      return;
+    case Source::failure_policy:
+      *os << "Source::failure_policy";
+      return;
+    case Source::local_cache:
+      *os << "Source::local_cache";
+      return;
   }
   *os << "Source(" << static_cast<int>(s) << ")";
 }
@@ -29,15 +37,16 @@ class MockConnection : public redlimit::Connection {
   MockConnection() {
     // Unless a test says otherwise, pipeline() behaves like the base class: one command() per entry,
     // so expectations on command() still see every command.
-    ON_CALL(*this, pipeline(::testing::_))
-        .WillByDefault([this](const std::vector<std::vector<std::string>>& commands) {
-          return this->redlimit::Connection::pipeline(commands);
-        });
+    ON_CALL(*this, pipeline(::testing::_)).WillByDefault([this](const std::vector<std::vector<std::string>>& commands) {
+      return this->redlimit::Connection::pipeline(commands);
+    });
   }
 
   MOCK_METHOD(redlimit::Reply, command, (const std::vector<std::string>&), (override));
-  MOCK_METHOD(std::vector<redlimit::Reply>, pipeline, (const std::vector<std::vector<std::string>>&),
-              (override));
+  // A single server unless a test says it stands for a cluster.
+  bool scripts_span_slots() const override { return span_slots; }
+  bool span_slots = true;
+  MOCK_METHOD(std::vector<redlimit::Reply>, pipeline, (const std::vector<std::vector<std::string>>&), (override));
 };
 
 namespace redlimit_unit {
@@ -46,9 +55,15 @@ namespace redlimit_unit {
 inline redlimit::Reply decision_reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us,
                                       std::int64_t reset_us, std::int64_t delay_us = 0) {
   using redlimit::Reply;
-  return Reply::make_array({Reply::make_integer(allowed), Reply::make_integer(remaining),
-                            Reply::make_integer(retry_us), Reply::make_integer(reset_us),
-                            Reply::make_integer(delay_us)});
+  return Reply::make_array({Reply::make_integer(allowed), Reply::make_integer(remaining), Reply::make_integer(retry_us),
+                            Reply::make_integer(reset_us), Reply::make_integer(delay_us)});
+}
+
+// The reply of a script call that decided several requests: their decisions one after the other.
+inline redlimit::Reply batch_reply(const std::vector<redlimit::Reply>& decisions) {
+  redlimit::Reply out = redlimit::Reply::make_array({});
+  for (const auto& d : decisions) out.elements.insert(out.elements.end(), d.elements.begin(), d.elements.end());
+  return out;
 }
 
 inline redlimit::Reply noscript_reply() {

@@ -13,4 +13,8 @@ namespace redlimit::detail {
 // but 5 (6 for policies) non-negative integers with allowed in {0, 1} and a deciding index in range.
 Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits);
 
+// Decodes the reply of a script call that decided n requests: one decision for n = 1, otherwise
+// n decisions of 5 (or 6) integers each, one after the other.
+std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits);
+
 }  // namespace redlimit::detail

@@ -1,0 +1,104 @@
+// consume_many against a real server: one script call decides a whole batch (src/lua/epilogue.lua),
+// and every decision in it is the one the same requests get one by one, in order. Covered: every
+// strategy and a policy, subjects repeated inside a batch, floods past the limit (answered from the
+// script's memo of rejections), costs above 1, batches longer than one script call.
+#include <random>
+
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+using redlimit::Request;
+
+void expect_same(const Decision& batched, const Decision& single, const std::string& where) {
+  EXPECT_EQ(batched.allowed, single.allowed) << where << "\n batched " << batched << "\n  single " << single;
+  EXPECT_EQ(batched.limit, single.limit) << where;
+  EXPECT_EQ(batched.remaining, single.remaining) << where;
+  EXPECT_EQ(batched.retry_after, single.retry_after) << where;
+  EXPECT_EQ(batched.reset_after, single.reset_after) << where;
+  EXPECT_EQ(batched.delay, single.delay) << where;
+  EXPECT_EQ(batched.limit_index, single.limit_index) << where;
+}
+
+class BatchTest : public StrictRedisTest {
+ protected:
+  // The strategies of all_strategies() and a policy of two limits, under `resource`.
+  std::vector<AnyStrategy> strategies(const std::string& resource) const {
+    auto all = all_strategies(rl(), resource, 10, 1s);
+    all.push_back(wrap("policy", 10, rl().policy(resource + ".pol", redlimit::parse_limits("10/s; 25/5s@1s"))));
+    return all;
+  }
+};
+
+TEST_F(BatchTest, ABatchDecidesExactlyAsTheSameRequestsOneByOne) {
+  const auto batched = strategies("batch");
+  const auto single = strategies("single");
+  const std::uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<std::string> subjects{"a", "b", "c"};
+  at(0s);
+  int rejected = 0;
+  int admitted = 0;
+  for (std::size_t k = 0; k < batched.size(); ++k) {
+    for (int step = 0; step < 40; ++step) {
+      clock->advance(Micros{static_cast<std::int64_t>(rng() % 200'000)});
+      std::vector<Request> requests(1 + rng() % 30);
+      for (auto& r : requests) {
+        r.subject = subjects[rng() % subjects.size()];
+        r.cost = 1 + static_cast<std::int64_t>(rng() % 3);
+      }
+      const auto got = batched[k].consume_many(requests);
+      ASSERT_EQ(got.size(), requests.size());
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        const Decision want = single[k].consume(requests[i].subject, requests[i].cost);
+        expect_same(got[i], want, batched[k].name + " step " + std::to_string(step) + " request " + std::to_string(i));
+        ++(want.allowed ? admitted : rejected);
+      }
+    }
+  }
+  // The workload did reach both sides of every limit.
+  EXPECT_GT(admitted, 100);
+  EXPECT_GT(rejected, 100);
+}
+
+TEST_F(BatchTest, AFloodInOneBatchAdmitsTheLimitAndRejectsTheRestExactly) {
+  const auto batched = strategies("flood-batch");
+  const auto single = strategies("flood-single");
+  at(0s);
+  for (std::size_t k = 0; k < batched.size(); ++k) {
+    std::vector<Request> requests(300, Request{"flooder", 1});
+    requests[150].cost = 2;  // a different cost in the middle of the flood
+    const auto got = batched[k].consume_many(requests);
+    int allowed = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const Decision want = single[k].consume(requests[i].subject, requests[i].cost);
+      expect_same(got[i], want, batched[k].name + " request " + std::to_string(i));
+      allowed += got[i].allowed;
+    }
+    // Nothing refills or leaks while the clock stands still: the capacity, and not one more.
+    EXPECT_EQ(allowed, 10) << batched[k].name;
+  }
+}
+
+TEST_F(BatchTest, OneScriptCallPerBatchOnASingleServer) {
+  const auto fw = rl().fixed_window("calls", Limit(1000, 1min));
+  std::vector<std::string> names;
+  for (int i = 0; i < 600; ++i) names.push_back("s" + std::to_string(i));
+  std::vector<Request> requests;
+  for (const auto& n : names) requests.push_back({n, 1});
+  const std::int64_t before = command_calls("evalsha") + command_calls("eval");
+  const auto got = fw.consume_many(requests);
+  const std::int64_t after = command_calls("evalsha") + command_calls("eval");
+  // 600 requests: calls of at most 256 requests each, so three.
+  EXPECT_EQ(after - before, 3);
+  ASSERT_EQ(got.size(), requests.size());
+  for (const Decision& d : got) {
+    EXPECT_TRUE(d.allowed) << d;
+    EXPECT_EQ(d.remaining, 999) << d;
+  }
+}
+
+}  // namespace
+}  // namespace redlimit_test
