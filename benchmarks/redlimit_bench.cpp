@@ -560,8 +560,8 @@ void suite_throughput(const Config& c, Admin& admin, const std::string& suite = 
       if (m.in_flight > 0) {
         std::string missing;
         if (cluster) {
-          missing = "no asynchronous cluster connection: AsyncRedis (consume_async) connects to one server, "
-                    "and ClusterConnection is synchronous";
+          missing = "there is no asynchronous cluster connection (AsyncRedis, which consume_async runs on, "
+                    "connects to one server; ClusterConnection is synchronous)";
         }
 #ifdef REDLIMIT_BENCH_HAVE_ASYNC
         if (missing.empty()) {
