@@ -5,6 +5,12 @@
 //   redlimit_bench --port P [--host H] [--suite all|throughput|raw|memory|growth|flood]
 //                  [--seconds S] [--max-ops N] [--sizes 1,1000,100000,1000000]
 //                  [--growth-budget S] [--flood-limit L] [--strategies id,id,...] [--modes m,m,...]
+//   redlimit_bench --url redis-cluster://host:port[,host:port...] [--suite cluster] [--seconds S] ...
+//
+// --url redis://... or unix://... replaces --host/--port. With a redis-cluster:// URL the only
+// suite is `cluster`: the throughput suite over a ClusterConnection, its rows tagged
+// "suite": "cluster", with the Redis-side figures (commandstats, main-thread CPU) summed over the
+// masters. The async modes are reported as missing there: AsyncRedis connects to one server.
 //
 // Workload: every strategy allows 1000 units per minute per subject and the requests cycle over
 // 10,000 subjects, so nearly every decision is an admission (the full read-modify-write path of
@@ -49,6 +55,7 @@ namespace {
 struct Config {
   std::string host = "127.0.0.1";
   int port = 6379;
+  std::string url;                // --url; empty = redis://host:port
   std::string suite = "all";
   double seconds = 1.5;           // wall-clock budget of one throughput measurement
   long max_ops = 400000;          // operation cap of one throughput measurement
@@ -69,11 +76,35 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+bool is_cluster(const Config& c) { return c.url.rfind("redis-cluster://", 0) == 0; }
+
+std::string url_of(const Config& c) { return c.url.empty() ? fmt::format("redis://{}:{}", c.host, c.port) : c.url; }
+
+// The one server's endpoint (not for a cluster URL).
 redlimit::Endpoint endpoint_of(const Config& c) {
+  if (!c.url.empty()) return redlimit::parse_url(c.url);
   redlimit::Endpoint e;
   e.host = c.host;
   e.port = c.port;
   return e;
+}
+
+// The servers whose statistics the Admin reads: the one server, or every master of the cluster
+// (from its slot map; replicas are left out, as no decision runs on them).
+std::vector<redlimit::Endpoint> admin_endpoints(const Config& c) {
+  if (!is_cluster(c)) return {endpoint_of(c)};
+  const redlimit::ClusterEndpoint ce = redlimit::parse_cluster_url(c.url);
+  redlimit::ClusterConnection cluster(ce, redlimit::Options{});
+  std::vector<redlimit::Endpoint> out;
+  for (const std::string& hp : cluster.masters()) {
+    const auto colon = hp.rfind(':');
+    redlimit::Endpoint e = ce.seeds.front();  // credentials apply to every node
+    e.host = hp.substr(0, colon);
+    e.port = std::stoi(hp.substr(colon + 1));
+    out.push_back(e);
+  }
+  if (out.empty()) throw std::runtime_error("the cluster's slot map names no master");
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,21 +149,55 @@ struct CmdStat {
   long long usec = 0;
 };
 
+// On a cluster every figure is the sum over the masters; cmd() goes to the first one (the suites
+// that use it directly run on one server only).
 class Admin {
  public:
-  Admin(const Config& c) : conn_(endpoint_of(c), 2000ms, 60000ms) {}
+  Admin(const Config& c) {
+    for (const auto& e : admin_endpoints(c)) nodes_.emplace_back(e, 2000ms, 60000ms);
+  }
 
-  redlimit::Reply cmd(const std::vector<std::string>& argv) {
-    redlimit::Reply r = conn_.command(argv);
+  std::size_t nodes() const { return nodes_.size(); }
+
+  redlimit::Reply cmd(const std::vector<std::string>& argv) { return cmd_on(0, argv); }
+  redlimit::Reply cmd_on(std::size_t node, const std::vector<std::string>& argv) {
+    redlimit::Reply r = nodes_.at(node).command(argv);
     if (r.is_error()) throw std::runtime_error(fmt::format("{} failed: {}", argv[0], r.str));
     return r;
   }
-  void reset_stats() { cmd({"CONFIG", "RESETSTAT"}); }
-  void flushall() { cmd({"FLUSHALL"}); }
+  void each(const std::vector<std::string>& argv) {
+    for (std::size_t n = 0; n < nodes_.size(); ++n) cmd_on(n, argv);
+  }
+  void reset_stats() { each({"CONFIG", "RESETSTAT"}); }
+  void flushall() { each({"FLUSHALL"}); }
 
   std::map<std::string, CmdStat> commandstats() {
     std::map<std::string, CmdStat> out;
-    std::istringstream in(cmd({"INFO", "commandstats"}).str);
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      for (const auto& [name, s] : commandstats_of(n)) {
+        out[name].calls += s.calls;
+        out[name].usec += s.usec;
+      }
+    }
+    return out;
+  }
+
+  // Script calls (EVALSHA + EVAL) on each node since the last reset: how the decisions spread.
+  std::vector<long long> script_calls_per_node() {
+    std::vector<long long> out;
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      long long calls = 0;
+      for (const auto& [name, s] : commandstats_of(n)) {
+        if (name == "evalsha" || name == "eval") calls += s.calls;
+      }
+      out.push_back(calls);
+    }
+    return out;
+  }
+
+  std::map<std::string, CmdStat> commandstats_of(std::size_t node) {
+    std::map<std::string, CmdStat> out;
+    std::istringstream in(cmd_on(node, {"INFO", "commandstats"}).str);
     std::string line;
     while (std::getline(in, line)) {
       if (line.rfind("cmdstat_", 0) != 0) continue;
@@ -167,40 +232,48 @@ class Admin {
   // Redis's used_memory less what its clients' buffers hold (a pipelined batch's replies sit in
   // them for a while): the memory that the keys take.
   long long used_memory() {
-    std::istringstream in(cmd({"INFO", "memory"}).str);
-    std::string line;
-    long long used = -1, clients = 0;
-    while (std::getline(in, line)) {
-      if (line.rfind("used_memory:", 0) == 0) used = std::atoll(line.c_str() + 12);
-      if (line.rfind("mem_clients_normal:", 0) == 0) clients = std::atoll(line.c_str() + 19);
+    long long total = 0;
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      std::istringstream in(cmd_on(n, {"INFO", "memory"}).str);
+      std::string line;
+      long long used = -1, clients = 0;
+      while (std::getline(in, line)) {
+        if (line.rfind("used_memory:", 0) == 0) used = std::atoll(line.c_str() + 12);
+        if (line.rfind("mem_clients_normal:", 0) == 0) clients = std::atoll(line.c_str() + 19);
+      }
+      total += used - clients;
     }
-    return used - clients;
+    return total;
   }
 
   // CPU seconds Redis's main thread has used (user + system): unlike commandstats' wall-clock usec
   // it does not grow when the thread is preempted, and it includes reading and writing the socket.
   double main_thread_cpu() {
-    std::istringstream in(cmd({"INFO", "cpu"}).str);
-    std::string line;
     double total = 0;
-    while (std::getline(in, line)) {
-      if (line.rfind("used_cpu_user_main_thread:", 0) == 0) total += std::atof(line.c_str() + 26);
-      if (line.rfind("used_cpu_sys_main_thread:", 0) == 0) total += std::atof(line.c_str() + 25);
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      std::istringstream in(cmd_on(n, {"INFO", "cpu"}).str);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.rfind("used_cpu_user_main_thread:", 0) == 0) total += std::atof(line.c_str() + 26);
+        if (line.rfind("used_cpu_sys_main_thread:", 0) == 0) total += std::atof(line.c_str() + 25);
+      }
     }
     return total;
   }
 
-  long long dbsize() { return cmd({"DBSIZE"}).integer; }
+  long long dbsize() {
+    long long total = 0;
+    for (std::size_t n = 0; n < nodes_.size(); ++n) total += cmd_on(n, {"DBSIZE"}).integer;
+    return total;
+  }
 
   long long memory_usage(const std::string& key) {
     redlimit::Reply r = cmd({"MEMORY", "USAGE", key, "SAMPLES", "0"});
     return r.type == redlimit::Reply::Type::integer ? r.integer : -1;
   }
 
-  redlimit::RedisConnection& connection() { return conn_; }
-
  private:
-  redlimit::RedisConnection conn_;
+  std::vector<redlimit::RedisConnection> nodes_;
 };
 
 // Inner commands run by the scripts since the last reset, per decision: "get=1 hmget=1 hset=1 ...".
@@ -282,10 +355,11 @@ struct RunResult {
   double server_cpu = 0;  // seconds of Redis main-thread CPU during the run
 };
 
+// On a cluster, Options::pool is per master: each master gets a pool of this size.
 redlimit::RateLimiter connect(const Config& c, std::size_t pool) {
   redlimit::Options o;
   o.pool.size = pool;
-  return redlimit::RateLimiter::connect(fmt::format("redis://{}:{}", c.host, c.port), o);
+  return redlimit::RateLimiter::connect(url_of(c), o);
 }
 
 // One caller thread: consume() or consume_many() over `subjects`, from `offset`, until `stop` or
@@ -312,10 +386,15 @@ RunResult run_sync(const Config& c, const Spec& spec, const Mode& m, const std::
                    const std::vector<std::string>& subjects, Admin& admin) {
   auto limiter = connect(c, static_cast<std::size_t>(m.threads));
   auto strategy = spec.make(limiter, resource);
-  // Open every pooled connection before the clock starts.
+  // Open every pooled connection before the clock starts (on a cluster, a connection to each
+  // master: 16 subjects per thread land on all three).
   {
     std::vector<std::thread> warm;
-    for (int t = 0; t < m.threads; ++t) warm.emplace_back([&, t] { strategy->peek(subjects[t]); });
+    for (int t = 0; t < m.threads; ++t) {
+      warm.emplace_back([&, t] {
+        for (int k = 0; k < 16; ++k) strategy->peek(subjects[static_cast<std::size_t>(t * 16 + k) % subjects.size()]);
+      });
+    }
     for (auto& th : warm) th.join();
   }
   admin.reset_stats();
@@ -414,8 +493,14 @@ RunResult run_async(const Config& c, const Spec& spec, const Mode& m, const std:
 }
 #endif
 
-void emit_throughput(const Spec& spec, const Mode& m, const RunResult& r, Admin& admin) {
+// `suite` is "throughput" on one server, "cluster" on a cluster (where the Redis-side figures are
+// sums over the masters, and script_calls_per_master shows how the decisions spread).
+void emit_throughput(const std::string& suite, const Spec& spec, const Mode& m, const RunResult& r, Admin& admin) {
   auto stats = admin.commandstats();
+  std::string per_master;
+  if (admin.nodes() > 1) {
+    for (long long n : admin.script_calls_per_node()) per_master += (per_master.empty() ? "" : " ") + std::to_string(n);
+  }
   CmdStat script;
   for (const char* name : {"evalsha", "eval"}) {
     if (stats.count(name)) {
@@ -423,8 +508,8 @@ void emit_throughput(const Spec& spec, const Mode& m, const RunResult& r, Admin&
       script.usec += stats[name].usec;
     }
   }
-  Json()
-      .str("suite", "throughput")
+  Json j;
+  j.str("suite", suite)
       .str("strategy", spec.id)
       .str("label", spec.label)
       .str("mode", m.id)
@@ -439,8 +524,9 @@ void emit_throughput(const Spec& spec, const Mode& m, const RunResult& r, Admin&
       .integer("script_usec", script.usec)
       .num("usec_per_decision", r.ops ? static_cast<double>(script.usec) / static_cast<double>(r.ops) : 0)
       .num("server_cpu_us_per_decision", r.ops ? r.server_cpu * 1e6 / static_cast<double>(r.ops) : 0)
-      .str("inner", inner_commands(stats, r.ops))
-      .emit();
+      .str("inner", inner_commands(stats, r.ops));
+  if (admin.nodes() > 1) j.integer("masters", static_cast<long long>(admin.nodes())).str("script_calls_per_master", per_master);
+  j.emit();
 }
 
 std::vector<Mode> all_modes() {
@@ -451,13 +537,20 @@ std::vector<Mode> all_modes() {
   };
 }
 
-void suite_throughput(const Config& c, Admin& admin) {
+// The throughput suite, on one server (rows "suite": "throughput") or on a cluster (`cluster`:
+// the same strategies and modes, rows "suite": "cluster"; the async modes are missing there).
+void suite_throughput(const Config& c, Admin& admin, const std::string& suite = "throughput") {
+  const bool cluster = suite == "cluster";
   std::vector<std::string> subjects;
   for (long i = 0; i < 10000; ++i) subjects.push_back(subject_name(i));
-  // Load every script once (the first call of each is EVAL after NOSCRIPT), outside any measurement.
+  // Load every script once (the first call of each is EVAL after NOSCRIPT), outside any measurement:
+  // 32 subjects, so that on a cluster every master has loaded every script.
   {
     auto limiter = connect(c, 1);
-    for (const auto& spec : all_specs()) spec.make(limiter, "bench-warmup")->consume("warmup");
+    for (const auto& spec : all_specs()) {
+      auto s = spec.make(limiter, "bench-warmup");
+      for (int k = 0; k < (cluster ? 32 : 1); ++k) s->consume(subject_name(k));
+    }
   }
   for (const auto& spec : all_specs()) {
     if (!wanted(c.strategies, spec.id)) continue;
@@ -465,28 +558,41 @@ void suite_throughput(const Config& c, Admin& admin) {
       if (!wanted(c.modes, m.id)) continue;
       const std::string resource = fmt::format("tp-{}-{}", spec.id, m.id);
       if (m.in_flight > 0) {
+        std::string missing;
+        if (cluster) {
+          missing = "there is no asynchronous cluster connection (AsyncRedis, which consume_async runs on, "
+                    "connects to one server; ClusterConnection is synchronous)";
+        }
 #ifdef REDLIMIT_BENCH_HAVE_ASYNC
-        const RunResult r = run_async(c, spec, m, resource, subjects, admin);
-        emit_throughput(spec, m, r, admin);
-        progress("{} {}: {:.0f}/s", spec.id, m.id, r.ops / r.seconds);
+        if (missing.empty()) {
+          const RunResult r = run_async(c, spec, m, resource, subjects, admin);
+          emit_throughput(suite, spec, m, r, admin);
+          progress("{} {} {}: {:.0f}/s", suite, spec.id, m.id, r.ops / r.seconds);
+          continue;
+        }
 #else
+        if (missing.empty()) {
+          missing = "built without the async rows: they need AsyncRedis (redlimit/redis_async.hpp), "
+                    "Strategy::consume_async and libevent-dev";
+        }
+#endif
         Json()
-            .str("suite", "throughput")
+            .str("suite", suite)
             .str("strategy", spec.id)
             .str("label", spec.label)
             .str("mode", m.id)
             .integer("in_flight", m.in_flight)
-            .str("missing", "built without the async rows: they need AsyncRedis (redlimit/redis_async.hpp), "
-                            "Strategy::consume_async and libevent-dev")
+            .str("missing", missing)
             .emit();
-#endif
         continue;
       }
       const RunResult r = run_sync(c, spec, m, resource, subjects, admin);
-      emit_throughput(spec, m, r, admin);
-      progress("{} {}: {:.0f}/s", spec.id, m.id, r.ops / r.seconds);
+      emit_throughput(suite, spec, m, r, admin);
+      progress("{} {} {}: {:.0f}/s", suite, spec.id, m.id, r.ops / r.seconds);
     }
   }
+  // bench.sh flushes its one server between repetitions; the cluster's masters are flushed here.
+  if (cluster) admin.flushall();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -752,6 +858,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--host") c.host = next();
+    else if (a == "--url") c.url = next();
     else if (a == "--port") c.port = std::stoi(next());
     else if (a == "--suite") c.suite = next();
     else if (a == "--seconds") c.seconds = std::stod(next());
@@ -768,9 +875,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (is_cluster(c)) {
+    // The other suites read one server's keys and memory (MEMORY USAGE, DBSIZE, a raw connection).
+    if (c.suite == "all") c.suite = "cluster";
+    if (c.suite != "cluster") {
+      fmt::print(stderr, "redlimit_bench: with a redis-cluster:// URL the only suite is cluster, not {}\n", c.suite);
+      return 2;
+    }
+  } else if (c.suite == "cluster") {
+    fmt::print(stderr, "redlimit_bench: --suite cluster needs --url redis-cluster://host:port[,host:port...]\n");
+    return 2;
+  }
   try {
     Admin admin(c);
     const bool all = c.suite == "all";
+    if (c.suite == "cluster") suite_throughput(c, admin, "cluster");
     if (all || c.suite == "raw") suite_raw(c, admin);
     if (all || c.suite == "throughput") suite_throughput(c, admin);
     if (all || c.suite == "memory") suite_memory(c, admin);

@@ -3,10 +3,10 @@
 
     python3 benchmarks/report.py --results results.jsonl [--micro micro.json] --out docs/performance.md
         --command "scripts/bench.sh" [--port P] [--load-before "a b c"] [--load-after "a b c"]
-        [--elapsed S] [--reps R] [--seconds S] [--pin 0|1]
+        [--elapsed S] [--reps R] [--seconds S] [--pin 0|1] [--cluster ran|skipped|failed]
 
-results.jsonl holds one JSON object a line, from redlimit_bench, rlf_bench.js, limits_bench.py and
-bench.sh's redis-benchmark runs. Every throughput row was repeated --reps times; the report keeps the
+results.jsonl holds one JSON object a line, from redlimit_bench (its cluster suite included: rows
+"suite": "cluster"), rlf_bench.js, limits_bench.py and bench.sh's redis-benchmark runs. Every throughput row was repeated --reps times; the report keeps the
 best of each (the highest rate, the lowest Redis CPU), the repetition least disturbed by anything
 else running on the machine.
 """
@@ -157,12 +157,149 @@ def machine_section(a, res):
             lim.get("version", dpkg_version("python3-limits")), lim.get("redis_py", "?"), lim.get("python", "?"))),
         ("repetitions", "{} of every throughput row, {} s each, best kept; run took {} s".format(
             a.reps, a.seconds, a.elapsed)),
-        ("CPU pinning", "redis-server on CPU 0, every client on CPU 1" if a.pin == "1" else
-         "none (BENCH_PIN=1 pins redis-server to CPU 0 and the clients to CPU 1)"),
+        ("CPU pinning", "redis-server (and the cluster's nodes) on CPU 0, every client on CPU 1" if a.pin == "1"
+         else "none (BENCH_PIN=1 pins redis-server to CPU 0 and the clients to CPU 1)"),
+        ("Redis Cluster", {
+            "ran": "3 masters + 3 replicas of the same redis-server, started by `scripts/cluster.sh` on loopback "
+                   "ports (`--save \"\" --appendonly no`), up during the throughput repetitions only",
+            "skipped": "not run (BENCH_CLUSTER=0)",
+            "failed": "did not start (`scripts/cluster.sh start` failed): no cluster rows",
+        }.get(a.cluster, a.cluster)),
     ]
     out = ["| | |", "|---|---|"]
     out += ["| {} | {} |".format(k, v) for k, v in rows]
     return "\n".join(out)
+
+
+CLUSTER_MODES = [m for m in MODES if not m[0].startswith("async")]
+
+
+def cluster_report(res, server_rate, a):
+    """The section "Redis Cluster (3 masters) vs one server": the cluster suite's rows beside the one
+    server's, from the same run."""
+    if not res.select(suite="cluster"):
+        return {
+            "skipped": "_Not measured in this run (`BENCH_CLUSTER=0`)._",
+            "failed": "_Not measured in this run: the local cluster did not start (`scripts/cluster.sh start` "
+                      "failed; the run's log says why)._",
+        }.get(a.cluster, "_Not measured in this run: no cluster rows in the results._")
+
+    def cl_rate(sid, mode):
+        return res.best_rate(suite="cluster", strategy=sid, mode=mode)
+
+    def cell(c, s):
+        if c is None and s is None:
+            return "-"
+        ratio = "{:.2f}x".format(c / s) if c and s else "-"
+        return "{} / {} = {}".format(fmt_rate(c) if c else "missing", fmt_rate(s) if s else "missing", ratio)
+
+    def best(fn, sid):
+        b, which = None, None
+        for mode, _ in CLUSTER_MODES:
+            if mode == "seq":
+                continue
+            r = fn(sid, mode)
+            if r is not None and (b is None or r > b):
+                b, which = r, mode
+        return b, which
+
+    ran = [(m, lbl) for m, lbl in CLUSTER_MODES if any(cl_rate(s, m) for s, _ in STRATEGIES)]
+    t = ["| mode | " + " | ".join(SHORT[s] for s, _ in STRATEGIES) + " |", "|---|" + "---:|" * len(STRATEGIES)]
+    ratios = defaultdict(list)  # mode -> ratios over the strategies
+    for mode, label in ran:
+        cells = []
+        for s, _ in STRATEGIES:
+            c, v = cl_rate(s, mode), server_rate(s, mode)
+            cells.append(cell(c, v))
+            if c and v:
+                ratios[mode].append(c / v)
+        t.append("| {} | {} |".format(label, " | ".join(cells)))
+    cells = []
+    for s, _ in STRATEGIES:
+        (c, cm), (v, vm) = best(cl_rate, s), best(server_rate, s)
+        if c is None and v is None:
+            cells.append("-")
+            continue
+        cells.append("{} ({}) / {} ({}) = {}".format(
+            fmt_rate(c) if c else "-", cm or "-", fmt_rate(v) if v else "-", vm or "-",
+            "{:.2f}x".format(c / v) if c and v else "-"))
+        if c and v:
+            ratios["best"].append(c / v)
+    t.append("| **best of these concurrent modes** | {} |".format(" | ".join(cells)))
+    table = "\n".join(t)
+
+    # Redis's side: main-thread CPU per decision (summed over the masters) and how the decisions
+    # spread over the masters.
+    def cpu(suite, sid, mode):
+        return res.min_usec(key="server_cpu_us_per_decision", suite=suite, strategy=sid, mode=mode)
+
+    def spread(sid):
+        shares = []
+        for r in res.select(suite="cluster", strategy=sid):
+            calls = [int(x) for x in str(r.get("script_calls_per_master", "")).split() if x.isdigit()]
+            if calls and sum(calls) > 0:
+                shares += [100.0 * x / sum(calls) for x in calls]
+        return "{:.0f}-{:.0f}%".format(min(shares), max(shares)) if shares else "-"
+
+    masters = max([r.get("masters", 0) for r in res.select(suite="cluster")] or [0])
+    sv = ["| strategy | Redis main-thread CPU per decision, sequential: cluster / one server (us) | the same, "
+          "consume_many 128 (us) | each master's share of the decisions |", "|---|---:|---:|---:|"]
+    for s, label in STRATEGIES:
+        sv.append("| {} | {} / {} | {} / {} | {} |".format(
+            label, fmt_us(cpu("cluster", s, "seq")), fmt_us(cpu("throughput", s, "seq")),
+            fmt_us(cpu("cluster", s, "batch128")), fmt_us(cpu("throughput", s, "batch128")), spread(s)))
+    server_table = "\n".join(sv)
+
+    def span(mode):
+        r = ratios.get(mode)
+        if not r:
+            return None
+        return "{:.2f}x".format(r[0]) if len(r) == 1 else "{:.2f}x to {:.2f}x".format(min(r), max(r))
+
+    labels = {"seq": "sequential on 1 connection", "pool8": "a pool of 8 threads", "batch128": "consume_many 128",
+              "best": "the best concurrent mode"}
+    summary = "; ".join("{}: {}".format(labels[m], span(m)) for m in ["seq", "pool8", "batch128", "best"] if span(m))
+    every = [x for m, r in ratios.items() if m != "best" for x in r]
+    cores = os.cpu_count()
+    if every and sorted(every)[len(every) // 2] < 1:
+        why = (
+            "Why the cluster is not faster here: this is one {cores}-core machine. The {m} masters, their {m} replicas "
+            "(each applies every write its master streams to it) and the client all share those {cores} cores, "
+            "where the one server has no replica and a core nearly to itself; {m} Redis threads cannot run side by "
+            "side on {cores} cores, so the cluster adds routing, replication and context switches without adding "
+            "CPU. `consume_many` is split into one pipeline per master, sent one master after another, so a batch "
+            "costs {m} round trips instead of 1, each with a third of the requests. A cluster's gain, each master on "
+            "cores of its own on its own machine, cannot show on one machine: read these ratios as the cost of "
+            "routing and replication, not as a cluster's capacity.").format(cores=cores, m=masters or 3)
+    else:
+        why = (
+            "On this {cores}-core machine the {m} masters, their {m} replicas and the client share the same cores; "
+            "a cluster's real gain comes from giving each master a machine of its own.").format(
+                cores=cores, m=masters or 3)
+
+    missing = [r["missing"] for r in res.select(suite="cluster") if r.get("missing")]
+    async_note = ""
+    if missing:
+        async_note = ("\nThe asynchronous modes (async, 64 and 256 in flight) are not measured on the cluster: "
+                      "{}.\n".format(missing[0]))
+
+    return """The same strategies and modes as the table above, on a local Redis Cluster of {m} masters and {m}
+replicas (`scripts/cluster.sh`, every node on this machine), in the same run: each repetition measured
+the one server and then the cluster, and the best repetition of each is kept. Through
+`RateLimiter::connect("redis-cluster://...")`: a pool per master (a pool of N for N threads), and
+`consume_many` split into one pipeline per master. Each cell: decisions/s on the cluster / on the one
+server = their ratio.
+
+{table}
+{async_note}
+Cluster / one server in this run, over the strategies: {summary}. {why}
+
+Redis's side: the main thread's CPU per decision, summed over the masters (it includes streaming each
+write to the master's replica; the replicas' own CPU is not counted), and how the decisions spread
+over the masters (subjects land on the masters by their key's hash slot).
+
+{server_table}""".format(m=masters or 3, table=table, async_note=async_note, summary=summary or "-", why=why,
+                         server_table=server_table)
 
 
 def main():
@@ -178,6 +315,7 @@ def main():
     p.add_argument("--reps", default="?")
     p.add_argument("--seconds", default="?")
     p.add_argument("--pin", default="0")
+    p.add_argument("--cluster", default="skipped", help="ran, skipped (BENCH_CLUSTER=0) or failed")
     a = p.parse_args()
     res = Results(a.results)
 
@@ -317,6 +455,8 @@ def main():
         cells.append("{} ({})".format(fmt_rate(b), m) if b else "-")
     th.append("| **best concurrent** | {} |".format(" | ".join(cells)))
     throughput_table = "\n".join(th)
+
+    cluster_section = cluster_report(res, rate, a)
 
     ceiling = [
         "| what | decisions/s | Redis CPU per call (us) |",
@@ -571,9 +711,9 @@ def main():
         growth_note = "\n" + growth_note
     doc = """# Performance
 
-Generated by `scripts/bench.sh` from one run: every number below comes from the same redis-server,
-started by the script for this run, and the same machine, so the ratios compare like with like. Do
-not edit by hand: run the script again.
+Generated by `scripts/bench.sh` from one run: every number below comes from the same redis-server
+(and, for the cluster section, the same local cluster), started by the script for this run, and the
+same machine, so the ratios compare like with like. Do not edit by hand: run the script again.
 
 {machine}
 
@@ -598,6 +738,10 @@ was repeated and the best repetition kept.
 
 {throughput}
 {async_note}
+## Redis Cluster (3 masters) vs one server
+
+{cluster}
+
 ## The ceiling and the peers
 
 {ceiling}
@@ -655,15 +799,17 @@ against a connection that answers with a canned reply: no I/O at all (`benchmark
 
 ```
 scripts/bench.sh                   # full run, writes this file
-BENCH_QUICK=1 scripts/bench.sh     # about a minute, smaller counts
+BENCH_QUICK=1 scripts/bench.sh     # about a minute and a half, smaller counts
 BENCH_PIN=1 scripts/bench.sh       # redis-server on CPU 0, clients on CPU 1
+BENCH_CLUSTER=0 scripts/bench.sh   # without the Redis Cluster rows
 ```
 
-The drivers: `benchmarks/redlimit_bench.cpp` (redlimit), `benchmarks/peers/rlf_bench.js`
+The drivers: `benchmarks/redlimit_bench.cpp` (redlimit; `--suite cluster --url redis-cluster://...`
+for the cluster rows, on a cluster from `scripts/cluster.sh`), `benchmarks/peers/rlf_bench.js`
 (rate-limiter-flexible), `benchmarks/peers/limits_bench.py` (Python limits), `redis-benchmark` for
 the ceiling; `benchmarks/report.py` writes this file.
 """.format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
-           throughput=throughput_table, async_note=async_note, ceiling=ceiling_table, cpu=cpu_table,
+           throughput=throughput_table, async_note=async_note, cluster=cluster_section, ceiling=ceiling_table, cpu=cpu_table,
            memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table,
            micro=micro_table)
     with open(a.out, "w") as f:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Benchmarks redlimit against the Redis ceiling and two peers, in one run on one redis-server of its
-# own, and writes docs/performance.md.
+# own, then the same throughput rows on a local Redis Cluster (3 masters + 3 replicas, started with
+# scripts/cluster.sh), and writes docs/performance.md.
 #
-#   scripts/bench.sh                 # the full run (about 6-8 minutes on 2 cores)
-#   BENCH_QUICK=1 scripts/bench.sh   # a smoke run (about 1 minute), same tables, smaller numbers
+#   scripts/bench.sh                 # the full run (about 8-10 minutes on 2 cores)
+#   BENCH_QUICK=1 scripts/bench.sh   # a smoke run (about 1.5 minutes), same tables, smaller numbers
 #
 # Knobs (environment): BENCH_QUICK=1; BENCH_REPS (repetitions of every throughput measurement, the
 # best is kept; default 3, quick 1); BENCH_SECONDS (wall-clock per measurement; default 0.6);
@@ -12,14 +13,14 @@
 # BENCH_PIN=1 (redis-server on CPU 0, every client on CPU 1); BENCH_OUT (default docs/performance.md);
 # BENCH_SKIP_INSTALL=1 (install nothing); BENCH_WAIT_QUIET=S (on a shared machine: first wait up to S
 # seconds for the 1-minute load average to fall below BENCH_QUIET_LOAD, default 1);
-# BENCH_KEEP_RESULTS=FILE (keep the raw JSON lines).
+# BENCH_KEEP_RESULTS=FILE (keep the raw JSON lines); BENCH_CLUSTER=0 (no cluster rows).
 #
 # On a fresh Debian 12 machine it first installs what is missing (apt; npm into
-# benchmarks/peers/node). Builds go to build-bench/. The server listens on a free loopback port,
-# keeps nothing on disk, and is stopped on exit whatever happens.
+# benchmarks/peers/node). Builds go to build-bench/. The server and the cluster listen on free
+# loopback ports, keep nothing on disk, and are stopped on exit whatever happens.
 set -euo pipefail
 
-usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
 for arg in "$@"; do
   case "$arg" in
     -h | --help) usage; exit 0 ;;
@@ -52,6 +53,7 @@ else
   RB_PIPE_N=300000
 fi
 PIN="${BENCH_PIN:-0}"
+CLUSTER="${BENCH_CLUSTER:-1}"
 SERVER_CPU=()
 CLIENT_CPU=()
 if [[ "$PIN" == 1 ]]; then
@@ -109,7 +111,11 @@ if cmake --build "$BUILD" -j "$(nproc)" --target redlimit_micro >/dev/null 2>&1;
 # --- Our own redis-server -------------------------------------------------------------------------
 TMP="$(mktemp -d -t redlimit-bench.XXXXXX)"
 REDIS_PID=""
+CLUSTER_STATE="$TMP/cluster.state"  # written by scripts/cluster.sh start, read by its stop
 cleanup() {
+  if [[ -f "$CLUSTER_STATE" ]]; then
+    bash "$ROOT/scripts/cluster.sh" stop "$CLUSTER_STATE" >/dev/null 2>&1 || true
+  fi
   if [[ -n "$REDIS_PID" ]] && kill -0 "$REDIS_PID" 2>/dev/null; then
     kill "$REDIS_PID" 2>/dev/null || true
     wait "$REDIS_PID" 2>/dev/null || true
@@ -131,6 +137,24 @@ for _ in $(seq 1 100); do
 done
 redis-cli -p "$PORT" ping | grep -q PONG || { echo "bench.sh: redis-server did not answer" >&2; exit 1; }
 rcli() { redis-cli -p "$PORT" "$@"; }
+
+# --- A local Redis Cluster: 3 masters + 3 replicas ------------------------------------------------
+# Up for the throughput repetitions (idle while the one server is measured), so that each
+# repetition measures the cluster right after the one server; stopped before the other suites. Its nodes are pinned with redis-server under BENCH_PIN=1.
+CLUSTER_URL=""
+CLUSTER_STATUS="skipped"
+if [[ "$CLUSTER" == 1 ]]; then
+  step "Starting a Redis Cluster (3 masters + 3 replicas) with scripts/cluster.sh"
+  if CLUSTER_URL="$(TMPDIR="$TMP" timeout 180 "${SERVER_CPU[@]}" bash "$ROOT/scripts/cluster.sh" start "$CLUSTER_STATE")" &&
+    [[ "$CLUSTER_URL" == redis-cluster://* ]]; then
+    CLUSTER_STATUS="ran"
+    echo "  $CLUSTER_URL" >&2
+  else
+    CLUSTER_URL=""
+    CLUSTER_STATUS="failed"
+    failed "scripts/cluster.sh start"
+  fi
+fi
 
 if [[ -n "${BENCH_WAIT_QUIET:-}" ]]; then
   quiet_load="${BENCH_QUIET_LOAD:-1.0}"
@@ -169,6 +193,8 @@ redis_benchmark() {  # mode, rep, extra args...
 }
 
 BENCH=("${CLIENT_CPU[@]}" "$BUILD/benchmarks/redlimit_bench" --port "$PORT" --seconds "$SECONDS_PER")
+CLUSTER_BENCH=(timeout 600 "${CLIENT_CPU[@]}" "$BUILD/benchmarks/redlimit_bench" --url "$CLUSTER_URL" --suite cluster
+  --seconds "$SECONDS_PER")
 
 # Throughput rows are repeated BENCH_REPS times, interleaved (the ceiling, redlimit, the peers,
 # then again), so that a burst of load from elsewhere on the machine spoils one repetition of each,
@@ -180,12 +206,21 @@ for rep in $(seq 1 "$REPS"); do
   "${BENCH[@]}" --suite raw | sed "s/^{/{\"rep\": $rep, /" >>"$RESULTS" || failed "redlimit_bench --suite raw"
   "${BENCH[@]}" --suite throughput | sed "s/^{/{\"rep\": $rep, /" >>"$RESULTS" ||
     failed "redlimit_bench --suite throughput"
+  # The same strategies and modes on the cluster, right after the one server (the cluster flushes
+  # its own masters when done).
+  if [[ -n "$CLUSTER_URL" ]]; then
+    "${CLUSTER_BENCH[@]}" | sed "s/^{/{\"rep\": $rep, /" >>"$RESULTS" || failed "redlimit_bench --suite cluster (rep $rep)"
+  fi
   timeout 180 "${CLIENT_CPU[@]}" node "$PEERS/rlf_bench.js" --port "$PORT" --seconds "$SECONDS_PER" --reps 1 \
     --phase throughput | sed "s/\"rep\":0/\"rep\":$rep/" >>"$RESULTS" || failed "rlf_bench.js"
   timeout 180 "${CLIENT_CPU[@]}" /usr/bin/python3 "$PEERS/limits_bench.py" --port "$PORT" --seconds "$SECONDS_PER" \
     --reps 1 --phase throughput | sed "s/\"rep\": 0/\"rep\": $rep/" >>"$RESULTS" || failed "limits_bench.py"
   rcli FLUSHALL >/dev/null
 done
+if [[ -f "$CLUSTER_STATE" ]]; then
+  step "Stopping the cluster (the suites below run on the one server)"
+  bash "$ROOT/scripts/cluster.sh" stop "$CLUSTER_STATE" >/dev/null 2>&1 || true
+fi
 
 step "Memory per subject"
 "${BENCH[@]}" --suite memory >>"$RESULTS" || failed "redlimit_bench --suite memory"
@@ -221,7 +256,7 @@ LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 COMMAND="scripts/bench.sh"
 for v in BENCH_QUICK BENCH_REPS BENCH_SECONDS BENCH_SIZES BENCH_GROWTH_BUDGET BENCH_FLOOD_LIMIT BENCH_PIN \
-  BENCH_WAIT_QUIET BENCH_QUIET_LOAD; do
+  BENCH_WAIT_QUIET BENCH_QUIET_LOAD BENCH_CLUSTER; do
   if [[ -n "${!v:-}" ]]; then COMMAND="$v=${!v} $COMMAND"; fi
 done
 
@@ -229,7 +264,8 @@ step "Writing $OUT"
 mkdir -p "$(dirname "$OUT")"
 python3 "$ROOT/benchmarks/report.py" --results "$RESULTS" --micro "$MICRO_JSON" --out "$OUT" \
   --command "$COMMAND" --port "$PORT" --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" \
-  --elapsed "$(($(date +%s) - STARTED_AT))" --reps "$REPS" --seconds "$SECONDS_PER" --pin "$PIN"
+  --elapsed "$(($(date +%s) - STARTED_AT))" --reps "$REPS" --seconds "$SECONDS_PER" --pin "$PIN" \
+  --cluster "$CLUSTER_STATUS"
 if [[ -n "${BENCH_KEEP_RESULTS:-}" ]]; then cp "$RESULTS" "$BENCH_KEEP_RESULTS"; fi
 step "Done in $(($(date +%s) - STARTED_AT)) s: $OUT"
 if [[ ${#FAILURES[@]} -gt 0 ]]; then

@@ -45,6 +45,16 @@ start() {
   fi
   local dir ports=() pids=()
   dir=$(mktemp -d "${TMPDIR:-/tmp}/redlimit-cluster.XXXXXX")
+  # The state is written before the first node starts and after each one, so that 'stop' finds
+  # every node started so far even if this script is interrupted.
+  write_state() {
+    {
+      echo "dir=$dir"
+      echo "ports=\"${ports[*]}\""
+      echo "pids=\"${pids[*]}\""
+    } >"$state"
+  }
+  write_state
   for i in 1 2 3 4 5 6; do
     local port
     port=$(free_port "${ports[@]}")
@@ -55,12 +65,8 @@ start() {
       --enable-debug-command local --logfile "$dir/$port/redis.log" </dev/null >/dev/null 2>&1 &
     pids+=($!)
     ports+=("$port")
+    write_state
   done
-  {
-    echo "dir=$dir"
-    echo "ports=\"${ports[*]}\""
-    echo "pids=\"${pids[*]}\""
-  } >"$state"
   for port in "${ports[@]}"; do
     for _ in $(seq 1 100); do
       redis-cli -p "$port" ping >/dev/null 2>&1 && break
