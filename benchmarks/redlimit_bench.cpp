@@ -836,10 +836,10 @@ void suite_flood(const Config& c, Admin& admin) {
         .integer("to", sent)
         .integer("allowed", allowed)
         .num("rate", static_cast<double>(sent - from) / secs)
-        .num("usec_per_call", st.calls ? static_cast<double>(st.usec) / st.calls : 0)
+        .num("usec_per_call", sent > from ? static_cast<double>(st.usec) / static_cast<double>(sent - from) : 0)
         .integer("bytes", admin.memory_usage(s.key_for(subject)))
         .emit();
-    progress("flood {}..{}: {:.2f} us/call", from, sent, st.calls ? static_cast<double>(st.usec) / st.calls : 0);
+    progress("flood {}..{}: {:.2f} us/request", from, sent, sent > from ? static_cast<double>(st.usec) / static_cast<double>(sent - from) : 0);
   }
   admin.flushall();
 }

@@ -1,6 +1,6 @@
 # Writes OUT, a C++ file with one string constant per LUA_DIR/*.lua script
-# (redlimit::detail::lua::<name>), each being "#!lua", prologue.lua, the script itself, then
-# epilogue.lua (which runs the script's decide() over the call's requests).
+# (redlimit::detail::lua::<name>), each being "#!lua", prologue.lua, the script itself, then, for
+# a script that defines decide(), epilogue.lua (which runs decide() over the call's requests).
 # The shebang (Redis >= 7.0) makes Redis refuse keys a script did not declare and keys of two
 # cluster slots, so a routing mistake fails loudly instead of touching the wrong shard.
 file(READ ${LUA_DIR}/prologue.lua prologue)
@@ -14,7 +14,13 @@ foreach(f ${files})
     continue()
   endif()
   file(READ ${f} src)
-  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(#!lua\n${prologue}\n-- ${name}.lua\n${src}\n${epilogue})redlimit_lua\";\n")
+  string(FIND "${src}" "local function decide(" has_decide)
+  if(has_decide EQUAL -1)
+    set(tail "")
+  else()
+    set(tail "\n${epilogue}")
+  endif()
+  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"redlimit_lua(#!lua\n${prologue}\n-- ${name}.lua\n${src}${tail})redlimit_lua\";\n")
 endforeach()
 string(APPEND body "}  // namespace redlimit::detail::lua\n")
 file(WRITE ${OUT}.tmp "${body}")

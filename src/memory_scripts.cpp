@@ -288,7 +288,7 @@ Reply block(const Call& c, KeyRef& block_marker) {
       wrong_type();
     }
   }
-  // SET KEYS[2] blocked_until PX ttl_ms(blocked_until - now)
+  // PSETEX KEYS[2] ttl_ms(blocked_until - now) blocked_until
   block_marker.create(BlockedUntil{blocked_until});
   block_marker.expire_ms(c.now, ttl_ms(blocked_until - c.now));
   return integers({0, 0, blocked_until - c.now, blocked_until - c.now, 0});
@@ -615,7 +615,7 @@ Reply token_bucket(const Call& c, KeyRef& key) {
   }
   if (changed) {
     if (level < full) {
-      key.create(LevelAt{level, t0});  // SET key "<level>:<t0>" PX ...
+      key.create(LevelAt{level, t0});  // PSETEX key ... pack2(t0, level)
       key.expire_ms(c.now, ttl_ms(ahead + ceil_div(full - level, refill)));
     } else {
       key.erase();  // full is what a missing key means

@@ -5,13 +5,8 @@
 -- ARGV[1..3] now, cost (unused), mode "3" (prologue)
 -- ARGV[4]  duration of the block (us)
 -- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block.
-local duration = tonumber(ARGV[4])
-local state_is_string, width = false, 5
-
-local function decide(_, blk, _)
-  local blocked_until = now + duration
-  local current = tonumber(get(blk))
-  if current and current > blocked_until then blocked_until = current end -- never shorten a block
-  put(blk, fmt(blocked_until), ttl_ms(blocked_until - now))
-  return {0, 0, blocked_until - now, blocked_until - now, 0}
-end
+local blocked_until = now + tonumber(ARGV[4])
+local current = tonumber(redis.call('GET', KEYS[2]))
+if current and current > blocked_until then blocked_until = current end -- never shorten a block
+redis.call('PSETEX', KEYS[2], ttl_ms(blocked_until - now), fmt(blocked_until))
+return {0, 0, blocked_until - now, blocked_until - now, 0}

@@ -1,61 +1,103 @@
--- Epilogue: appended at build time to every script in this folder (cmake/embed_lua.cmake). Runs
--- the call's n requests through the script's decide(), in order, and returns their decisions.
--- Each script sets, before this: decide(key, block_key, cost); state_is_string (its state is a
--- plain string, read through the prologue's get/put); width (the length of its decision).
+-- Epilogue: appended at build time to every script in this folder that defines decide()
+-- (cmake/embed_lua.cmake). Runs the call's n requests through decide(), in order, and returns their
+-- decisions. What the script sets before this:
+--   decide(key, cost, value) -> allowed, remaining, retry_after, reset_after, delay, deciding
+--       limit, new value, ttl_ms: judges one request (as values, not a table: a batch makes no
+--       garbage per request). A string state gets its current value (nil when missing) and
+--       returns what to write: a new value with its TTL, false to delete the key, nil to leave it;
+--       other states read and write their own keys.
+--   state_is_string: whether the state is such a string;
+--   width: the length of a decision (5, or 6 with a policy's deciding limit).
 local n = #KEYS / 2
 
--- One MGET reads every block marker of the call and, for string states, every state: one command
--- whatever n is, where a GET each would cost a command each.
-do
-  local want = {}
-  for i = (state_is_string and 1 or 2), #KEYS, (state_is_string and 1 or 2) do want[#want + 1] = KEYS[i] end
-  local got = redis.call('MGET', unpack(want))
-  for i = 1, #want do cache[want[i]] = got[i] end
-end
-
--- A blocked subject is rejected until the block ends, whatever its quota; refunds still apply.
-local function run(i, cost)
-  local key, blk = KEYS[2 * i - 1], KEYS[2 * i]
-  if not refund and not blocking then
-    local blocked_until = tonumber(get(blk))
-    if blocked_until and blocked_until > now then
-      local d = {0, 0, blocked_until - now, blocked_until - now, 0}
-      if width == 6 then d[6] = 1 end
-      return d
-    end
-  end
-  return decide(key, blk, cost)
+-- The wait a block marker imposes now, or nil. A blocked subject is rejected until the block
+-- ends, whatever its quota; refunds still apply.
+local function blocked(marker)
+  local blocked_until = tonumber(marker)
+  if refund or not blocked_until or blocked_until <= now then return nil end
+  return blocked_until - now
 end
 
 if n == 1 then
-  local d = run(1, tonumber(ARGV[2]))
-  flush()
-  return d
+  -- One request: one read (state and marker together for a string state), at most one write.
+  local value, marker
+  if state_is_string then
+    local got = redis.call('MGET', KEYS[1], KEYS[2])
+    value, marker = got[1] or nil, got[2]
+  else
+    marker = redis.call('GET', KEYS[2])
+  end
+  local wait = marker and blocked(marker)
+  if wait then
+    if width == 6 then return {0, 0, wait, wait, 0, 1} end
+    return {0, 0, wait, wait, 0}
+  end
+  local a, rem, retry, reset, delay, decider, new, ttl = decide(KEYS[1], tonumber(ARGV[2]), value)
+  if new then
+    redis.call('PSETEX', KEYS[1], ttl, new)
+  elseif new == false then
+    redis.call('DEL', KEYS[1])
+  end
+  if width == 6 then return {a, rem, retry, reset, delay, decider} end
+  return {a, rem, retry, reset, delay}
+end
+
+-- A batch. One MGET reads every block marker and, for string states, every state: one command
+-- whatever n is. String states are then kept in `values` as the batch changes them, and each key
+-- is written once, at the end, with its last value.
+local values, writes, ttls, order = {}, {}, {}, {}
+do
+  local want, step = {}, state_is_string and 1 or 2
+  for i = step, #KEYS, step do want[#want + 1] = KEYS[i] end
+  local got = redis.call('MGET', unpack(want))
+  for i = 1, #want do values[want[i]] = got[i] end
 end
 
 -- A rejected request records nothing, so until that subject admits something again, the same
 -- request gets the same answer: `rejected[key][cost]` remembers it, and a flood from one subject
 -- inside a batch costs a table lookup a request.
-local out, rejected = {}, {}
+local out, m, rejected = {}, 0, {}
 local first_cost = #ARGV - n
 for i = 1, n do
   local key = KEYS[2 * i - 1]
   local cost = tonumber(i == 1 and ARGV[2] or ARGV[first_cost + i])
   local seen = rejected[key]
-  local d = seen and seen[cost]
-  if not d then
-    d = run(i, cost)
-    if d[1] == 0 then
+  local memo = seen and seen[cost]
+  local a, rem, retry, reset, delay, decider
+  if memo then
+    a, rem, retry, reset, delay, decider = 0, memo[1], memo[2], memo[3], memo[4], memo[5]
+  else
+    local marker = values[KEYS[2 * i]]
+    local wait = marker and blocked(marker)
+    if wait then
+      a, rem, retry, reset, delay, decider = 0, 0, wait, wait, 0, 1
+    else
+      local new, ttl
+      a, rem, retry, reset, delay, decider, new, ttl = decide(key, cost, values[key] or nil)
+      if new ~= nil then
+        if writes[key] == nil then order[#order + 1] = key end
+        values[key], writes[key], ttls[key] = new, new, ttl
+      end
+    end
+    if a == 0 then
       if not seen then
         seen = {}
         rejected[key] = seen
       end
-      seen[cost] = d
+      seen[cost] = {rem, retry, reset, delay, decider}
     elseif seen then
       rejected[key] = nil
     end
   end
-  for j = 1, width do out[#out + 1] = d[j] end
+  out[m + 1], out[m + 2], out[m + 3], out[m + 4], out[m + 5] = a, rem, retry, reset, delay
+  if width == 6 then out[m + 6] = decider end
+  m = m + width
 end
-flush()
+for _, key in ipairs(order) do
+  if writes[key] then
+    redis.call('PSETEX', key, ttls[key], writes[key])
+  else
+    redis.call('DEL', key)
+  end
+end
 return out

@@ -17,9 +17,8 @@ local window = tonumber(ARGV[5])
 local current = now - math.fmod(now, window)
 local state_is_string, width = true, 5
 
-local function decide(key, _, cost)
+local function decide(_, cost, v)
   local start, used = current, 0
-  local v = get(key)
   if v then
     local s, c = unpack2(v)
     if s and s >= start then start, used = s, c end
@@ -27,19 +26,20 @@ local function decide(key, _, cost)
   local window_end = start + window
 
   local allowed = refund or used + cost <= limit
+  local new, ttl = nil, nil
   if refund then
     if used > 0 then
       used = math.max(0, used - cost)
-      put(key, pack2(start, used), ttl_ms(window_end - now))
+      new, ttl = pack2(start, used), ttl_ms(window_end - now)
     end
   elseif allowed and record then
     used = used + cost
-    put(key, pack2(start, used), ttl_ms(window_end - now))
+    new, ttl = pack2(start, used), ttl_ms(window_end - now)
   end
 
   local retry_after = 0
   if not allowed then retry_after = window_end - now end -- the next window starts empty
   local reset_after = 0
   if used > 0 then reset_after = window_end - now end
-  return {allowed and 1 or 0, limit - used, retry_after, reset_after, 0}
+  return allowed and 1 or 0, limit - used, retry_after, reset_after, 0, 1, new, ttl
 end

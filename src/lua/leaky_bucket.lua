@@ -25,9 +25,8 @@ local shaper = ARGV[7] == 'shaper'
 local full = capacity * unit
 local state_is_string, width = true, 5
 
-local function decide(key, _, cost)
+local function decide(_, cost, v)
   local level, at = 0, now
-  local v = get(key)
   if v then
     local t, l = unpack2(v)
     if t then level, at = math.min(l, full), t end
@@ -54,11 +53,12 @@ local function decide(key, _, cost)
     level = level + need
     changed = true
   end
+  local new, ttl = nil, nil
   if changed then
     if level > 0 then
-      put(key, pack2(t0, level), ttl_ms(ahead + ceil_div(level, leak)))
+      new, ttl = pack2(t0, level), ttl_ms(ahead + ceil_div(level, leak))
     else
-      put(key, nil) -- empty is what a missing key means
+      new = false -- empty is what a missing key means
     end
   end
 
@@ -66,5 +66,5 @@ local function decide(key, _, cost)
   if not allowed then retry_after = ahead + ceil_div(level + need - full, leak) end
   local reset_after = 0
   if level > 0 then reset_after = ahead + ceil_div(level, leak) end
-  return {allowed and 1 or 0, floor_div(full - level, unit), retry_after, reset_after, delay}
+  return allowed and 1 or 0, floor_div(full - level, unit), retry_after, reset_after, delay, 1, new, ttl
 end

@@ -21,7 +21,7 @@
 local m = tonumber(ARGV[4])
 local state_is_string, width = false, 6
 
-local function decide(key, _, cost)
+local function decide(key, cost)
   local limits = {}
   local by_tag = {}
   for i = 1, m do
@@ -144,5 +144,5 @@ local function decide(key, _, cost)
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.
     redis.call('PEXPIRE', key, ttl_ms(reset))
   end
-  return {allowed and 1 or 0, remaining, retry, reset, 0, decider}
+  return allowed and 1 or 0, remaining, retry, reset, 0, decider
 end

@@ -1,6 +1,6 @@
--- Prologue: prepended at build time to every script in this folder, and epilogue.lua appended
--- (cmake/embed_lua.cmake), so the shared conventions live in one place. Each script defines
--- decide(key, block_key, cost) for one request; the epilogue runs the call's requests through it.
+-- Prologue: prepended at build time to every script in this folder, and epilogue.lua appended to
+-- those that define decide() (cmake/embed_lua.cmake), so the shared conventions live in one place.
+-- A script's decide() judges one request; the epilogue runs the call's requests through it.
 --
 -- One call decides n >= 1 requests of one strategy, in order (consume_many sends many):
 -- KEYS[2i-1]  request i's state, for one (resource, subject)
@@ -29,7 +29,6 @@ end
 local mode = ARGV[3]
 local record = mode == '1'
 local refund = mode == '2'
-local blocking = mode == '3'
 
 local function fmt(x) return string.format('%d', x) end
 local function floor_div(a, b) return (a - math.fmod(a, b)) / b end
@@ -44,10 +43,10 @@ end
 local function ttl_ms(us) return ceil_div(math.max(us, 0), 1000) + 1 end
 
 -- String states (fixed window, token and leaky buckets) hold two non-negative integers packed
--- little-endian: a time in 7 bytes, then a quantity in 5 bytes (8 past 2^40). 12 bytes keep the
--- value in Redis's smallest embedded-string block, where "quantity:time" in decimal takes about
--- 25 (MEMORY USAGE 88 B per subject instead of 104 B). Anything else (a state written by an older
--- version) reads as no state.
+-- little-endian: a time in 7 bytes, then a quantity in 5 bytes (8 past 2^40). 12 bytes fit Redis's
+-- smallest embedded-string block, where "quantity:time" in decimal takes about 25 (MEMORY USAGE
+-- 88 B per subject instead of 104 B). Anything else (a state written by an older version) reads
+-- as no state.
 local function pack2(t, q)
   if q < 1099511627776 then return struct.pack('<I7I5', t, q) end
   return struct.pack('<I7I8', t, q)
@@ -57,33 +56,4 @@ local function unpack2(v)
   if len == 12 then return struct.unpack('<I7I5', v) end
   if len == 15 then return struct.unpack('<I7I8', v) end
   return nil
-end
-
--- String keys are read through `cache` (filled by one MGET in the epilogue) and written through
--- put(), which keeps only the last value of each key; flush() sends them once, at the end. A batch
--- that decides one subject many times thus reads and writes it once.
-local cache, dirty, dirty_order = {}, {}, {}
-local function get(k)
-  local v = cache[k]
-  if v == nil then
-    v = redis.call('GET', k)
-    cache[k] = v
-  end
-  return v or nil
-end
--- Sets k to v expiring in ttl ms, or deletes it when v is nil.
-local function put(k, v, ttl)
-  cache[k] = v or false
-  if not dirty[k] then dirty_order[#dirty_order + 1] = k end
-  dirty[k] = {v, ttl}
-end
-local function flush()
-  for _, k in ipairs(dirty_order) do
-    local w = dirty[k]
-    if w[1] then
-      redis.call('SET', k, w[1], 'PX', w[2])
-    else
-      redis.call('DEL', k)
-    end
-  end
 end

@@ -17,7 +17,7 @@ local cutoff = now - window -- scores <= cutoff have left the window
 local live = '(' .. fmt(cutoff)
 local state_is_string, width = false, 5
 
-local function decide(key, _, cost)
+local function decide(key, cost)
   local used
   if record or refund then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(cutoff))
@@ -55,5 +55,5 @@ local function decide(key, _, cost)
     reset_after = math.max(0, tonumber(newest[2]) + window - now)
     if allowed and record then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
   end
-  return {allowed and 1 or 0, limit - used, retry_after, reset_after, 0}
+  return allowed and 1 or 0, limit - used, retry_after, reset_after, 0, 1
 end

@@ -20,9 +20,8 @@ local refill = tonumber(ARGV[6])
 local full = capacity * unit
 local state_is_string, width = true, 5
 
-local function decide(key, _, cost)
+local function decide(_, cost, v)
   local level, at = full, now
-  local v = get(key)
   if v then
     local t, l = unpack2(v)
     if t then level, at = math.min(l, full), t end
@@ -47,11 +46,12 @@ local function decide(key, _, cost)
     level = level - need
     changed = true
   end
+  local new, ttl = nil, nil
   if changed then
     if level < full then
-      put(key, pack2(t0, level), ttl_ms(ahead + ceil_div(full - level, refill)))
+      new, ttl = pack2(t0, level), ttl_ms(ahead + ceil_div(full - level, refill))
     else
-      put(key, nil) -- full is what a missing key means
+      new = false -- full is what a missing key means
     end
   end
 
@@ -59,5 +59,5 @@ local function decide(key, _, cost)
   if not allowed then retry_after = ahead + ceil_div(need - level, refill) end
   local reset_after = 0
   if level < full then reset_after = ahead + ceil_div(full - level, refill) end
-  return {allowed and 1 or 0, floor_div(level, unit), retry_after, reset_after, 0}
+  return allowed and 1 or 0, floor_div(level, unit), retry_after, reset_after, 0, 1, new, ttl
 end

@@ -8,8 +8,8 @@
 // Redis keeps TTLs in real milliseconds while the ManualClock jumps: a key given a 1 ms TTL just
 // before a window edge would expire on the server while the trace still sits before that edge (and
 // Redis 7.0 sometimes deletes a key at once when a script gives it a 1 ms TTL). So the Redis side
-// runs each script's exact source inside a wrapper whose `redis` shadows two commands: PEXPIRE, and
-// the PX option of SET, are recorded instead of applied. Nothing ever expires on the server: stale
+// runs each script's exact source inside a wrapper whose `redis` shadows two commands: the TTLs of
+// PEXPIRE and PSETEX are recorded instead of applied. Nothing ever expires on the server: stale
 // state stays there and must answer exactly what the memory backend's evicted (missing) state
 // answers, and the recorded TTLs must be exactly the deadlines the memory backend set.
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ namespace {
 using redlimit::Reply;
 
 // A Connection to the suite's server that runs every redlimit script (its exact source) inside
-//   local redis = <redis, with PEXPIRE and SET ... PX recording the TTL instead of setting it>
+//   local redis = <redis, with PEXPIRE and PSETEX recording the TTL instead of setting it>
 //   local function script() <the script's source> end
 //   return {script(), <TTL recorded for KEYS[1]>, <for KEYS[2]>}
 // where the TTL reported is the one the script set, -1 when it set none, -2 when the key does not
@@ -110,9 +110,9 @@ local redis = setmetatable({
       recorded_ttl[a[2]] = tonumber(a[3])
       return 1
     end
-    if verb == 'SET' and #a == 5 and string.upper(a[4]) == 'PX' then
-      recorded_ttl[a[2]] = tonumber(a[5])
-      return real_redis.call('SET', a[2], a[3])
+    if verb == 'PSETEX' and #a == 4 then
+      recorded_ttl[a[2]] = tonumber(a[3])
+      return real_redis.call('SET', a[2], a[4])
     end
     if verb == 'DEL' then
       for i = 2, #a do recorded_ttl[a[i]] = nil end
