@@ -662,8 +662,9 @@ void suite_raw(const Config& c, Admin& admin) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Memory per subject: MEMORY USAGE of the subject's key after one decision (and the sliding log at
-// its full limit).
+// Memory per subject: MEMORY USAGE of a subject's key after one decision, over 100 subjects decided
+// one after the other (mean and largest: Redis's allocation for a value can depend on the commands
+// scripts ran before, see docs/performance.md), and the sliding log at its full limit.
 
 void suite_memory(const Config& c, Admin& admin) {
   auto limiter = connect(c, 1);
@@ -672,19 +673,31 @@ void suite_memory(const Config& c, Admin& admin) {
     if (!wanted(c.strategies, spec.id)) continue;
     admin.flushall();
     auto s = spec.make(limiter, "api");
-    s->consume(subject);
+    constexpr int kSubjects = 100;
+    long long total = 0;
+    long long largest = 0;
+    for (int i = 1; i <= kSubjects; ++i) {
+      const std::string other = fmt::format("u{:07d}", i);  // u0000001 is `subject`
+      s->consume(other);
+      const long long b = admin.memory_usage(s->key_for(other));
+      total += b;
+      largest = std::max(largest, b);
+    }
     const std::string key = s->key_for(subject);
     const auto emit = [&](const std::string& state, long long units) {
-      Json()
-          .str("suite", "memory")
+      Json j;
+      j.str("suite", "memory")
           .str("strategy", spec.id)
           .str("label", spec.label)
           .str("state", state)
           .integer("units", units)
           .str("key", key)
           .integer("bytes", admin.memory_usage(key))
-          .integer("keys", admin.dbsize())
-          .emit();
+          .integer("keys", admin.dbsize());
+      if (state == "one decision") {
+        j.num("bytes_mean", static_cast<double>(total) / kSubjects).integer("bytes_max", largest).integer("subjects", kSubjects);
+      }
+      j.emit();
     };
     emit("one decision", 1);
     if (spec.id == "sliding_log") {

@@ -14,7 +14,7 @@
 -- ended are gone anyway. The state is worthless once its window ends: that is its TTL.
 local limit = tonumber(ARGV[4])
 local window = tonumber(ARGV[5])
-local current = now - math.fmod(now, window)
+local current = now - fmod(now, window)
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
@@ -29,7 +29,7 @@ local function decide(_, cost, v)
   local new, ttl = nil, nil
   if refund then
     if used > 0 then
-      used = math.max(0, used - cost)
+      used = max(0, used - cost)
       new, ttl = pack2(start, used), ttl_ms(window_end - now)
     end
   elseif allowed and record then

@@ -29,9 +29,9 @@ local function decide(_, cost, v)
   local level, at = 0, now
   if v then
     local t, l = unpack2(v)
-    if t then level, at = math.min(l, full), t end
+    if t then level, at = min(l, full), t end
   end
-  local t0 = math.max(now, at)
+  local t0 = max(now, at)
   local ahead = t0 - now
   -- Leak since `at`: compare elapsed time, not elapsed * leak, which could pass 2^53 after a long
   -- idle.
@@ -48,7 +48,7 @@ local function decide(_, cost, v)
   local changed = false
   if refund then
     changed = level > 0
-    level = math.max(0, level - need)
+    level = max(0, level - need)
   elseif allowed and record then
     level = level + need
     changed = true

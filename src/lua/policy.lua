@@ -27,7 +27,7 @@ local function decide(key, cost)
   for i = 1, m do
     local base = 5 + 4 * (i - 1)
     local P = tonumber(ARGV[base + 3])
-    local r = math.fmod(now, P)
+    local r = fmod(now, P)
     local l = {
       tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
       r = r, b = (now - r) / P, counts = {}, full = 0, old = 0, newest = nil,
@@ -64,17 +64,17 @@ local function decide(key, cost)
 
   local function delete_stale()
     for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
-      redis.call('HDEL', key, unpack(stale, i, math.min(i + 999, #stale)))
+      redis.call('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
     end
   end
 
   if refund then
     for _, l in ipairs(limits) do
       local left = cost
-      local idx = math.max(l.newest or l.b, l.b)
+      local idx = max(l.newest or l.b, l.b)
       while left > 0 and idx >= l.b - l.n do
         local c = l.counts[idx] or 0
-        local take = math.min(c, left)
+        local take = min(c, left)
         if take > 0 then
           local weight = (idx == l.b - l.n) and (l.P - l.r) or l.P
           l.usedP = l.usedP - take * weight
@@ -109,14 +109,14 @@ local function decide(key, cost)
   -- i.e. d >= P - floor(x * P / o) with x = limit - s - cost. The first interval with d < P wins.
   local function retry_after(l)
     local s = l.full
-    for k = 0, math.max(l.newest or l.b, l.b) - l.b + l.n + 1 do
+    for k = 0, max(l.newest or l.b, l.b) - l.b + l.n + 1 do
       local o = l.counts[l.b + k - l.n] or 0
       if k > 0 then s = s - o end
       local x = l.limit - s - cost
       if x >= 0 then
         local d = 0
-        if o > 0 then d = math.max(0, l.P - floor_div(x * l.P, o)) end
-        if k == 0 then d = math.max(d, l.r) end
+        if o > 0 then d = max(0, l.P - floor_div(x * l.P, o)) end
+        if k == 0 then d = max(d, l.r) end
         if d < l.P then return (l.b + k) * l.P + d - now end
       end
     end
@@ -128,17 +128,17 @@ local function decide(key, cost)
   -- the least quota left.
   local remaining, retry, reset, decider = nil, 0, 0, 1
   for i, l in ipairs(limits) do
-    local rem = math.max(0, floor_div(l.limit * l.P - l.usedP, l.P))
+    local rem = max(0, floor_div(l.limit * l.P - l.usedP, l.P))
     local wait = 0
     if not allowed and not l.allowed then wait = retry_after(l) end
-    if l.newest then reset = math.max(reset, (l.newest + l.n + 1) * l.P - now) end
+    if l.newest then reset = max(reset, (l.newest + l.n + 1) * l.P - now) end
     if allowed then
       if not remaining or rem < remaining then decider = i end
     elseif wait > retry then
       decider = i
     end
     if not remaining or rem < remaining then remaining = rem end
-    retry = math.max(retry, wait)
+    retry = max(retry, wait)
   end
   if allowed and record and reset > 0 then
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.

@@ -30,17 +30,21 @@ local mode = ARGV[3]
 local record = mode == '1'
 local refund = mode == '2'
 
-local function fmt(x) return string.format('%d', x) end
-local function floor_div(a, b) return (a - math.fmod(a, b)) / b end
+-- The library functions the scripts call per request, as locals: a global lookup and a field
+-- lookup less each time, which a batch of hundreds of requests notices.
+local fmod, max, min, format, pack, unpack_ = math.fmod, math.max, math.min, string.format, struct.pack, struct.unpack
+
+local function fmt(x) return format('%d', x) end
+local function floor_div(a, b) return (a - fmod(a, b)) / b end
 local function ceil_div(a, b)
-  local r = math.fmod(a, b)
+  local r = fmod(a, b)
   return (a - r) / b + ((r > 0) and 1 or 0)
 end
 -- PEXPIRE/PX argument for a state that is back to its empty value `us` from now. Redis counts
 -- expiry in whole milliseconds of its own clock and may be up to 1 ms into the current one, so a
 -- TTL of ceil(us / 1000) could end before `us` has passed: one more millisecond keeps the state
 -- alive at least as long as it matters.
-local function ttl_ms(us) return ceil_div(math.max(us, 0), 1000) + 1 end
+local function ttl_ms(us) return ceil_div(max(us, 0), 1000) + 1 end
 
 -- String states (fixed window, token and leaky buckets) hold two non-negative integers packed
 -- little-endian: a time in 7 bytes, then a quantity in 5 bytes (8 past 2^40). 12 bytes fit Redis's
@@ -48,12 +52,12 @@ local function ttl_ms(us) return ceil_div(math.max(us, 0), 1000) + 1 end
 -- 88 B per subject instead of 104 B). Anything else (a state written by an older version) reads
 -- as no state.
 local function pack2(t, q)
-  if q < 1099511627776 then return struct.pack('<I7I5', t, q) end
-  return struct.pack('<I7I8', t, q)
+  if q < 1099511627776 then return pack('<I7I5', t, q) end
+  return pack('<I7I8', t, q)
 end
 local function unpack2(v)
   local len = #v
-  if len == 12 then return struct.unpack('<I7I5', v) end
-  if len == 15 then return struct.unpack('<I7I8', v) end
+  if len == 12 then return unpack_('<I7I5', v) end
+  if len == 15 then return unpack_('<I7I8', v) end
   return nil
 end

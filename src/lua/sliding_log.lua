@@ -52,7 +52,7 @@ local function decide(key, cost)
   local reset_after = 0
   if used > 0 then
     local newest = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
-    reset_after = math.max(0, tonumber(newest[2]) + window - now)
+    reset_after = max(0, tonumber(newest[2]) + window - now)
     if allowed and record then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
   end
   return allowed and 1 or 0, limit - used, retry_after, reset_after, 0, 1

@@ -24,9 +24,9 @@ local function decide(_, cost, v)
   local level, at = full, now
   if v then
     local t, l = unpack2(v)
-    if t then level, at = math.min(l, full), t end
+    if t then level, at = min(l, full), t end
   end
-  local t0 = math.max(now, at)
+  local t0 = max(now, at)
   local ahead = t0 - now
   -- Refill since `at`: compare elapsed time, not elapsed * refill, which could pass 2^53 after a
   -- long idle.
@@ -41,7 +41,7 @@ local function decide(_, cost, v)
   local changed = false
   if refund then
     changed = level < full
-    level = math.min(full, level + need)
+    level = min(full, level + need)
   elseif allowed and record then
     level = level - need
     changed = true
