@@ -19,9 +19,14 @@ class CannedConnection final : public redlimit::Connection {
   redlimit::Reply command(const std::vector<std::string>& argv) override {
     benchmark::DoNotOptimize(argv.data());
     using R = redlimit::Reply;
-    // allowed, remaining, retry_after, reset_after, delay, deciding limit (1-based)
-    return R::make_array({R::make_integer(1), R::make_integer(99), R::make_integer(0), R::make_integer(60000000),
-                          R::make_integer(0), R::make_integer(1)});
+    // One decision per request of the call (two keys each): allowed, remaining, retry_after,
+    // reset_after, delay, deciding limit (1-based).
+    const std::size_t n = argv.size() > 2 ? std::stoul(argv[2]) / 2 : 1;
+    R out = R::make_array({});
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::int64_t v : {1, 99, 0, 60000000, 0, 1}) out.elements.push_back(R::make_integer(v));
+    }
+    return out;
   }
 };
 

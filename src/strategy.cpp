@@ -142,11 +142,11 @@ void Strategy::check_cost(std::int64_t cost) const {
 }
 
 Strategy::Call Strategy::prepare(std::string_view subject, std::int64_t cost, const char* mode,
-                                 const std::vector<std::string>& params) const {
+                                 const std::vector<std::string>& params, const std::string* now) const {
   Call call;
   call.keys = {key_for(subject), block_key_for(subject)};  // checks the subject
   call.args.reserve(3 + params.size());
-  call.args.push_back(ctx_->now_arg());
+  call.args.push_back(now ? *now : ctx_->now_arg());
   call.args.push_back(std::to_string(cost));
   call.args.emplace_back(mode);
   call.args.insert(call.args.end(), params.begin(), params.end());
@@ -406,9 +406,10 @@ std::vector<Decision> Strategy::consume_many(const std::vector<Request>& request
   std::vector<std::int64_t> costs;
   calls.reserve(requests.size());
   costs.reserve(requests.size());
+  const std::string now = ctx_->now_arg();  // one now for the batch: its requests arrive together
   for (const auto& r : requests) {  // every request is checked before anything is sent
     check_cost(r.cost);
-    calls.push_back(prepare(r.subject, r.cost, "1", params_));
+    calls.push_back(prepare(r.subject, r.cost, "1", params_, &now));
     costs.push_back(r.cost);
   }
   if (calls.empty()) return {};

@@ -98,8 +98,9 @@ class Strategy {
   void learn(Operation op, const std::string& key, std::int64_t cost, const Decision& d,
              std::chrono::microseconds now) const;
   void account(Operation op, Decision& d, std::chrono::nanoseconds latency) const;
-  Call prepare(std::string_view subject, std::int64_t cost, const char* mode,
-               const std::vector<std::string>& params) const;
+  // `now`: ARGV[1] when the caller already has it (one clock reading for a whole batch).
+  Call prepare(std::string_view subject, std::int64_t cost, const char* mode, const std::vector<std::string>& params,
+               const std::string* now = nullptr) const;
   // Breaker, failure policy, shadow mode, local cache, counters and metrics around the round trip
   // of one call (a command) or several (a pipeline).
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
