@@ -21,19 +21,23 @@
 local m = tonumber(ARGV[4])
 local state_is_string, width = false, 6
 
+-- The limits, read once per call (a batch decides many requests with them): what depends on the
+-- request is reset at the start of each decide().
+local limits = {}
+local by_tag = {}
+for i = 1, m do
+  local base = 5 + 4 * (i - 1)
+  local P = tonumber(ARGV[base + 3])
+  local r = fmod(now, P)
+  local l = {tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
+             r = r, b = (now - r) / P}
+  limits[i] = l
+  by_tag[l.tag] = l
+end
+
 local function decide(key, cost)
-  local limits = {}
-  local by_tag = {}
-  for i = 1, m do
-    local base = 5 + 4 * (i - 1)
-    local P = tonumber(ARGV[base + 3])
-    local r = fmod(now, P)
-    local l = {
-      tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
-      r = r, b = (now - r) / P, counts = {}, full = 0, old = 0, newest = nil,
-    }
-    limits[i] = l
-    by_tag[l.tag] = l
+  for _, l in ipairs(limits) do
+    l.counts, l.full, l.old, l.newest = {}, 0, 0, nil
   end
 
   -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
