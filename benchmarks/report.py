@@ -487,16 +487,22 @@ def main():
 
     # ---- Redis CPU per decision ------------------------------------------------------------------
     cpu = ["| strategy | script time per decision, `usec` of commandstats (us) | vs rate-limiter-flexible | "
+           "the same, one script call per decision (us) | "
            "Redis main-thread CPU per decision, sequential / pipelined (us) | commands the script runs per "
-           "decision |", "|---|---:|---:|---:|---|"]
+           "decision (one call per decision) |", "|---|---:|---:|---:|---:|---|"]
 
     def server_cpu(mode, **kw):
         return res.min_usec(key="server_cpu_us_per_decision", mode=mode, **kw)
 
+    def single_usec(s):  # the modes where each decision is a script call of its own
+        vals = [r["usec_per_decision"] for r in res.select(suite="throughput", strategy=s)
+                if not r.get("batch") and r.get("usec_per_decision")]
+        return min(vals) if vals else None
+
     for s, label in STRATEGIES:
         u = usec(s)
-        cpu.append("| {} | {} | {} | {} / {} | {} |".format(
-            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-",
+        cpu.append("| {} | {} | {} | {} | {} / {} | {} |".format(
+            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-", fmt_us(single_usec(s)),
             fmt_us(server_cpu("seq", suite="throughput", strategy=s)),
             fmt_us(server_cpu("batch128", suite="throughput", strategy=s)), inner(s) or "-"))
     for who, label, piped in (
@@ -506,16 +512,16 @@ def main():
         u = res.min_usec(suite="peer", who=who)
         rowx = res.first(suite="peer", who=who) or {}
         inn = " ".join(x for x in rowx.get("inner", "").split() if not x.startswith("config"))
-        cpu.append("| {} | {} | {} | {} / {} | {} |".format(
-            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-",
+        cpu.append("| {} | {} | {} | {} | {} / {} | {} |".format(
+            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-", fmt_us(u),
             fmt_us(server_cpu("seq", suite="peer", who=who)),
             fmt_us(server_cpu(piped, suite="peer", who=who)) if piped else "-", inn or "-"))
-    cpu.append("| bare `return redis.call('INCR', KEYS[1])` (redis-benchmark) | {} | - | {} / {} | incr=1.00 |".format(
-        fmt_us(rb_usec), fmt_us(server_cpu("c1", suite="redis-benchmark")),
+    cpu.append("| bare `return redis.call('INCR', KEYS[1])` (redis-benchmark) | {} | - | {} | {} / {} | incr=1.00 |".format(
+        fmt_us(rb_usec), fmt_us(rb_usec), fmt_us(server_cpu("c1", suite="redis-benchmark")),
         fmt_us(server_cpu("P32", suite="redis-benchmark"))))
-    cpu.append("| floor: `return {{1, 999, 0, 60000000, 0}}` with a decision's keys and arguments | {} | {} | - / {} "
+    cpu.append("| floor: `return {{1, 999, 0, 60000000, 0}}` with a decision's keys and arguments | {} | {} | {} | - / {} "
                "| - |".format(fmt_us(empty_usec), "{:.2f}x".format(empty_usec / rlf_usec) if empty_usec and rlf_usec
-                               else "-", fmt_us(server_cpu("empty_decision_script", suite="raw"))))
+                               else "-", fmt_us(empty_usec), fmt_us(server_cpu("empty_decision_script", suite="raw"))))
     cpu_table = "\n".join(cpu)
 
     # ---- Memory ----------------------------------------------------------------------------------
@@ -608,7 +614,7 @@ def main():
             "run and miss in the next.".format(
                 names, fmt_us(rtt), fmt_us(rb_usec), fmt_rate(raw_seq),
                 raw_seq / rb_c1 if raw_seq and rb_c1 else 0,
-                ", ".join("{} {} us".format(SHORT[s], fmt_us(usec(s))) for s, _ in misses["seq_rb"]),
+                ", ".join("{} {} us".format(SHORT[s], fmt_us(single_usec(s))) for s, _ in misses["seq_rb"]),
                 "{:.1f}".format(fw_client_ns / 1000) if fw_client_ns else "?"))
     if misses["seq_rlf"]:
         names = ", ".join("{} {:.2f}x".format(SHORT[s], r) for s, r in misses["seq_rlf"])
@@ -643,15 +649,13 @@ def main():
             "**Best concurrent mode ({}).** Once requests are pipelined, Redis's one thread is the "
             "bottleneck: it can decide at most 1,000,000 / (its CPU time per decision, socket work "
             "included) a second. With the least main-thread CPU per decision measured in any pipelined "
-            "mode, that bound is: {}. The best concurrent modes get close to it, so no client-side "
-            "change can lift them much. The "
-            "pipelined ceiling runs a one-line INCR script at {} us of main-thread CPU per call: "
-            "0.5x of it would need our scripts within 2x of a bare INCR, which a script that checks a "
-            "block marker, reads the state, writes it back and returns a five-field decision is not. "
+            "mode, that bound is: {}. The "
+            "pipelined ceiling runs a one-line INCR script at {} us of main-thread CPU per call; a "
+            "`consume_many` batch shares one script call's fixed cost over up to 256 decisions, but "
+            "each decision still reads its state, writes it back with a TTL and returns five integers. "
             "rate-limiter-flexible with 64 in flight reaches {} decisions/s at {} us a decision; 5x "
-            "that is {} decisions/s, above what Redis's single thread can run of any of our scripts "
-            "(and {:.1f}x the bound of the cheapest). On this {}-core machine the client also shares "
-            "the cores with Redis.".format(
+            "that is {} decisions/s ({:.1f}x the bound of our cheapest). On this {}-core machine the "
+            "client (building and decoding the batches) also shares the cores with Redis.".format(
                 "; ".join(parts), "; ".join(bounds) or "-", fmt_us(rb_piped), fmt_rate(rlf_64),
                 fmt_us(rlf_piped), fmt_rate(5 * rlf_64) if rlf_64 else "-",
                 (5 * rlf_64) / max(1e6 / piped_cpu(s) for s, _ in STRATEGIES if piped_cpu(s))
@@ -662,28 +666,24 @@ def main():
         floor_ratio = "{:.2f}x".format(empty_usec / rlf_usec) if empty_usec and rlf_usec else "?"
         why.append(
             "**Redis CPU per decision vs rate-limiter-flexible ({}).** rate-limiter-flexible's script "
-            "runs `{}` per decision and returns two numbers. Ours: fixed window `{}`; token bucket `{}`; "
-            "leaky bucket `{}`. Where the time goes: (1) the prologue's `GET` of the block marker runs on "
-            "every decision, one extra command for a feature that is almost never in use; (2) every number "
-            "written back goes through `string.format('%.0f', x)`, which glibc formats with its "
-            "arbitrary-precision float printer, far slower than integer formatting; (3) the fixed window "
-            "keeps a hash (`HMGET` + `HSET` + `PEXPIRE`) where rate-limiter-flexible increments a string; "
-            "(4) a decision carries 2 keys and 5-7 arguments and returns 5 integers (allowed, remaining, "
-            "retry_after, reset_after, delay). Item (4) alone is a floor: a script that touches nothing "
-            "and returns a decision costs {} us with our arguments, already {} of rate-limiter-flexible's "
-            "whole script, so 0.6x is out of reach for any script that returns a full decision; the "
-            "items (1)-(3) are what can still be cut.".format(
+            "runs `{}` per decision and returns two numbers. Ours, a call per decision: fixed window `{}`; "
+            "token bucket `{}`; leaky bucket `{}`, and in a `consume_many` batch one `MGET` for the whole "
+            "batch and one `PSETEX` per admitted request. What is left per decision is that write (a "
+            "key with its TTL: the one write rate-limiter-flexible's `INCRBY` on an existing key "
+            "avoids), the script's Lua arithmetic and the five integers of its decision; a script that "
+            "touches nothing and returns a decision costs {} us a call ({} of rate-limiter-flexible's "
+            "whole script).".format(
                 names, rlf_inner.replace("config|resetstat=0.00", "").strip(), inner("fixed_window"),
                 inner("token_bucket"), inner("leaky_bucket"), fmt_us(empty_usec), floor_ratio))
     if misses["flood"]:
         why.append(
             "**Flooded sliding log ({:.2f}x limits' moving window).** Both stay flat as the flood grows "
-            "(the table shows it). A rejected request costs limits one `LINDEX` of a list capped at the "
-            "limit; ours runs the prologue `GET`, `ZREMRANGEBYSCORE` (finds nothing to trim), `ZCARD`, "
-            "then `ZRANGEBYSCORE ... LIMIT` for the exact retry_after and `ZREVRANGE` for reset_after: "
-            "five commands to return an exact wait, where limits returns only false. The opt-in local "
-            "reject cache (`Options::local_reject_cache`) takes such a flood off Redis altogether.".format(
-                misses["flood"][0][1]))
+            "(the table shows it): rejected requests record nothing. A rejected request costs limits one "
+            "`LINDEX`; ours, when it is a call of its own, `ZREMRANGEBYSCORE` (finds nothing to trim), "
+            "`ZCARD`, a rank read for the exact retry_after and one for reset_after. Inside a batch, "
+            "repeated rejections of one subject are answered from the script's own table. The opt-in "
+            "local reject cache (`Options::local_reject_cache`) takes such a flood off Redis "
+            "altogether.".format(misses["flood"][0][1]))
     if misses["memory"]:
         rlf_mem = (res.first(suite="peer_memory", who="rate-limiter-flexible") or {}).get("bytes")
         why.append(
@@ -748,7 +748,9 @@ was repeated and the best repetition kept.
 ## Redis CPU per decision
 
 Each script's time on Redis's thread (`usec` of `cmdstat_evalsha` over the decisions; the lowest of
-all the runs of that script, whatever the mode), the commands it runs per decision
+all the runs of that script, whatever the mode: for redlimit that is a `consume_many` mode, where one
+script call decides up to 256 requests and its fixed cost is shared; the next column is the lowest
+of the modes where every decision is a call of its own), the commands it runs per decision
 (`INFO commandstats` counts the commands a script calls), and the whole main thread's CPU time per
 decision (`used_cpu_user_main_thread + used_cpu_sys_main_thread`): that one includes reading and
 writing the socket, which dominates when each request comes alone (sequential) and is shared out
