@@ -89,7 +89,13 @@ for i = 1, n do
       rejected[key] = nil
     end
   end
-  out[m + 1], out[m + 2], out[m + 3], out[m + 4], out[m + 5] = a, rem, retry, reset, delay
+  -- One by one, in order: a multiple assignment stores right to left, and keys past the end of the
+  -- array part land in the hash part, to be moved at the next resize.
+  out[m + 1] = a
+  out[m + 2] = rem
+  out[m + 3] = retry
+  out[m + 4] = reset
+  out[m + 5] = delay
   if width == 6 then out[m + 6] = decider end
   m = m + width
 end
