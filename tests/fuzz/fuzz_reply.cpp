@@ -1,6 +1,7 @@
 // The reply decoder fed arbitrary hiredis reply trees. The input is raw RESP; a real hiredis
 // redisReader (the parser RedisConnection reads with) turns it into redisReply trees, which are
-// converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors.
+// converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors,
+// and with detail::decode_decisions as the reply of a batch.
 // Only ReplyError may escape; decode_decision must accept exactly the documented shape
 // ({allowed, remaining, retry_after_us, reset_after_us, delay_us[, deciding 1..m]}, non-negative
 // integers, allowed in {0, 1}) and copy its fields faithfully.
@@ -73,6 +74,34 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   FUZZ_CHECK(d.source == redlimit::Source::primary && !d.shadow_rejected, "source or shadow flag set");
 }
 
+// A batch reply (n decisions one after the other): accepted exactly when it is an array of n equal
+// slices of 5 or 6 elements, each a well-formed decision, and then decoded slice by slice.
+void decode_batch(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits) {
+  bool valid = reply.type == Reply::Type::array && reply.elements.size() % n == 0 &&
+               (reply.elements.size() / n == 5 || reply.elements.size() / n == 6);
+  std::vector<Reply> slices;
+  if (valid) {
+    const std::size_t w = reply.elements.size() / n;
+    for (std::size_t i = 0; i < n && valid; ++i) {
+      slices.push_back(Reply::make_array({reply.elements.begin() + static_cast<std::ptrdiff_t>(i * w),
+                                          reply.elements.begin() + static_cast<std::ptrdiff_t>((i + 1) * w)}));
+      valid = well_formed(slices.back(), limits);
+    }
+  }
+  std::vector<redlimit::Decision> ds;
+  try {
+    ds = redlimit::detail::decode_decisions(reply, n, limits);
+  } catch (const redlimit::ReplyError& e) {
+    FUZZ_CHECK(!valid, "a well-formed batch reply was rejected: %s", e.what());
+    return;
+  }
+  FUZZ_CHECK(valid, "a malformed batch reply was accepted");
+  FUZZ_CHECK(ds.size() == n, "batch size");
+  for (std::size_t i = 0; i < n; ++i) {
+    FUZZ_CHECK(ds[i].remaining == slices[i].elements[1].integer && ds[i].limit_index < limits.size(), "batch decision");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -98,6 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       freeReplyObject(raw);
       raw = nullptr;
       for (const auto& limits : kLimits) decode(reply, limits);
+      for (std::size_t n : {2, 3}) decode_batch(reply, n, {10, 120, 240});
       // Wrapped in an array, or in an error, it is never a decision.
       decode(Reply::make_array({reply}), {100});
       if (reply.type == Reply::Type::array) {
