@@ -4,8 +4,9 @@
 //
 // 64 threads x 2,000 requests, as the issue asks: 128,000 racing requests per strategy, 1,536,000 in
 // the file. Measured on the 2-core CI box, both tests together: about 32 s in a plain build, 56 s
-// under ASan+UBSan, 67 s under ThreadSanitizer. Each run is bounded in count (kRequestsPerThread) and in time (kDeadline:
-// threads stop sending when it passes, and the test then fails because not every request was sent).
+// under ASan+UBSan, 67 s under ThreadSanitizer. Each run is bounded in count (kRequestsPerThread)
+// and in time (kDeadline: threads stop sending when it passes, and the test then fails because not
+// every request was sent).
 #include <gtest/gtest.h>
 
 #include <atomic>
