@@ -18,7 +18,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,16s/^# \{0,1\}//p' "$0"
+  sed -n '2,17s/^# \{0,1\}//p' "$0"
 }
 
 SANITIZE=""
@@ -70,38 +70,9 @@ step() { printf '\n==> %s\n' "$*"; }
 PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
   googletest redis-server redis-tools python3)
 
-installed() {
-  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
-}
-
-install_missing() {
-  if ! command -v dpkg >/dev/null 2>&1; then
-    echo "test.sh: not a Debian system (no dpkg): make sure ${PACKAGES[*]} (or equivalents) are installed" >&2
-    return 0
-  fi
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    installed "$p" || missing+=("$p")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  if [[ $INSTALL -eq 0 ]]; then
-    echo "test.sh: missing packages: ${missing[*]} (and --no-install was given)" >&2
-    exit 1
-  fi
-  step "Installing ${missing[*]}"
-  local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || {
-      echo "test.sh: need root or sudo to install: ${missing[*]}" >&2
-      exit 1
-    }
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" apt-get update
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-}
-
-install_missing
+# shellcheck source=SCRIPTDIR/lib/install.sh
+source "$ROOT/scripts/lib/install.sh"
+install_missing test.sh "$INSTALL" "${PACKAGES[@]}"
 
 # ---- 2. Configure and build ----------------------------------------------------------------------
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON)
