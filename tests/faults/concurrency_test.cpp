@@ -3,8 +3,8 @@
 // the admitted decisions carry the remaining values 99..0 once each (no lost or duplicated update).
 //
 // 64 threads x 2,000 requests, as the issue asks: 128,000 racing requests per strategy, 1,536,000 in
-// the file. Measured on the 2-core CI box, both tests together: about 32 s in a plain build, 56 s
-// under ASan+UBSan, 67 s under ThreadSanitizer. Each run is bounded in count (kRequestsPerThread)
+// the file. Measured on the 2-core CI box, both tests together: 32 to 41 s in a plain build, 51 to
+// 56 s under ASan+UBSan, 63 to 67 s under ThreadSanitizer. Each run is bounded in count (kRequestsPerThread)
 // and in time (kDeadline: threads stop sending when it passes, and the test then fails because not
 // every request was sent).
 #include <gtest/gtest.h>
