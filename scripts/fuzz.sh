@@ -7,8 +7,8 @@
 #   scripts/fuzz.sh --no-install 15
 #   FUZZ_TARGETS="fuzz_url fuzz_rate" scripts/fuzz.sh 30
 #
-# On Debian (12) it installs clang and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes)
-# when missing, with apt-get (as root, or with sudo). Each target runs over its own work corpus in
+# On Debian (12) it installs clang, libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) and the
+# build tools when missing, with apt-get (as root, or with sudo). Each target runs over its own work corpus in
 # $BUILD_DIR/corpus/<target>, seeded from tests/fuzz/corpus/<target> (the repository's corpus is
 # never written to); what a run finds stays there for the next run. Reproducers go to
 # $BUILD_DIR/artifacts/<target>/; rerun one with: $BUILD_DIR/tests/fuzz/<target> <file>.
@@ -55,40 +55,11 @@ read -r -a TARGETS <<<"${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 step() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. Packages ---------------------------------------------------------------------------------
-PACKAGES=(clang libclang-rt-14-dev cmake pkg-config libhiredis-dev libfmt-dev)
+PACKAGES=(clang libclang-rt-14-dev cmake ninja-build pkg-config libhiredis-dev libfmt-dev)
 
-installed() {
-  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
-}
-
-install_missing() {
-  if ! command -v dpkg >/dev/null 2>&1; then
-    echo "fuzz.sh: not a Debian system (no dpkg): make sure clang with libFuzzer, cmake, hiredis and fmt are installed" >&2
-    return 0
-  fi
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    installed "$p" || missing+=("$p")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  if [[ $INSTALL -eq 0 ]]; then
-    echo "fuzz.sh: missing packages: ${missing[*]} (and --no-install was given)" >&2
-    exit 1
-  fi
-  step "Installing ${missing[*]}"
-  local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || {
-      echo "fuzz.sh: need root or sudo to install: ${missing[*]}" >&2
-      exit 1
-    }
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" apt-get update
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-}
-
-install_missing
+# shellcheck source=SCRIPTDIR/lib/install.sh
+source "$ROOT/scripts/lib/install.sh"
+install_missing fuzz.sh "$INSTALL" "${PACKAGES[@]}"
 
 # ---- 2. Configure and build ----------------------------------------------------------------------
 if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then

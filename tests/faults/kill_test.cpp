@@ -271,13 +271,15 @@ class RestartableServer {
     const char* bin = std::getenv("REDIS_SERVER");
     const std::string server = bin != nullptr ? bin : "redis-server";
     const std::string port = std::to_string(port_);
+    const std::string log = dir_ + "/redis.log";
     const pid_t parent = ::getpid();
+    // The load threads keep running across the fork: the child makes async-signal-safe calls only
+    // (everything it needs, the log path included, is built above).
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
-      const std::string log = dir_ + "/redis.log";
       ::execlp(server.c_str(), server.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no", "--dir", dir_.c_str(), "--logfile", log.c_str(), "--enable-debug-command",
                "local", static_cast<char*>(nullptr));

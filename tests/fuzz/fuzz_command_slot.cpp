@@ -1,7 +1,7 @@
 // command_slot (cluster routing) on arbitrary argv: never crashes, returns -1 or a slot in
-// [0, 16383], and the slot is the one Redis computes (keyHashSlot, transcribed below with an
-// independent CRC16) for the command's first key: EVAL/EVALSHA's first key after numkeys,
-// otherwise argv[1].
+// [0, 16383], and the slot is the one Redis computes (slot_ref in fuzz_check.hpp: keyHashSlot,
+// transcribed with an independent CRC16) for the command's first key: EVAL/EVALSHA's first key
+// after numkeys, otherwise argv[1].
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -17,31 +17,6 @@
 #include "redlimit/cluster_connection.hpp"
 
 namespace {
-
-std::uint16_t crc16_ref(std::string_view s) {
-  unsigned crc = 0;
-  for (unsigned char c : s) {
-    for (int bit = 7; bit >= 0; --bit) {
-      const bool in = ((c >> bit) & 1) != 0;
-      const bool top = (crc & 0x8000) != 0;
-      crc = (crc << 1) & 0xffff;
-      if (in != top) crc ^= 0x1021;
-    }
-  }
-  return static_cast<std::uint16_t>(crc);
-}
-
-int slot_ref(std::string_view key) {
-  std::size_t s = 0;
-  for (; s < key.size(); ++s)
-    if (key[s] == '{') break;
-  if (s == key.size()) return crc16_ref(key) & 0x3fff;
-  std::size_t e = s + 1;
-  for (; e < key.size(); ++e)
-    if (key[e] == '}') break;
-  if (e == key.size() || e == s + 1) return crc16_ref(key) & 0x3fff;
-  return crc16_ref(key.substr(s + 1, e - s - 1)) & 0x3fff;
-}
 
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

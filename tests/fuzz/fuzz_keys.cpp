@@ -4,8 +4,8 @@
 //    '{' and one '}' (the hash tag cannot be closed early or forged);
 //  - escape_key_part's output holds no structural byte, every '%' starts a %XX escape, and it
 //    decodes back to its input (so it is injective: escape(a) == escape(b) implies a == b);
-//  - key_slot(key) is the CRC16 slot of the tag alone (checked against an independent CRC16), so
-//    every key of one (resource, subject) lands in one cluster slot;
+//  - key_slot(key) is the CRC16 slot of the tag alone (checked against the independent CRC16 of
+//    fuzz_check.hpp), so every key of one (resource, subject) lands in one cluster slot;
 //  - keys of different (resource, subject) pairs differ, e.g. ("a:b", "c") vs ("a", "b:c").
 //
 // Input layout (FuzzedDataProvider): prefix, resource, subject as backslash-terminated strings
@@ -26,33 +26,6 @@
 namespace {
 
 namespace d = redlimit::detail;
-
-// Bitwise CRC16-CCITT/XMODEM, written from the polynomial; Redis Cluster's slot function.
-std::uint16_t crc16_ref(std::string_view s) {
-  unsigned crc = 0;
-  for (unsigned char c : s) {
-    for (int bit = 7; bit >= 0; --bit) {
-      const bool in = ((c >> bit) & 1) != 0;
-      const bool top = (crc & 0x8000) != 0;
-      crc = (crc << 1) & 0xffff;
-      if (in != top) crc ^= 0x1021;
-    }
-  }
-  return static_cast<std::uint16_t>(crc);
-}
-
-// Redis's keyHashSlot (cluster.c), transcribed.
-int slot_ref(std::string_view key) {
-  std::size_t s = 0;
-  for (; s < key.size(); ++s)
-    if (key[s] == '{') break;
-  if (s == key.size()) return crc16_ref(key) & 0x3fff;
-  std::size_t e = s + 1;
-  for (; e < key.size(); ++e)
-    if (key[e] == '}') break;
-  if (e == key.size() || e == s + 1) return crc16_ref(key) & 0x3fff;
-  return crc16_ref(key.substr(s + 1, e - s - 1)) & 0x3fff;
-}
 
 bool structural(unsigned char c) {
   return c == '%' || c == '{' || c == '}' || c == ':' || c == '|' || c < 0x20 || c == 0x7f;
