@@ -267,8 +267,10 @@ def cluster_report(res, server_rate, a):
             "(each applies every write its master streams to it) and the client all share those {cores} cores, "
             "where the one server has no replica and a core nearly to itself; {m} Redis threads cannot run side by "
             "side on {cores} cores, so the cluster adds routing, replication and context switches without adding "
-            "CPU. `consume_many` is split into one pipeline per master, sent one master after another, so a batch "
-            "costs {m} round trips instead of 1, each with a third of the requests. A cluster's gain, each master on "
+            "CPU. `consume_many` is split by hash slot (a script may touch one slot only): 128 subjects spread over "
+            "16,384 slots are 128 script calls, where one server takes them in one; the calls go as one pipeline per "
+            "master, sent one master after another, so a batch costs {m} round trips instead of 1. A cluster's "
+            "gain, each master on "
             "cores of its own on its own machine, cannot show on one machine: read these ratios as the cost of "
             "routing and replication, not as a cluster's capacity.").format(cores=cores, m=masters or 3)
     else:
@@ -287,7 +289,7 @@ def cluster_report(res, server_rate, a):
 replicas (`scripts/cluster.sh`, every node on this machine), in the same run: each repetition measured
 the one server and then the cluster, and the best repetition of each is kept. Through
 `RateLimiter::connect("redis-cluster://...")`: a pool per master (a pool of N for N threads), and
-`consume_many` split into one pipeline per master. Each cell: decisions/s on the cluster / on the one
+`consume_many` split by hash slot, one pipeline per master. Each cell: decisions/s on the cluster / on the one
 server = their ratio.
 
 {table}
@@ -606,14 +608,20 @@ def main():
             "**Sequential vs `redis-benchmark -c 1` ({}).** One connection waits for each reply, so a "
             "decision costs one loopback round trip plus the script's time in Redis plus redlimit's own "
             "time in the client. `redis-benchmark -c 1` takes {} us a call, {} us of it in its one-line "
-            "script; the same script through redlimit's own connection runs at {} decisions/s ({:.2f}x "
-            "redis-benchmark), so the transport is not what is missing. What is: the scripts' time "
-            "({}; table below), every microsecond of which is added to the round trip, and about {} us "
-            "of client CPU per decision (last table). The sequential rates also move by a good part "
-            "between repetitions on a shared 2-core machine, so a strategy near 0.9x can pass in one "
-            "run and miss in the next.".format(
+            "script. The same one-line script through redlimit's own connection (plain blocking hiredis) "
+            "runs at {} calls/s, {:.2f}x redis-benchmark in this run, and a redlimit decision at {} of "
+            "that rate: {}. So most of what is missing is the round trip itself, whose measure against "
+            "redis-benchmark's moves from run to run on this machine (1.41x in an earlier run); the rest "
+            "is the scripts' time ({}; table below), every microsecond of which is added to the round "
+            "trip, and about {} us of client CPU per decision (last table).".format(
                 names, fmt_us(rtt), fmt_us(rb_usec), fmt_rate(raw_seq),
                 raw_seq / rb_c1 if raw_seq and rb_c1 else 0,
+                "between {:.2f}x and {:.2f}x".format(
+                    min(rate(s, "seq") / raw_seq for s, _ in misses["seq_rb"] if rate(s, "seq")),
+                    max(rate(s, "seq") / raw_seq for s, _ in misses["seq_rb"] if rate(s, "seq")))
+                if raw_seq else "?",
+                ", ".join("{} {:.2f}x".format(SHORT[s], rate(s, "seq") / raw_seq) for s, _ in misses["seq_rb"]
+                          if rate(s, "seq") and raw_seq),
                 ", ".join("{} {} us".format(SHORT[s], fmt_us(single_usec(s))) for s, _ in misses["seq_rb"]),
                 "{:.1f}".format(fw_client_ns / 1000) if fw_client_ns else "?"))
     if misses["seq_rlf"]:
