@@ -26,13 +26,7 @@ local full = capacity * unit
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
-  local level, at = 0, now
-  if v then
-    local t, l = unpack2(v)
-    if t then level, at = min(l, full), t end
-  end
-  local t0 = max(now, at)
-  local ahead = t0 - now
+  local level, at, t0, ahead = read_bucket(v, 0, full)
   -- Leak since `at`: compare elapsed time, not elapsed * leak, which could pass 2^53 after a long
   -- idle.
   if t0 - at >= ceil_div(level, leak) then

@@ -61,3 +61,16 @@ local function unpack2(v)
   if len == 15 then return unpack_('<I7I8', v) end
   return nil
 end
+
+-- A bucket's stored state (token and leaky buckets): its level (at most `full`) at time `at`, or
+-- `missing` at now without one; t0, the later of now and `at` (a client whose clock runs ahead
+-- wrote it: nothing moves backwards), and ahead = t0 - now, which the waits returned include.
+local function read_bucket(v, missing, full)
+  local level, at = missing, now
+  if v then
+    local t, l = unpack2(v)
+    if t then level, at = min(l, full), t end
+  end
+  local t0 = max(now, at)
+  return level, at, t0, t0 - now
+end

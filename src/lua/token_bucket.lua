@@ -21,13 +21,7 @@ local full = capacity * unit
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
-  local level, at = full, now
-  if v then
-    local t, l = unpack2(v)
-    if t then level, at = min(l, full), t end
-  end
-  local t0 = max(now, at)
-  local ahead = t0 - now
+  local level, at, t0, ahead = read_bucket(v, full, full)
   -- Refill since `at`: compare elapsed time, not elapsed * refill, which could pass 2^53 after a
   -- long idle.
   if t0 - at >= ceil_div(full - level, refill) then
