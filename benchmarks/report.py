@@ -432,7 +432,7 @@ def main():
         cells.append(verdict(r, 1.0, at_most=True))
         if r is not None and r > 1.0:
             misses["flood"].append((s, r))
-    row("flooded at 100x its limit: Redis CPU per call <= limits' moving window", cells)
+    row("flooded at 100x its limit: Redis CPU per request <= limits' moving window", cells)
     cells = []
     for s, _ in STRATEGIES:
         if s not in MEMORY_TARGET:
@@ -563,7 +563,7 @@ def main():
                 "{:.0f}".format(grown / keys) if keys >= 10000 else "-"))
     growth_table = "\n".join(gr)
 
-    fl = ["| who | requests (x limit) | admitted | Redis CPU per call (us) | decisions/s | key size (B) |",
+    fl = ["| who | requests (x limit) | admitted | Redis CPU per request (us) | decisions/s | key size (B) |",
           "|---|---|---:|---:|---:|---:|"]
     for r in flood_ours + flood_lim:
         L = r["limit"]
@@ -803,7 +803,7 @@ window's end: memory a limiter never spends on idle subjects.
 ## A sliding log flooded at 100x its limit
 
 One subject, limit L per 10 minutes (nothing leaves the window during the run), hit 100 L times:
-Redis CPU per call in each stage. Rejected requests record nothing, so the work stays bounded by the
+Redis CPU per request in each stage (`consume_many` batches of 100: redlimit; one call a request: limits). Rejected requests record nothing, so the work stays bounded by the
 limit, never by the flood. Python limits' moving window under the same flood for comparison.
 
 {flood}
