@@ -174,6 +174,18 @@ def machine_section(a, res):
 CLUSTER_MODES = [m for m in MODES if not m[0].startswith("async")]
 
 
+def best_mode(rate_of, sid, modes):
+    """The fastest concurrent mode of `modes` (all but sequential) for strategy `sid`: (rate, mode)."""
+    best, which = None, None
+    for mode, _ in modes:
+        if mode == "seq":
+            continue
+        r = rate_of(sid, mode)
+        if r is not None and (best is None or r > best):
+            best, which = r, mode
+    return best, which
+
+
 def cluster_report(res, server_rate, a):
     """The section "Redis Cluster (3 masters) vs one server": the cluster suite's rows beside the one
     server's, from the same run."""
@@ -194,14 +206,7 @@ def cluster_report(res, server_rate, a):
         return "{} / {} = {}".format(fmt_rate(c) if c else "missing", fmt_rate(s) if s else "missing", ratio)
 
     def best(fn, sid):
-        b, which = None, None
-        for mode, _ in CLUSTER_MODES:
-            if mode == "seq":
-                continue
-            r = fn(sid, mode)
-            if r is not None and (b is None or r > b):
-                b, which = r, mode
-        return b, which
+        return best_mode(fn, sid, CLUSTER_MODES)
 
     ran = [(m, lbl) for m, lbl in CLUSTER_MODES if any(cl_rate(s, m) for s, _ in STRATEGIES)]
     t = ["| mode | " + " | ".join(SHORT[s] for s, _ in STRATEGIES) + " |", "|---|" + "---:|" * len(STRATEGIES)]
@@ -349,14 +354,7 @@ def main():
         return " ".join(x for x in row.get("inner", "").split() if not x.startswith("config"))
 
     def best_concurrent(sid):
-        best, which = None, None
-        for mode, _ in MODES:
-            if mode == "seq":
-                continue
-            r = rate(sid, mode)
-            if r is not None and (best is None or r > best):
-                best, which = r, mode
-        return best, which
+        return best_mode(rate, sid, MODES)
 
     def ratio(x, y):
         return x / y if x is not None and y else None
