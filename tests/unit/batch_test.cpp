@@ -81,9 +81,7 @@ class BatchTest : public ::testing::Test {
       argv.push_back(s.key_for(r.first));
       argv.push_back(s.block_key_for(r.first));
     }
-    for (const char* a : {"", "", "1", "5", "1000000"}) argv.emplace_back(a);
-    argv[argv.size() - 5] = std::to_string(kStart);
-    argv[argv.size() - 4] = std::to_string(requests.front().second);
+    argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), "1", "5", "1000000"});
     for (std::size_t i = 1; i < requests.size(); ++i) argv.push_back(std::to_string(requests[i].second));
     return argv;
   }
