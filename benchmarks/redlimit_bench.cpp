@@ -34,13 +34,13 @@
 
 #include "redlimit/redlimit.hpp"
 
-#if defined(REDLIMIT_BENCH_ASYNC) && __has_include("redlimit/redis_async.hpp") && __has_include(<event2/event.h>)
+#if defined(REDLIMIT_BENCH_ASYNC) && __has_include("redlimit/transport/redis_async.hpp") && __has_include(<event2/event.h>)
 #include <event2/event.h>
 
 #include <condition_variable>
 #include <mutex>
 
-#include "redlimit/redis_async.hpp"
+#include "redlimit/transport/redis_async.hpp"
 #define REDLIMIT_BENCH_HAVE_ASYNC 1
 #endif
 
@@ -572,7 +572,7 @@ void suite_throughput(const Config& c, Admin& admin, const std::string& suite = 
         }
 #else
         if (missing.empty()) {
-          missing = "built without the async rows: they need AsyncRedis (redlimit/redis_async.hpp), "
+          missing = "built without the async rows: they need AsyncRedis (redlimit/transport/redis_async.hpp), "
                     "Strategy::consume_async and libevent-dev";
         }
 #endif

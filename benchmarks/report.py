@@ -775,7 +775,7 @@ part of what is counted. The peers under their default key names (one subject).
 `MEMORY USAGE` adds three allocations: the keyspace's dict entry (24 B), the key's name and the
 value, each rounded up to jemalloc's size classes (16, 32, 48, 64 B...). The key
 `redlimit:{{api|u0000001}}:tb` (26 characters) takes a 32-byte block. The fixed window's and the
-buckets' states are two integers packed into 12 bytes (`src/lua/prologue.lua`), an embedded string of
+buckets' states are two integers packed into 12 bytes (`lua/prologue.lua`), an embedded string of
 16 + 3 + 12 + 1 = 32 bytes: 24 + 32 + 32 = 88 B, where the decimal `level:time_us` of earlier versions
 took 104 B. Why a value is sometimes 104 B: Redis 7.0 keeps the argument objects of a script's
 `redis.call` for reuse by the next call, slot by slot, and a 12-byte value written into a slot that

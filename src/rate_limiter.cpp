@@ -3,9 +3,9 @@
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
-#include "redlimit/memory_connection.hpp"
-#include "redlimit/cluster_connection.hpp"
-#include "redlimit/connection_pool.hpp"
+#include "redlimit/transport/memory_connection.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
+#include "redlimit/transport/connection_pool.hpp"
 #include "redlimit/url.hpp"
 
 namespace redlimit {

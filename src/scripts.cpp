@@ -1,19 +1,8 @@
 #include "redlimit/detail/scripts.hpp"
 
-#include <string_view>
+#include "redlimit/detail/lua_sources.hpp"  // generated from lua/*.lua (cmake/embed_lua.cmake)
 
-namespace redlimit::detail {
-
-namespace lua {  // defined in the generated redlimit_lua.cpp
-extern const std::string_view fixed_window;
-extern const std::string_view sliding_log;
-extern const std::string_view policy;
-extern const std::string_view token_bucket;
-extern const std::string_view leaky_bucket;
-extern const std::string_view block;
-}  // namespace lua
-
-namespace scripts {
+namespace redlimit::detail::scripts {
 
 #define REDLIMIT_SCRIPT(name)                          \
   const Script& name() {                               \
@@ -28,5 +17,4 @@ REDLIMIT_SCRIPT(leaky_bucket)
 REDLIMIT_SCRIPT(block)
 #undef REDLIMIT_SCRIPT
 
-}  // namespace scripts
-}  // namespace redlimit::detail
+}  // namespace redlimit::detail::scripts

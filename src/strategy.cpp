@@ -215,7 +215,7 @@ std::vector<Decision> Strategy::execute(Operation op, const detail::Script& scri
   }
 
   if (!to_send.empty()) {
-    // One script call decides many requests (src/lua/epilogue.lua): the whole batch on a single
+    // One script call decides many requests (lua/epilogue.lua): the whole batch on a single
     // server, one call per hash slot on a cluster, at most kMaxPerCall requests each.
     std::vector<Call> script_calls;
     std::vector<std::vector<std::size_t>> members;  // indices into to_send, per script call

@@ -17,7 +17,7 @@
 #include "redlimit/detail/script.hpp"
 #include "redlimit/detail/scripted_strategy.hpp"
 #include "redlimit/errors.hpp"
-#include "redlimit/redis_async.hpp"
+#include "redlimit/transport/redis_async.hpp"
 #include "redlimit/strategy.hpp"
 
 namespace redlimit {

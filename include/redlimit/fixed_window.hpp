@@ -1,6 +1,6 @@
 #pragma once
 // Fixed window: one counter per subject for the current clock-aligned window [k*w, (k+1)*w).
-// Cheapest of all; admits up to 2x the limit across a window edge. Script: src/lua/fixed_window.lua.
+// Cheapest of all; admits up to 2x the limit across a window edge. Script: lua/fixed_window.lua.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -4,7 +4,7 @@
 //            algorithm of redis-cell and redis_rate); admitted requests proceed at once.
 //  - shaper: the bucket is a queue; a request that fits is admitted with Decision::delay, the time
 //            the caller must wait so that work leaves at the leak rate (traffic shaping).
-// State: one string per subject (level and the time it was measured). Script: src/lua/leaky_bucket.lua.
+// State: one string per subject (level and the time it was measured). Script: lua/leaky_bucket.lua.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -2,7 +2,7 @@
 // Policy: several limits (say 10/s, 120/min and 240/h with 1-minute precision) checked together
 // and recorded all-or-nothing, in one round trip and one hash per subject, so it works on Redis
 // Cluster. Each limit is a sliding window counter (see sliding_window.hpp); Decision::limit_index
-// names the limit that decided. Script: src/lua/policy.lua.
+// names the limit that decided. Script: lua/policy.lua.
 #include <cstdint>
 #include <memory>
 #include <string>

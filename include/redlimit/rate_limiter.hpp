@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "redlimit/async_connection.hpp"
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/async_connection.hpp"
+#include "redlimit/transport/connection.hpp"
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/limit.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Sliding log: a sorted set of the admitted units of the last window, scored by admission time.
 // Exact at every instant; memory and work grow with the limit (never with a flood: rejected requests
-// add nothing). Script: src/lua/sliding_log.lua.
+// add nothing). Script: lua/sliding_log.lua.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -2,7 +2,7 @@
 // Sliding window counter: the window is cut into buckets of limit.precision(); the count is the sum of
 // the buckets inside the window plus the oldest, partly expired bucket weighted by the part of it
 // still inside. precision == window is the classic two-window counter. One hash per subject.
-// Script: src/lua/policy.lua (a sliding window is a policy of one limit).
+// Script: lua/policy.lua (a sliding window is a policy of one limit).
 #include <cstdint>
 #include <memory>
 #include <string>

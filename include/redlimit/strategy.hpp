@@ -1,7 +1,7 @@
 #pragma once
 // What every strategy offers, whatever its algorithm: consume, peek, refund, acquire, block, reset.
 // A Strategy is a cheap handle (copyable; shares the RateLimiter's connection) and every call is one
-// round trip running the strategy's Lua script (see src/lua/).
+// round trip running the strategy's Lua script (see lua/).
 #include <chrono>
 #include <cstdint>
 #include <exception>

@@ -1,7 +1,7 @@
 #pragma once
 // Token bucket: holds up to `capacity` tokens, refilled continuously at refill_per_period per period;
 // a request takes `cost` tokens. Allows bursts up to capacity, then the refill rate. State: one
-// string per subject (tokens and the time they were counted). Script: src/lua/token_bucket.lua.
+// string per subject (tokens and the time they were counted). Script: lua/token_bucket.lua.
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 
 namespace redlimit_cluster {
 namespace {

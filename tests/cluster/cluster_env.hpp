@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "redlimit/cluster_connection.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
 #include "redlimit/redlimit.hpp"
 
 namespace redlimit_cluster {

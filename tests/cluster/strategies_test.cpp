@@ -11,7 +11,7 @@
 #include "cluster/cluster_fixture.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/detail/scripts.hpp"
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 
 namespace redlimit_cluster {
 namespace {

@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "redlimit/detail/keys.hpp"
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 #include "redlimit/redlimit.hpp"
 #include "support/redis_server.hpp"
@@ -54,15 +54,19 @@ class ClusterNode {
     throw std::runtime_error("cluster-enabled redis-server did not start: " + why);
   }
   bool start_once(std::string& why) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    ::close(fd);
+    // The cluster bus listens on port + 10000, so the port must stay at or below 55535 (the
+    // kernel's ephemeral range reaches 60999): draw again until it does.
+    do {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof addr;
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      port_ = ntohs(addr.sin_port);
+      ::close(fd);
+    } while (port_ > 55535);
     const char* bin = std::getenv("REDIS_SERVER");
     const std::string server = bin != nullptr ? bin : "redis-server";
     const std::string port = std::to_string(port_), log = dir_ + "/redis.log";

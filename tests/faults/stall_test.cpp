@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "redlimit/redlimit.hpp"
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 #include "support/redis_server.hpp"
 

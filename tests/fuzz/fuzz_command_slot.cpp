@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "redlimit/cluster_connection.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include "fuzz_check.hpp"
 #include "redlimit/decision.hpp"
-#include "redlimit/detail/hiredis_reply.hpp"
+#include "hiredis/hiredis_reply.hpp"
 #include "redlimit/detail/scripted_strategy.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/reply.hpp"

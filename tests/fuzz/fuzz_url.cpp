@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "redlimit/cluster_connection.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/url.hpp"
 

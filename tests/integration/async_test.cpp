@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "redlimit/redis_async.hpp"
+#include "redlimit/transport/redis_async.hpp"
 #include "support/fixture.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBEVENT

@@ -1,4 +1,4 @@
-// consume_many against a real server: one script call decides a whole batch (src/lua/epilogue.lua),
+// consume_many against a real server: one script call decides a whole batch (lua/epilogue.lua),
 // and every decision in it is the one the same requests get one by one, in order. Covered: every
 // strategy and a policy, subjects repeated inside a batch, floods past the limit (answered from the
 // script's memo of rejections), costs above 1, batches longer than one script call.

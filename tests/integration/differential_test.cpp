@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "redlimit/detail/scripts.hpp"
-#include "redlimit/memory_connection.hpp"
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/memory_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "support/fixture.hpp"
 
 namespace redlimit_test {

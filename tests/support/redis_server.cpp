@@ -21,7 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 
 namespace redlimit_test {

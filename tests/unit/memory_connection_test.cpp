@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "redlimit/detail/memory_scripts.hpp"
+#include "memory/memory_scripts.hpp"
 #include "redlimit/detail/scripts.hpp"
 #include "redlimit/redlimit.hpp"
 

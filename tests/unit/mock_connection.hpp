@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/connection.hpp"
 #include "redlimit/decision.hpp"
 #include "redlimit/reply.hpp"
 

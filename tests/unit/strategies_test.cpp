@@ -1,5 +1,5 @@
 // Each strategy behind RateLimiter(MockConnection): the exact EVALSHA it sends (script, keys, ARGV
-// as src/lua/prologue.lua and each script's header document), how the reply becomes a Decision,
+// as lua/prologue.lua and each script's header document), how the reply becomes a Decision,
 // refund / block / acquire / reset, and invalid input that must throw InvalidArgument before
 // anything is sent.
 #include <gmock/gmock.h>

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <string>
 
-#include "redlimit/async_connection.hpp"
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/async_connection.hpp"
+#include "redlimit/transport/connection.hpp"
 #include "redlimit/detail/reject_cache.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"

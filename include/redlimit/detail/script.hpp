@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/connection.hpp"
 
 namespace redlimit::detail {
 

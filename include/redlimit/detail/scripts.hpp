@@ -1,5 +1,5 @@
 #pragma once
-// The Lua sources, embedded at build time from src/lua/*.lua, each behind src/lua/prologue.lua
+// The Lua sources, embedded at build time from lua/*.lua, each behind lua/prologue.lua
 // (see cmake/embed_lua.cmake).
 #include "redlimit/detail/script.hpp"
 

@@ -1,4 +1,4 @@
-#include "redlimit/cluster_connection.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
 
 #include <fmt/format.h>
 

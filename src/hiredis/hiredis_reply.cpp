@@ -1,4 +1,4 @@
-#include "redlimit/detail/hiredis_reply.hpp"
+#include "hiredis_reply.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>

@@ -1,5 +1,5 @@
 #pragma once
-// C++ twins of the Lua scripts in src/lua/, run by MemoryConnection. Each twin keeps the state its
+// C++ twins of the Lua scripts in lua/, run by MemoryConnection. Each twin keeps the state its
 // script keeps in Redis (the same fields, the same ordering, the same deletion of empty or full
 // keys) and does the same integer math line by line, so that RateLimiter::in_memory() answers
 // exactly what Redis answers for the same calls at the same times (tests/integration/

@@ -1,8 +1,8 @@
-// C++ twins of src/lua/*.lua (see include/redlimit/detail/memory_scripts.hpp). Each function below
+// C++ twins of lua/*.lua (see include/redlimit/detail/memory_scripts.hpp). Each function below
 // follows its script line by line; the comments name the Lua lines they stand for. Lua numbers are
 // doubles holding integers below 2^53 (the client keeps them there), so int64 math is exact where
 // the Lua math is, and math.fmod truncates toward zero exactly like C++ `%`.
-#include "redlimit/detail/memory_scripts.hpp"
+#include "memory_scripts.hpp"
 
 #include <algorithm>
 #include <array>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/connection.hpp"
 #include "redlimit/url.hpp"
 
 struct redisContext;

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "redlimit/connection.hpp"
-#include "redlimit/connection_pool.hpp"
+#include "redlimit/transport/connection.hpp"
+#include "redlimit/transport/connection_pool.hpp"
 #include "redlimit/options.hpp"
 #include "redlimit/url.hpp"
 

@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "redlimit/clock.hpp"
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/connection.hpp"
 
 namespace redlimit {
 

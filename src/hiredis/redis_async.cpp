@@ -14,8 +14,8 @@
 //   disconnect callbacks release our ownership (ContextPtr::release) so it is never freed twice.
 // - Every command handed to hiredis gets its callback exactly once: with the reply, or with a null
 //   reply when the context is freed (by hiredis after an error, or by us on a timeout or close).
-#include "redlimit/redis_async.hpp"
-#include "redlimit/detail/hiredis_reply.hpp"
+#include "redlimit/transport/redis_async.hpp"
+#include "hiredis_reply.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "redlimit/memory_connection.hpp"
+#include "redlimit/transport/memory_connection.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <functional>
 #include <mutex>
 
-#include "redlimit/detail/memory_scripts.hpp"
+#include "memory_scripts.hpp"
 
 namespace redlimit {
 

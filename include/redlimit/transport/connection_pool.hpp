@@ -8,9 +8,9 @@
 #include <mutex>
 #include <vector>
 
-#include "redlimit/connection.hpp"
+#include "redlimit/transport/connection.hpp"
 #include "redlimit/options.hpp"
-#include "redlimit/redis_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 
 namespace redlimit {

@@ -1,5 +1,5 @@
-#include "redlimit/redis_connection.hpp"
-#include "redlimit/detail/hiredis_reply.hpp"
+#include "redlimit/transport/redis_connection.hpp"
+#include "hiredis_reply.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>

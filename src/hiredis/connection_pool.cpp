@@ -1,4 +1,4 @@
-#include "redlimit/connection_pool.hpp"
+#include "redlimit/transport/connection_pool.hpp"
 
 #include <fmt/format.h>
 

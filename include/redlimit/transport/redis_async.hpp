@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "redlimit/async_connection.hpp"
+#include "redlimit/transport/async_connection.hpp"
 #include "redlimit/url.hpp"
 
 struct event_base;
@@ -101,7 +101,7 @@ class AsyncRedis final : public AsyncConnection {
   };
   Stats stats() const;
 
-  class Core;  // implementation detail (src/redis_async.cpp)
+  class Core;  // implementation detail (src/hiredis/redis_async.cpp)
 
  private:
   explicit AsyncRedis(std::shared_ptr<Core> core);
