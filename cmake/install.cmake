@@ -12,13 +12,6 @@ install(DIRECTORY include/redlimit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${REDLIMIT_LUA_HEADER} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/redlimit/detail)
 install(EXPORT redlimitTargets NAMESPACE redlimit:: DESTINATION ${REDLIMIT_CMAKE_DIR})
 
-# What the package config must find again for a consumer: the adapters only matter to a static
-# library (a shared one carries its own dependencies).
-get_target_property(REDLIMIT_LIBRARY_TYPE redlimit TYPE)
-set(REDLIMIT_STATIC OFF)
-if(REDLIMIT_LIBRARY_TYPE STREQUAL "STATIC_LIBRARY")
-  set(REDLIMIT_STATIC ON)
-endif()
 configure_package_config_file(cmake/redlimitConfig.cmake.in ${PROJECT_BINARY_DIR}/redlimitConfig.cmake
   INSTALL_DESTINATION ${REDLIMIT_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/redlimitConfigVersion.cmake
