@@ -2,6 +2,7 @@
 // Where "now" comes from when Options::time_source is TimeSource::client. Time is microseconds since
 // the Unix epoch everywhere in redlimit: Lua numbers are doubles, and microsecond timestamps stay
 // exact in a double until the year 2112.
+#include "redlimit/detail/config.hpp"
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -41,3 +42,7 @@ class ManualClock final : public Clock {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/clock-inl.hpp"
+#endif

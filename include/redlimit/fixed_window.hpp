@@ -1,6 +1,7 @@
 #pragma once
 // Fixed window: one counter per subject for the current clock-aligned window [k*w, (k+1)*w).
 // Cheapest of all; admits up to 2x the limit across a window edge. Script: lua/fixed_window.lua.
+#include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,3 +23,7 @@ class FixedWindow : public Strategy {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategies-inl.hpp"
+#endif

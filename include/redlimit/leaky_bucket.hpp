@@ -5,6 +5,7 @@
 //  - shaper: the bucket is a queue; a request that fits is admitted with Decision::delay, the time
 //            the caller must wait so that work leaves at the leak rate (traffic shaping).
 // State: one string per subject (level and the time it was measured). Script: lua/leaky_bucket.lua.
+#include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,3 +35,7 @@ class LeakyBucket : public Strategy {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategies-inl.hpp"
+#endif

@@ -1,5 +1,6 @@
 #pragma once
 // A rate: `count` units per `window`, optionally cut into sub-windows of `precision` (sliding window).
+#include "redlimit/detail/config.hpp"
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -52,3 +53,7 @@ class Limit {
 std::vector<Limit> parse_limits(std::string_view text);
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/limit-inl.hpp"
+#endif

@@ -3,6 +3,7 @@
 // and recorded all-or-nothing, in one round trip and one hash per subject, so it works on Redis
 // Cluster. Each limit is a sliding window counter (see sliding_window.hpp); Decision::limit_index
 // names the limit that decided. Script: lua/policy.lua.
+#include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,3 +30,7 @@ class Policy : public Strategy {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategies-inl.hpp"
+#endif

@@ -8,6 +8,7 @@
 // Strategy objects are cheap to copy and share the limiter's connection; they stay valid after the
 // limiter itself is destroyed. All calls are thread-safe: connect() opens a pool of connections
 // (Options::pool), so threads do not wait for each other's round trips.
+#include "redlimit/detail/config.hpp"
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -73,3 +74,7 @@ class RateLimiter {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/rate_limiter-inl.hpp"
+#endif

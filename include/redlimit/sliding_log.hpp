@@ -2,6 +2,7 @@
 // Sliding log: a sorted set of the admitted units of the last window, scored by admission time.
 // Exact at every instant; memory and work grow with the limit (never with a flood: rejected requests
 // add nothing). Script: lua/sliding_log.lua.
+#include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,3 +24,7 @@ class SlidingLog : public Strategy {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategies-inl.hpp"
+#endif

@@ -3,6 +3,7 @@
 // the buckets inside the window plus the oldest, partly expired bucket weighted by the part of it
 // still inside. precision == window is the classic two-window counter. One hash per subject.
 // Script: lua/policy.lua (a sliding window is a policy of one limit).
+#include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,3 +28,7 @@ class SlidingWindow : public Strategy {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategies-inl.hpp"
+#endif

@@ -1,7 +1,8 @@
 #pragma once
 // What every strategy offers, whatever its algorithm: consume, peek, refund, acquire, block, reset.
 // A Strategy is a cheap handle (copyable; shares the RateLimiter's connection) and every call is one
-// round trip running the strategy's Lua script (see lua/).
+// round trip running the strategy's Lua script (see lua/), through the one decision path
+// (detail/decision_path.hpp).
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -15,12 +16,15 @@
 #include "redlimit/decision.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/reply.hpp"
+#include "redlimit/detail/config.hpp"
 
 namespace redlimit {
 
 namespace detail {
 struct Context;
 struct Script;
+struct ScriptCall;
+struct StrategySpec;
 }  // namespace detail
 
 // One request of a batch. `subject` must outlive the consume_many call.
@@ -74,7 +78,7 @@ class Strategy {
   // Forgets everything recorded for `subject`, including a block (one DEL of its keys).
   void reset(std::string_view subject) const;
 
-  const std::string& resource() const { return resource_; }
+  const std::string& resource() const;
   // The Redis key holding `subject`'s state (checks the subject).
   std::string key_for(std::string_view subject) const;
   // The key of `subject`'s block marker (same hash slot as key_for).
@@ -86,43 +90,21 @@ class Strategy {
            std::vector<std::int64_t> limits, std::vector<std::string> params);
 
  private:
-  // One prepared script call: keys and ARGV.
-  struct Call {
-    std::vector<std::string> keys;
-    std::vector<std::string> args;
-  };
-  // One consume_async in flight (src/strategy_async.cpp). learn() and account() are what it shares
-  // with execute(): what the reject cache learns from a decision Redis made at `now`, then shadow
-  // mode, counters and metrics for the decision returned.
-  struct AsyncCall;
-  void learn(Operation op, const std::string& key, std::int64_t cost, const Decision& d,
-             std::chrono::microseconds now) const;
-  void account(Operation op, Decision& d, std::chrono::nanoseconds latency) const;
-  // `now`: ARGV[1] when the caller already has it (one clock reading for a whole batch).
-  Call prepare(std::string_view subject, std::int64_t cost, const char* mode, const std::vector<std::string>& params,
-               const std::string* now = nullptr) const;
-  // Breaker, failure policy, shadow mode, local cache, counters and metrics around the round trip
-  // of one call (a command) or several (a pipeline).
+  // One request's script call (checks the subject): KEYS state and block marker; ARGV now (or
+  // `now` when the caller already has it: one clock reading for a whole batch), cost, mode, params.
+  detail::ScriptCall prepare(std::string_view subject, std::int64_t cost, const char* mode,
+                             const std::vector<std::string>& params, const std::string* now = nullptr) const;
+  // One request through the decision path (detail/decision_path.hpp), synchronously.
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                const std::vector<std::string>& params) const;
-  std::vector<Decision> execute(Operation op, const detail::Script& script, std::vector<Call>& calls,
-                                const std::vector<std::int64_t>& costs) const;
-  // Merges single-request calls into script calls of up to kMaxPerCall requests each (one slot per
-  // call on a cluster); members[k] lists the requests of out[k].
-  void group(const std::vector<Call>& calls, std::vector<Call>& out,
-             std::vector<std::vector<std::size_t>>& members) const;
-  static constexpr std::size_t kMaxPerCall = 256;
-  std::vector<Reply> round_trip(const detail::Script& script, std::vector<Call>& calls) const;
-  Decision on_failure(const std::exception& error, const detail::Script& script, Call& call) const;
-  void report(Operation op, const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
   void check_cost(std::int64_t cost) const;
 
   std::shared_ptr<detail::Context> ctx_;
-  std::string resource_;
-  std::string kind_;
-  const detail::Script* script_;
-  std::vector<std::int64_t> limits_;
-  std::vector<std::string> params_;
+  std::shared_ptr<const detail::StrategySpec> spec_;  // shared by copies of this handle
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategy-inl.hpp"
+#endif

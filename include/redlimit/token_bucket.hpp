@@ -2,6 +2,7 @@
 // Token bucket: holds up to `capacity` tokens, refilled continuously at refill_per_period per period;
 // a request takes `cost` tokens. Allows bursts up to capacity, then the refill rate. State: one
 // string per subject (tokens and the time they were counted). Script: lua/token_bucket.lua.
+#include "redlimit/detail/config.hpp"
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -25,3 +26,7 @@ class TokenBucket : public Strategy {
 };
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/strategies-inl.hpp"
+#endif

@@ -1,6 +1,7 @@
 #pragma once
 // Where the server is: redis://[:password@]host[:port][/db], redis://user:password@host,
 // unix:///path/to.sock[?db=N&password=P]. IPv6 hosts go in brackets: redis://[::1]:6379.
+#include "redlimit/detail/config.hpp"
 #include <string>
 #include <string_view>
 
@@ -19,3 +20,7 @@ struct Endpoint {
 Endpoint parse_url(std::string_view url);
 
 }  // namespace redlimit
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/url-inl.hpp"
+#endif

@@ -17,7 +17,7 @@
 #include "fuzz_check.hpp"
 #include "redlimit/decision.hpp"
 #include "hiredis/hiredis_reply.hpp"
-#include "redlimit/detail/scripted_strategy.hpp"
+#include "redlimit/detail/decode.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/reply.hpp"
 

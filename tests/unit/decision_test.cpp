@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "redlimit/detail/scripted_strategy.hpp"
+#include "redlimit/detail/decode.hpp"
 #include "redlimit/errors.hpp"
 #include "unit/mock_connection.hpp"
 

@@ -8,11 +8,13 @@
 #include <mutex>
 #include <string>
 
-#include "redlimit/transport/async_connection.hpp"
-#include "redlimit/transport/connection.hpp"
+#include "redlimit/detail/breaker.hpp"
+#include "redlimit/detail/config.hpp"
 #include "redlimit/detail/reject_cache.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/options.hpp"
+#include "redlimit/transport/async_connection.hpp"
+#include "redlimit/transport/connection.hpp"
 
 namespace redlimit::detail {
 
@@ -22,30 +24,9 @@ struct AtomicCounters {
   Counters snapshot() const;
 };
 
-// Consecutive-failure circuit breaker on the limiter's clock.
-class Breaker {
- public:
-  Breaker(int threshold, std::chrono::microseconds cooldown) : threshold_(threshold), cooldown_(cooldown) {}
-  // False while open: the caller must not touch Redis. After the cooldown one caller is let
-  // through as a probe (half-open) until it reports.
-  bool allow(std::chrono::microseconds now);
-  void success();
-  void failure(std::chrono::microseconds now);
-  std::chrono::microseconds cooldown() const { return cooldown_; }
-
- private:
-  const int threshold_;
-  const std::chrono::microseconds cooldown_;
-  std::mutex mutex_;
-  int failures_ = 0;
-  bool open_ = false;
-  bool probing_ = false;
-  std::chrono::microseconds open_until_{0};
-};
-
 struct Context {
   std::shared_ptr<Connection> connection;
-  std::shared_ptr<Connection> fallback;  // OnFailure::fallback only
+  std::shared_ptr<Connection> fallback;    // OnFailure::fallback only
   std::shared_ptr<AsyncConnection> async;  // RateLimiter::attach_async; null = no async calls
   std::shared_ptr<Clock> clock;
   Options options;
@@ -60,3 +41,7 @@ struct Context {
 };
 
 }  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/context-inl.hpp"
+#endif

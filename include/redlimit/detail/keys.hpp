@@ -5,6 +5,7 @@
 // so the pair inside the braces is injective and the hash tag can never be closed early or forged:
 // every key of one (resource, subject) lands in one Redis Cluster slot, and no subject can name a
 // key of another subject or resource.
+#include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,3 +35,7 @@ std::string make_key(std::string_view prefix, std::string_view resource, std::st
 std::uint16_t key_slot(std::string_view key);
 
 }  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/keys-inl.hpp"
+#endif

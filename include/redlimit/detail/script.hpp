@@ -1,12 +1,18 @@
 #pragma once
-// A Lua script known by its SHA1, run with EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a
-// failover) it is sent once with EVAL, which also caches it. Only a NOSCRIPT reply triggers that
-// second send: NOSCRIPT means the script did not run, so nothing is counted twice. A transport error
-// is thrown to the caller and never replayed, because the script may have run.
+// A Lua script known by its SHA1, and the send step of the decision path: EVALSHA; on NOSCRIPT
+// (after SCRIPT FLUSH, a restart or a failover) the call is sent once more with EVAL, which also
+// caches it. Only a NOSCRIPT reply triggers that second send: NOSCRIPT means the script did not run,
+// so nothing is counted twice. A transport error is thrown to the caller and never replayed,
+// because the script may have run.
+#include <exception>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "redlimit/detail/config.hpp"
+#include "redlimit/transport/async_connection.hpp"
 #include "redlimit/transport/connection.hpp"
 
 namespace redlimit::detail {
@@ -19,6 +25,12 @@ struct Script {
   Script(std::string_view name, std::string_view source);
 };
 
+// One script call: its KEYS and its ARGV.
+struct ScriptCall {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
 // The EVALSHA command for `script` (exposed for pipelining and for unit tests).
 std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::string>& args);
@@ -27,15 +39,29 @@ std::vector<std::string> evalsha_command(const Script& script, const std::vector
 std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
                                       const std::vector<std::string>& args);
 
+// True for a NOSCRIPT error reply.
+bool is_noscript(const Reply& r);
+
 // Throws for an error reply: UnavailableError for LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
 // READONLY and OOM (the script did not run; the failure policy applies), ReplyError otherwise.
 void check_script_reply(const Script& script, const Reply& reply);
 
-// Runs the script; returns its reply. Throws ReplyError on any error reply other than NOSCRIPT.
+// The synchronous send step: `calls` in one round trip (a command, or a pipeline), EVALSHA first,
+// EVAL for those that came back NOSCRIPT. Returns one reply per call, error replies included (the
+// caller judges them call by call); throws ConnectionError / TimeoutError when the round trip failed.
+std::vector<Reply> send_script_calls(Connection& conn, const Script& script, const std::vector<ScriptCall>& calls);
+
+// The asynchronous send step: the same for one call over an AsyncConnection. Exactly one of
+// on_reply / on_error runs later, on the connection's loop thread.
+void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script, const ScriptCall& call,
+                            std::function<void(Reply)> on_reply, std::function<void(std::exception_ptr)> on_error);
+
+// One call, checked: its reply, or a throw as check_script_reply() says (the fallback and tests).
 Reply run_script(Connection& conn, const Script& script, const std::vector<std::string>& keys,
                  const std::vector<std::string>& args);
 
-// True for a NOSCRIPT error reply.
-bool is_noscript(const Reply& r);
-
 }  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/script-inl.hpp"
+#endif

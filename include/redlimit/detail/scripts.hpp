@@ -1,6 +1,7 @@
 #pragma once
 // The Lua sources, embedded at build time from lua/*.lua, each behind lua/prologue.lua
 // (see cmake/embed_lua.cmake).
+#include "redlimit/detail/config.hpp"
 #include "redlimit/detail/script.hpp"
 
 namespace redlimit::detail::scripts {
@@ -13,3 +14,7 @@ const Script& leaky_bucket();
 const Script& block();
 
 }  // namespace redlimit::detail::scripts
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/scripts-inl.hpp"
+#endif

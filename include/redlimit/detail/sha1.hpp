@@ -1,4 +1,5 @@
 #pragma once
+#include "redlimit/detail/config.hpp"
 #include <string>
 #include <string_view>
 
@@ -8,3 +9,7 @@ namespace redlimit::detail {
 std::string sha1_hex(std::string_view data);
 
 }  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/sha1-inl.hpp"
+#endif

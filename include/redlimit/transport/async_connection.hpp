@@ -20,6 +20,11 @@ class AsyncConnection {
   // the reply (error replies included), on_error with a ConnectionError when the connection broke
   // before the reply arrived (its outcome is then unknown). Thread-safe to call from any thread.
   virtual void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) = 0;
+
+  // Runs `task` on the loop's thread, in order with the commands queued around it: how a decision
+  // made without Redis (a local-cache rejection, the failure policy's answer) reaches its callback
+  // on the same thread as the others. This default runs it at once on the calling thread.
+  virtual void post(std::function<void()> task) { task(); }
 };
 
 }  // namespace redlimit

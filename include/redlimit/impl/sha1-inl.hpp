@@ -1,20 +1,25 @@
+#pragma once
+// Bodies of redlimit/detail/sha1.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
+// with REDLIMIT_HEADER_ONLY).
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/message.hpp"
+#include "redlimit/detail/sha1.hpp"
 // SHA1 (FIPS 180-1), only to name Lua scripts as Redis does: we compute the digest locally so the
 // first call can be an EVALSHA without a SCRIPT LOAD round trip. Not used for anything secret.
-#include "redlimit/detail/sha1.hpp"
 
 #include <cstdint>
 
 namespace redlimit::detail {
 
-namespace {
+namespace sha1_impl {
 
-std::uint32_t rol(std::uint32_t v, int bits) { return (v << bits) | (v >> (32 - bits)); }
+REDLIMIT_INLINE std::uint32_t rol(std::uint32_t v, int bits) { return (v << bits) | (v >> (32 - bits)); }
 
-void block(std::uint32_t h[5], const unsigned char* p) {
+REDLIMIT_INLINE void block(std::uint32_t h[5], const unsigned char* p) {
   std::uint32_t w[80];
   for (int i = 0; i < 16; ++i) {
-    w[i] = (std::uint32_t{p[4 * i]} << 24) | (std::uint32_t{p[4 * i + 1]} << 16) |
-           (std::uint32_t{p[4 * i + 2]} << 8) | std::uint32_t{p[4 * i + 3]};
+    w[i] = (std::uint32_t{p[4 * i]} << 24) | (std::uint32_t{p[4 * i + 1]} << 16) | (std::uint32_t{p[4 * i + 2]} << 8) |
+           std::uint32_t{p[4 * i + 3]};
   }
   for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
   std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
@@ -47,14 +52,14 @@ void block(std::uint32_t h[5], const unsigned char* p) {
   h[4] += e;
 }
 
-}  // namespace
+}  // namespace sha1_impl
 
-std::string sha1_hex(std::string_view data) {
+REDLIMIT_INLINE std::string sha1_hex(std::string_view data) {
   std::uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
   const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
   std::size_t n = data.size();
   std::size_t i = 0;
-  for (; i + 64 <= n; i += 64) block(h, bytes + i);
+  for (; i + 64 <= n; i += 64) sha1_impl::block(h, bytes + i);
   // Padding: 0x80, zeros, then the bit length as a big-endian 64-bit number.
   unsigned char tail[128] = {};
   const std::size_t rest = n - i;
@@ -63,8 +68,8 @@ std::string sha1_hex(std::string_view data) {
   const std::size_t tail_len = rest + 1 + 8 <= 64 ? 64 : 128;
   const std::uint64_t bits = static_cast<std::uint64_t>(n) * 8;
   for (int j = 0; j < 8; ++j) tail[tail_len - 1 - j] = static_cast<unsigned char>(bits >> (8 * j));
-  block(h, tail);
-  if (tail_len == 128) block(h, tail + 64);
+  sha1_impl::block(h, tail);
+  if (tail_len == 128) sha1_impl::block(h, tail + 64);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(40, '0');
   for (int j = 0; j < 20; ++j) {

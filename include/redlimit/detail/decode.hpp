@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "redlimit/decision.hpp"
+#include "redlimit/detail/config.hpp"
 #include "redlimit/reply.hpp"
 
 namespace redlimit::detail {
@@ -18,3 +19,7 @@ Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& li
 std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits);
 
 }  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/decode-inl.hpp"
+#endif

@@ -1,16 +1,18 @@
-#include "redlimit/limit.hpp"
-
-#include <fmt/format.h>
-
+#pragma once
+// Bodies of redlimit/limit.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
+// with REDLIMIT_HEADER_ONLY).
 #include <cctype>
 #include <cstdint>
 #include <limits>
 
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/limit.hpp"
 
 namespace redlimit {
 
-namespace {
+namespace limit_impl {
 
 using std::chrono::microseconds;
 
@@ -20,25 +22,43 @@ struct UnitName {
 };
 
 // Longest names first is not needed: a unit must match the whole alphabetic word.
-constexpr UnitName kUnits[] = {
-    {"us", 1},          {"usec", 1},           {"microsecond", 1},       {"microseconds", 1},
-    {"ms", 1000},       {"msec", 1000},        {"millisecond", 1000},    {"milliseconds", 1000},
-    {"s", 1000000},     {"sec", 1000000},      {"secs", 1000000},        {"second", 1000000},
-    {"seconds", 1000000}, {"m", 60000000},     {"min", 60000000},        {"mins", 60000000},
-    {"minute", 60000000}, {"minutes", 60000000}, {"h", 3600000000},      {"hr", 3600000000},
-    {"hour", 3600000000}, {"hours", 3600000000}, {"d", 86400000000},     {"day", 86400000000},
+inline constexpr UnitName kUnits[] = {
+    {"us", 1},
+    {"usec", 1},
+    {"microsecond", 1},
+    {"microseconds", 1},
+    {"ms", 1000},
+    {"msec", 1000},
+    {"millisecond", 1000},
+    {"milliseconds", 1000},
+    {"s", 1000000},
+    {"sec", 1000000},
+    {"secs", 1000000},
+    {"second", 1000000},
+    {"seconds", 1000000},
+    {"m", 60000000},
+    {"min", 60000000},
+    {"mins", 60000000},
+    {"minute", 60000000},
+    {"minutes", 60000000},
+    {"h", 3600000000},
+    {"hr", 3600000000},
+    {"hour", 3600000000},
+    {"hours", 3600000000},
+    {"d", 86400000000},
+    {"day", 86400000000},
     {"days", 86400000000},
 };
 
 // The shortest exact spelling of a duration for to_string().
-std::string format_duration(microseconds d) {
+REDLIMIT_INLINE std::string format_duration(microseconds d) {
   const std::int64_t us = d.count();
-  constexpr std::pair<std::int64_t, const char*> units[] = {
-      {86400000000, "d"}, {3600000000, "h"}, {60000000, "m"}, {1000000, "s"}, {1000, "ms"}, {1, "us"}};
+  constexpr std::pair<std::int64_t, const char*> units[] = {{86400000000, "d"}, {3600000000, "h"}, {60000000, "m"},
+                                                            {1000000, "s"},     {1000, "ms"},      {1, "us"}};
   for (const auto& [size, name] : units) {
-    if (us % size == 0) return fmt::format("{}{}", us / size, name);
+    if (us % size == 0) return detail::message("{}{}", us / size, name);
   }
-  return fmt::format("{}us", us);
+  return detail::message("{}us", us);
 }
 
 class Parser {
@@ -83,8 +103,8 @@ class Parser {
     return end == text_.size() || !std::isalpha(static_cast<unsigned char>(text_[end]));
   }
   [[noreturn]] void fail(const std::string& why) const {
-    throw InvalidArgument(fmt::format("rate \"{}\": {} at position {} (\"{}\")", whole_, why,
-                                      offset_ + pos_, text_.substr(std::min(pos_, text_.size()))));
+    throw InvalidArgument(detail::message("rate \"{}\": {} at position {} (\"{}\")", whole_, why, offset_ + pos_,
+                                          text_.substr(std::min(pos_, text_.size()))));
   }
 
   std::int64_t number(const char* what) {
@@ -94,12 +114,12 @@ class Parser {
       const int digit = text_[pos_] - '0';
       if (v > (std::numeric_limits<std::int64_t>::max() - digit) / 10) {
         pos_ = start;
-        fail(fmt::format("{} too large", what));
+        fail(detail::message("{} too large", what));
       }
       v = v * 10 + digit;
       ++pos_;
     }
-    if (pos_ == start) fail(fmt::format("expected {}", what));
+    if (pos_ == start) fail(detail::message("expected {}", what));
     return v;
   }
 
@@ -116,23 +136,23 @@ class Parser {
     for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (unit.empty()) {
       pos_ = start;
-      fail(fmt::format("expected a time unit for the {}", what));
+      fail(detail::message("expected a time unit for the {}", what));
     }
     for (const auto& u : kUnits) {
       if (u.name == unit) {
         if (n == 0) {
           pos_ = start;
-          fail(fmt::format("the {} must be positive", what));
+          fail(detail::message("the {} must be positive", what));
         }
         if (n > Limit::max_window().count() / u.micros) {
           pos_ = start;
-          fail(fmt::format("the {} is too long", what));
+          fail(detail::message("the {} is too long", what));
         }
         return microseconds{n * u.micros};
       }
     }
     pos_ = start;
-    fail(fmt::format("unknown time unit \"{}\"", unit));
+    fail(detail::message("unknown time unit \"{}\"", unit));
   }
 
   std::string_view whole_;
@@ -141,43 +161,43 @@ class Parser {
   std::size_t pos_ = 0;
 };
 
-}  // namespace
+}  // namespace limit_impl
 
-Limit::Limit(std::int64_t count, microseconds window) : count_(count), window_(window) {
+REDLIMIT_INLINE Limit::Limit(std::int64_t count, limit_impl::microseconds window) : count_(count), window_(window) {
   if (count < 1 || count > max_count()) {
-    throw InvalidArgument(fmt::format("limit count must be in [1, {}], got {}", max_count(), count));
+    throw InvalidArgument(detail::message("limit count must be in [1, {}], got {}", max_count(), count));
   }
   if (window.count() <= 0 || window > max_window()) {
-    throw InvalidArgument(fmt::format("limit window must be in (0, {}us], got {}us",
-                                      max_window().count(), window.count()));
+    throw InvalidArgument(
+        detail::message("limit window must be in (0, {}us], got {}us", max_window().count(), window.count()));
   }
 }
 
-Limit Limit::precision(microseconds p) const {
+REDLIMIT_INLINE Limit Limit::precision(limit_impl::microseconds p) const {
   if (p.count() <= 0 || p > window_ || window_.count() % p.count() != 0) {
-    throw InvalidArgument(fmt::format("precision {}us must be positive and divide the window {}us",
-                                      p.count(), window_.count()));
+    throw InvalidArgument(
+        detail::message("precision {}us must be positive and divide the window {}us", p.count(), window_.count()));
   }
   Limit copy = *this;
   copy.precision_ = p;
   return copy;
 }
 
-std::string Limit::to_string() const {
-  std::string s = fmt::format("{}/{}", count_, format_duration(window_));
-  if (precision() != window_) s += "@" + format_duration(precision());
+REDLIMIT_INLINE std::string Limit::to_string() const {
+  std::string s = detail::message("{}/{}", count_, limit_impl::format_duration(window_));
+  if (precision() != window_) s += "@" + limit_impl::format_duration(precision());
   return s;
 }
 
-Limit Limit::parse(std::string_view text) { return Parser(text, text, 0).parse(); }
+REDLIMIT_INLINE Limit Limit::parse(std::string_view text) { return limit_impl::Parser(text, text, 0).parse(); }
 
-std::vector<Limit> parse_limits(std::string_view text) {
+REDLIMIT_INLINE std::vector<Limit> parse_limits(std::string_view text) {
   std::vector<Limit> out;
   std::size_t start = 0;
   while (true) {
     const std::size_t end = text.find_first_of(";,", start);
     const std::string_view part = text.substr(start, end == std::string_view::npos ? text.npos : end - start);
-    out.push_back(Parser(text, part, start).parse());
+    out.push_back(limit_impl::Parser(text, part, start).parse());
     if (end == std::string_view::npos) break;
     start = end + 1;
   }

@@ -1,12 +1,14 @@
+#pragma once
+// Bodies of redlimit/detail/keys.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
+// with REDLIMIT_HEADER_ONLY).
+#include "redlimit/detail/config.hpp"
 #include "redlimit/detail/keys.hpp"
-
-#include <fmt/format.h>
-
+#include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
 
-std::string escape_key_part(std::string_view raw) {
+REDLIMIT_INLINE std::string escape_key_part(std::string_view raw) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(raw.size() + 8);
@@ -23,33 +25,33 @@ std::string escape_key_part(std::string_view raw) {
   return out;
 }
 
-void check_subject(std::string_view subject) {
+REDLIMIT_INLINE void check_subject(std::string_view subject) {
   if (subject.empty()) throw InvalidArgument("subject must not be empty");
   if (subject.size() > kMaxSubjectBytes) {
     throw InvalidArgument(
-        fmt::format("subject is {} bytes; at most {} are accepted", subject.size(), kMaxSubjectBytes));
+        detail::message("subject is {} bytes; at most {} are accepted", subject.size(), kMaxSubjectBytes));
   }
 }
 
-void check_resource(std::string_view resource) {
+REDLIMIT_INLINE void check_resource(std::string_view resource) {
   if (resource.empty()) throw InvalidArgument("resource name must not be empty");
   if (resource.size() > kMaxResourceBytes) {
-    throw InvalidArgument(fmt::format("resource name is {} bytes; at most {} are accepted",
-                                      resource.size(), kMaxResourceBytes));
+    throw InvalidArgument(
+        detail::message("resource name is {} bytes; at most {} are accepted", resource.size(), kMaxResourceBytes));
   }
 }
 
-void check_prefix(std::string_view prefix) {
+REDLIMIT_INLINE void check_prefix(std::string_view prefix) {
   if (prefix.find_first_of("{}") != std::string_view::npos) {
     throw InvalidArgument("key prefix must not contain '{' or '}': redlimit owns the hash tag");
   }
   if (prefix.size() > kMaxPrefixBytes) {
-    throw InvalidArgument(fmt::format("key prefix is {} bytes; at most {}", prefix.size(), kMaxPrefixBytes));
+    throw InvalidArgument(detail::message("key prefix is {} bytes; at most {}", prefix.size(), kMaxPrefixBytes));
   }
 }
 
-std::string make_key(std::string_view prefix, std::string_view resource, std::string_view subject,
-                     std::string_view kind) {
+REDLIMIT_INLINE std::string make_key(std::string_view prefix, std::string_view resource, std::string_view subject,
+                                     std::string_view kind) {
   std::string key;
   key.reserve(prefix.size() + resource.size() + subject.size() + kind.size() + 8);
   key.append(prefix);
@@ -62,10 +64,10 @@ std::string make_key(std::string_view prefix, std::string_view resource, std::st
   return key;
 }
 
-namespace {
+namespace keys_impl {
 
 // CRC16-CCITT (XMODEM), the checksum Redis Cluster uses for slots.
-std::uint16_t crc16(std::string_view data) {
+REDLIMIT_INLINE std::uint16_t crc16(std::string_view data) {
   std::uint16_t crc = 0;
   for (char ch : data) {
     crc = static_cast<std::uint16_t>(crc ^ (static_cast<std::uint16_t>(static_cast<unsigned char>(ch)) << 8));
@@ -76,9 +78,9 @@ std::uint16_t crc16(std::string_view data) {
   return crc;
 }
 
-}  // namespace
+}  // namespace keys_impl
 
-std::uint16_t key_slot(std::string_view key) {
+REDLIMIT_INLINE std::uint16_t key_slot(std::string_view key) {
   // Redis hashes only the part between the first '{' and the next '}', if that part is non-empty.
   const std::size_t open = key.find('{');
   if (open != std::string_view::npos) {
@@ -87,7 +89,7 @@ std::uint16_t key_slot(std::string_view key) {
       key = key.substr(open + 1, close - open - 1);
     }
   }
-  return static_cast<std::uint16_t>(crc16(key) & 16383);
+  return static_cast<std::uint16_t>(keys_impl::crc16(key) & 16383);
 }
 
 }  // namespace redlimit::detail

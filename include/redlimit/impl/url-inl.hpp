@@ -1,20 +1,22 @@
-#include "redlimit/url.hpp"
-
-#include <fmt/format.h>
-
+#pragma once
+// Bodies of redlimit/url.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
+// with REDLIMIT_HEADER_ONLY).
 #include <cctype>
 
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/url.hpp"
 
 namespace redlimit {
 
-namespace {
+namespace url_impl {
 
-[[noreturn]] void bad(std::string_view url, const std::string& why) {
-  throw InvalidArgument(fmt::format("URL \"{}\": {}", url, why));
+[[noreturn]] REDLIMIT_INLINE void bad(std::string_view url, const std::string& why) {
+  throw InvalidArgument(detail::message("URL \"{}\": {}", url, why));
 }
 
-int hex_value(char c) {
+REDLIMIT_INLINE int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -22,7 +24,7 @@ int hex_value(char c) {
 }
 
 // Percent-decoding, so passwords may hold '@', ':' or '/'.
-std::string decode(std::string_view url, std::string_view s) {
+REDLIMIT_INLINE std::string decode(std::string_view url, std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '%') {
@@ -38,20 +40,20 @@ std::string decode(std::string_view url, std::string_view s) {
   return out;
 }
 
-int parse_int(std::string_view url, std::string_view s, const char* what, int lo, int hi) {
-  if (s.empty() || s.size() > 9) bad(url, fmt::format("{} must be a number in [{}, {}]", what, lo, hi));
+REDLIMIT_INLINE int parse_int(std::string_view url, std::string_view s, const char* what, int lo, int hi) {
+  if (s.empty() || s.size() > 9) bad(url, detail::message("{} must be a number in [{}, {}]", what, lo, hi));
   int v = 0;
   for (char c : s) {
     if (!std::isdigit(static_cast<unsigned char>(c))) {
-      bad(url, fmt::format("{} must be a number in [{}, {}]", what, lo, hi));
+      bad(url, detail::message("{} must be a number in [{}, {}]", what, lo, hi));
     }
     v = v * 10 + (c - '0');
   }
-  if (v < lo || v > hi) bad(url, fmt::format("{} must be a number in [{}, {}]", what, lo, hi));
+  if (v < lo || v > hi) bad(url, detail::message("{} must be a number in [{}, {}]", what, lo, hi));
   return v;
 }
 
-void parse_userinfo(std::string_view url, std::string_view info, Endpoint& e) {
+REDLIMIT_INLINE void parse_userinfo(std::string_view url, std::string_view info, Endpoint& e) {
   const std::size_t colon = info.find(':');
   if (colon == std::string_view::npos) {
     e.password = decode(url, info);  // redis://password@host, as redis-cli accepts
@@ -62,12 +64,12 @@ void parse_userinfo(std::string_view url, std::string_view info, Endpoint& e) {
 }
 
 // ?db=N&password=P for unix sockets.
-void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
+REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
     const std::size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) bad(url, fmt::format("query part \"{}\" has no '='", pair));
+    if (eq == std::string_view::npos) bad(url, detail::message("query part \"{}\" has no '='", pair));
     const std::string_view name = pair.substr(0, eq), value = pair.substr(eq + 1);
     if (name == "db") {
       e.db = parse_int(url, value, "db", 0, 1 << 20);
@@ -76,20 +78,20 @@ void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
     } else if (name == "user" || name == "username") {
       e.username = decode(url, value);
     } else {
-      bad(url, fmt::format("unknown query parameter \"{}\"", name));
+      bad(url, detail::message("unknown query parameter \"{}\"", name));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
   }
 }
 
-}  // namespace
+}  // namespace url_impl
 
-Endpoint parse_url(std::string_view url) {
+REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   // hiredis takes the host and path as C strings: a NUL would silently cut them ("evil\0.example.com"
   // connects to "evil"), and no control byte belongs in either.
   for (char c : url) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad(url, "control bytes are not allowed in a URL");
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) url_impl::bad(url, "control bytes are not allowed in a URL");
   }
   Endpoint e;
   constexpr std::string_view kRedis = "redis://", kUnix = "unix://";
@@ -97,51 +99,52 @@ Endpoint parse_url(std::string_view url) {
     std::string_view rest = url.substr(kUnix.size());
     const std::size_t q = rest.find('?');
     if (q != std::string_view::npos) {
-      parse_query(url, rest.substr(q + 1), e);
+      url_impl::parse_query(url, rest.substr(q + 1), e);
       rest = rest.substr(0, q);
     }
-    if (rest.empty() || rest[0] != '/') bad(url, "a unix socket URL needs an absolute path: unix:///path.sock");
+    if (rest.empty() || rest[0] != '/')
+      url_impl::bad(url, "a unix socket URL needs an absolute path: unix:///path.sock");
     e.unix_path = std::string(rest);
     e.port = 0;
     return e;
   }
   if (url.substr(0, kRedis.size()) != kRedis) {
-    if (url.substr(0, 9) == "rediss://") bad(url, "TLS (rediss://) is not supported by this hiredis build");
-    bad(url, "scheme must be redis:// or unix://");
+    if (url.substr(0, 9) == "rediss://") url_impl::bad(url, "TLS (rediss://) is not supported by this hiredis build");
+    url_impl::bad(url, "scheme must be redis:// or unix://");
   }
   std::string_view rest = url.substr(kRedis.size());
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
     const std::string_view path = rest.substr(slash + 1);
-    if (!path.empty()) e.db = parse_int(url, path, "db", 0, 1 << 20);
+    if (!path.empty()) e.db = url_impl::parse_int(url, path, "db", 0, 1 << 20);
   }
   const std::size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
-    parse_userinfo(url, authority.substr(0, at), e);
+    url_impl::parse_userinfo(url, authority.substr(0, at), e);
     authority = authority.substr(at + 1);
   }
   std::string_view port;
   if (!authority.empty() && authority[0] == '[') {
     const std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) bad(url, "unclosed '[' in IPv6 host");
+    if (close == std::string_view::npos) url_impl::bad(url, "unclosed '[' in IPv6 host");
     e.host = std::string(authority.substr(1, close - 1));
     const std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
-      if (after[0] != ':') bad(url, "expected ':' after the IPv6 host");
+      if (after[0] != ':') url_impl::bad(url, "expected ':' after the IPv6 host");
       port = after.substr(1);
-      if (port.empty()) bad(url, "empty port");
+      if (port.empty()) url_impl::bad(url, "empty port");
     }
   } else {
     const std::size_t colon = authority.find(':');
     e.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) {
       port = authority.substr(colon + 1);
-      if (port.empty()) bad(url, "empty port");
+      if (port.empty()) url_impl::bad(url, "empty port");
     }
   }
-  if (e.host.empty()) bad(url, "empty host");
-  if (!port.empty()) e.port = parse_int(url, port, "port", 1, 65535);
+  if (e.host.empty()) url_impl::bad(url, "empty host");
+  if (!port.empty()) e.port = url_impl::parse_int(url, port, "port", 1, 65535);
   return e;
 }
 

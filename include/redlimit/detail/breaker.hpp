@@ -1,0 +1,36 @@
+#pragma once
+// Consecutive-failure circuit breaker on the limiter's clock: after `threshold` failures in a row the
+// limiter stops sending to Redis for `cooldown` (the failure policy answers meanwhile); then one
+// caller probes (half-open) and its outcome closes the breaker or opens it again.
+#include <chrono>
+#include <mutex>
+
+#include "redlimit/detail/config.hpp"
+
+namespace redlimit::detail {
+
+class Breaker {
+ public:
+  Breaker(int threshold, std::chrono::microseconds cooldown) : threshold_(threshold), cooldown_(cooldown) {}
+  // False while open: the caller must not touch Redis. After the cooldown one caller is let
+  // through as a probe (half-open) until it reports.
+  bool allow(std::chrono::microseconds now);
+  void success();
+  void failure(std::chrono::microseconds now);
+  std::chrono::microseconds cooldown() const { return cooldown_; }
+
+ private:
+  const int threshold_;
+  const std::chrono::microseconds cooldown_;
+  std::mutex mutex_;
+  int failures_ = 0;
+  bool open_ = false;
+  bool probing_ = false;
+  std::chrono::microseconds open_until_{0};
+};
+
+}  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/breaker-inl.hpp"
+#endif

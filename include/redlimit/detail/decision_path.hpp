@@ -1,0 +1,106 @@
+#pragma once
+// The one decision path. Every call that asks Redis for decisions — consume, peek, refund, block,
+// consume_many, consume_async, on a server, a cluster or the memory backend — goes through it:
+//
+//   begin()   the local reject cache answers what it can; the breaker may forbid sending (then the
+//             failure policy answers everything); the rest is grouped into script calls
+//   send      the caller's own step: send_script_calls() (a round trip, NOSCRIPT -> EVAL) or
+//             send_script_call_async() (the same, over an event loop)
+//   finish()  each reply judged on its own: decisions decoded, outage replies answered by the
+//             failure policy; or fail() when the send step failed as a whole
+//   then      the breaker told, the reject cache taught, shadow mode, counters, metrics
+//
+// A DecisionPath is one use: made for one call, with its requests added, then begin(), one send
+// and one finish() or fail(). It keeps what it needs by shared_ptr, so an async call may hold it
+// past the Strategy handle that made it.
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/decision.hpp"
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/context.hpp"
+#include "redlimit/detail/script.hpp"
+#include "redlimit/metrics.hpp"
+
+namespace redlimit::detail {
+
+// What a strategy is, as the decision path needs it: shared by a Strategy and its copies.
+struct StrategySpec {
+  std::string resource;
+  std::string kind;                  // the state key's suffix ("fw", "sl", ...)
+  const Script* script;              // the strategy's own script (block() runs another)
+  std::vector<std::int64_t> limits;  // each limit's count (several for a policy)
+  std::int64_t least_limit;          // the smallest of them: the most a request may cost
+  std::vector<std::string> params;   // the script's ARGV after now, cost and mode
+};
+
+class DecisionPath {
+ public:
+  // The most requests one script call decides (lua/epilogue.lua); larger batches are pipelined.
+  static constexpr std::size_t kMaxPerCall = 256;
+
+  DecisionPath(std::shared_ptr<Context> ctx, std::shared_ptr<const StrategySpec> spec, Operation op,
+               const Script& script);
+
+  // One request, already checked: its own call (KEYS state and block marker; ARGV now, cost, mode,
+  // parameters) and its cost.
+  void add(ScriptCall call, std::int64_t cost);
+
+  // Before any I/O. Returns the script calls to send, in order; empty when nothing needs Redis.
+  // Throws (after reporting) when the breaker is open and the failure policy is OnFailure::raise.
+  const std::vector<ScriptCall>& begin();
+  // The replies to begin()'s calls, in order. Returns one decision per request added. Throws
+  // ReplyError for a reply that is not an outage, or the failure policy's error under raise.
+  std::vector<Decision> finish(std::vector<Reply> replies);
+  // The send step failed as a whole (ConnectionError, TimeoutError: the outcome is unknown and
+  // nothing is replayed): the failure policy answers every request that was to be sent.
+  std::vector<Decision> fail(const std::exception& error);
+  // An exception leaving the path (a usage error, the failure policy raising) is reported here.
+  void report_error(const std::exception& error) const;
+
+  const Script& script() const { return *script_; }
+  Context& context() const { return *ctx_; }
+
+ private:
+  void group();
+  Decision on_failure(const std::exception& error, ScriptCall& call) const;
+  void failed(const std::exception& error, std::size_t pending_index);
+  std::vector<Decision> settle();
+  void learn(std::size_t request, const Decision& d) const;
+  void account(Decision& d, std::chrono::nanoseconds latency) const;
+  void report(const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
+
+  std::shared_ptr<Context> ctx_;
+  std::shared_ptr<const StrategySpec> spec_;
+  Operation op_;
+  const Script* script_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::microseconds now_{0};  // the limiter's clock when begin() ran
+  std::vector<ScriptCall> requests_;  // one call per request, as added
+  std::vector<std::int64_t> costs_;
+  std::vector<Decision> out_;                      // one per request
+  std::vector<std::size_t> pending_;               // requests that need Redis
+  std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
+  std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
+};
+
+// The whole path, synchronously, over the limiter's connection (serialised by the context's mutex
+// unless the connection is thread-safe).
+std::vector<Decision> decide(DecisionPath& path);
+
+// The whole path for one request over the limiter's AsyncConnection: `done` runs exactly once, on
+// the loop's thread (decisions made without Redis are delivered through AsyncConnection::post).
+using DecisionCallback = std::function<void(const Decision&, std::exception_ptr)>;
+void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn, DecisionCallback done);
+
+}  // namespace redlimit::detail
+
+#ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/decide-inl.hpp"
+#include "redlimit/impl/decision_path-inl.hpp"
+#endif

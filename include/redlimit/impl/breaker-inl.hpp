@@ -1,0 +1,31 @@
+#pragma once
+// Bodies of redlimit/detail/breaker.hpp (see redlimit/detail/config.hpp).
+#include "redlimit/detail/breaker.hpp"
+
+namespace redlimit::detail {
+
+REDLIMIT_INLINE bool Breaker::allow(std::chrono::microseconds now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!open_) return true;
+  if (now < open_until_ || probing_) return false;
+  probing_ = true;  // half-open: this caller probes, the others keep short-circuiting
+  return true;
+}
+
+REDLIMIT_INLINE void Breaker::success() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  failures_ = 0;
+  open_ = false;
+  probing_ = false;
+}
+
+REDLIMIT_INLINE void Breaker::failure(std::chrono::microseconds now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  probing_ = false;
+  if (++failures_ >= threshold_) {
+    open_ = true;
+    open_until_ = now + cooldown_;
+  }
+}
+
+}  // namespace redlimit::detail

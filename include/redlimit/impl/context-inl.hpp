@@ -1,0 +1,26 @@
+#pragma once
+// Bodies of redlimit/detail/context.hpp (see redlimit/detail/config.hpp).
+#include "redlimit/detail/context.hpp"
+
+namespace redlimit::detail {
+
+REDLIMIT_INLINE std::string Context::now_arg() const {
+  if (options.time_source == TimeSource::redis) return "redis";
+  return std::to_string(clock->now().count());
+}
+
+REDLIMIT_INLINE Counters AtomicCounters::snapshot() const {
+  Counters c;
+  c.decisions = decisions.load();
+  c.allowed = allowed.load();
+  c.rejected = rejected.load();
+  c.shadow_rejected = shadow_rejected.load();
+  c.from_fallback = from_fallback.load();
+  c.from_failure_policy = from_failure_policy.load();
+  c.errors = errors.load();
+  c.breaker_short_circuits = breaker_short_circuits.load();
+  c.local_cache_hits = local_cache_hits.load();
+  return c;
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,108 @@
+#pragma once
+// Bodies of redlimit/detail/script.hpp (see redlimit/detail/config.hpp).
+#include "redlimit/detail/message.hpp"
+#include "redlimit/detail/script.hpp"
+#include "redlimit/detail/sha1.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+
+REDLIMIT_INLINE Script::Script(std::string_view script_name, std::string_view script_source)
+    : name(script_name), source(script_source), sha1(sha1_hex(script_source)) {}
+
+namespace script_impl {
+
+REDLIMIT_INLINE std::vector<std::string> eval_like(std::string verb, std::string_view body,
+                                                   const std::vector<std::string>& keys,
+                                                   const std::vector<std::string>& args) {
+  std::vector<std::string> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back(std::move(verb));
+  argv.emplace_back(body);
+  argv.push_back(std::to_string(keys.size()));
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// One command alone, several as a pipeline: one round trip either way.
+REDLIMIT_INLINE std::vector<Reply> round_trip(Connection& conn, const std::vector<std::vector<std::string>>& commands) {
+  if (commands.size() != 1) return conn.pipeline(commands);
+  std::vector<Reply> replies;
+  replies.push_back(conn.command(commands[0]));
+  return replies;
+}
+
+}  // namespace script_impl
+
+REDLIMIT_INLINE std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
+                                                         const std::vector<std::string>& args) {
+  return script_impl::eval_like("EVALSHA", script.sha1, keys, args);
+}
+
+REDLIMIT_INLINE std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
+                                                      const std::vector<std::string>& args) {
+  return script_impl::eval_like("EVAL", script.source, keys, args);
+}
+
+REDLIMIT_INLINE bool is_noscript(const Reply& r) { return r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0; }
+
+REDLIMIT_INLINE void check_script_reply(const Script& script, const Reply& reply) {
+  if (!reply.is_error()) return;
+  static constexpr std::string_view kUnavailable[] = {"LOADING",  "BUSY",     "MASTERDOWN", "CLUSTERDOWN",
+                                                      "TRYAGAIN", "READONLY", "OOM"};
+  for (std::string_view prefix : kUnavailable) {
+    if (reply.str.compare(0, prefix.size(), prefix) == 0) {
+      throw UnavailableError(message("script {}: {}", script.name, reply.str));
+    }
+  }
+  throw ReplyError(message("script {} failed: {}", script.name, reply.str));
+}
+
+REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Script& script,
+                                                     const std::vector<ScriptCall>& calls) {
+  std::vector<std::vector<std::string>> commands;
+  commands.reserve(calls.size());
+  for (const auto& c : calls) commands.push_back(evalsha_command(script, c.keys, c.args));
+  std::vector<Reply> replies = script_impl::round_trip(conn, commands);
+  std::vector<std::size_t> again;  // the calls that did not run
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (is_noscript(replies[i])) again.push_back(i);
+  }
+  if (again.empty()) return replies;
+  commands.clear();
+  for (std::size_t i : again) commands.push_back(eval_command(script, calls[i].keys, calls[i].args));
+  std::vector<Reply> second = script_impl::round_trip(conn, commands);
+  for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+  return replies;
+}
+
+REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script,
+                                            const ScriptCall& call, std::function<void(Reply)> on_reply,
+                                            std::function<void(std::exception_ptr)> on_error) {
+  // The EVAL is built only if NOSCRIPT comes back, from a copy of the call the callback keeps.
+  auto resend = [conn, &script, call, on_reply, on_error](Reply reply) mutable {
+    if (!is_noscript(reply)) {
+      on_reply(std::move(reply));
+      return;
+    }
+    try {
+      conn->command_async(eval_command(script, call.keys, call.args), std::move(on_reply), std::move(on_error));
+    } catch (...) {
+      on_error(std::current_exception());
+    }
+  };
+  conn->command_async(evalsha_command(script, call.keys, call.args), std::move(resend), on_error);
+}
+
+REDLIMIT_INLINE Reply run_script(Connection& conn, const Script& script, const std::vector<std::string>& keys,
+                                 const std::vector<std::string>& args) {
+  std::vector<ScriptCall> calls(1);
+  calls[0].keys = keys;
+  calls[0].args = args;
+  Reply reply = std::move(send_script_calls(conn, script, calls).front());
+  check_script_reply(script, reply);
+  return reply;
+}
+
+}  // namespace redlimit::detail

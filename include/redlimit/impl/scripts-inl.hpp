@@ -1,0 +1,25 @@
+#pragma once
+// Bodies of redlimit/detail/scripts.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
+// with REDLIMIT_HEADER_ONLY).
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/lua_sources.hpp"  // generated from lua/*.lua (cmake/embed_lua.cmake)
+
+namespace redlimit::detail::scripts {
+
+#define REDLIMIT_SCRIPT(name)                     \
+  REDLIMIT_INLINE const Script& name() {          \
+    static const Script script(#name, lua::name); \
+    return script;                                \
+  }
+REDLIMIT_SCRIPT(fixed_window)
+REDLIMIT_SCRIPT(sliding_log)
+REDLIMIT_SCRIPT(policy)
+REDLIMIT_SCRIPT(token_bucket)
+REDLIMIT_SCRIPT(leaky_bucket)
+REDLIMIT_SCRIPT(block)
+#undef REDLIMIT_SCRIPT
+
+}  // namespace redlimit::detail::scripts
+
+#include "redlimit/detail/message.hpp"
+#include "redlimit/detail/scripts.hpp"

@@ -1,0 +1,177 @@
+#pragma once
+// Bodies of redlimit/policy.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
+// with REDLIMIT_HEADER_ONLY).
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/message.hpp"
+#include "redlimit/policy.hpp"
+// Construction of the five Redis strategies: parameter checks (before any I/O) and the script
+// parameters each one passes after ARGV[1..3].
+
+#include <numeric>
+
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/fixed_window.hpp"
+#include "redlimit/leaky_bucket.hpp"
+#include "redlimit/sliding_log.hpp"
+#include "redlimit/sliding_window.hpp"
+#include "redlimit/token_bucket.hpp"
+
+namespace redlimit {
+
+namespace strategies_impl {
+
+using std::chrono::microseconds;
+
+// Scripts do their math in Lua doubles; keeping every product below 2^52 keeps it exact, with a
+// factor of two to spare for sums.
+inline constexpr std::int64_t kExactBound = std::int64_t{1} << 52;
+
+REDLIMIT_INLINE std::vector<std::string> to_args(std::initializer_list<std::int64_t> values) {
+  std::vector<std::string> out;
+  for (auto v : values) out.push_back(std::to_string(v));
+  return out;
+}
+
+// A rate of `per` units each `period`: one unit is period/g "ticks" and per/g ticks pass each
+// microsecond, g = gcd(per, period), so that `per` units take exactly `period`.
+struct Rate {
+  std::int64_t unit;
+  std::int64_t per_us;
+};
+
+REDLIMIT_INLINE Rate exact_rate(std::int64_t per, microseconds period, std::int64_t capacity, const char* what) {
+  if (per < 1 || per > Limit::max_count()) {
+    throw InvalidArgument(detail::message("{} must be in [1, {}], got {}", what, Limit::max_count(), per));
+  }
+  if (period.count() <= 0 || period > Limit::max_window()) {
+    throw InvalidArgument(
+        detail::message("period must be in (0, {}us], got {}us", Limit::max_window().count(), period.count()));
+  }
+  if (capacity < 1 || capacity > Limit::max_count()) {
+    throw InvalidArgument(detail::message("capacity must be in [1, {}], got {}", Limit::max_count(), capacity));
+  }
+  const std::int64_t g = std::gcd(per, period.count());
+  const Rate r{period.count() / g, per / g};
+  if (capacity > (kExactBound - 1) / r.unit) {  // capacity * unit must stay below 2^52
+    throw InvalidArgument(
+        detail::message("capacity {} with a rate of {} per {}us needs more precision than the scripts keep exact; "
+                        "use a smaller capacity or a rate whose period is a multiple of its count",
+                        capacity, per, period.count()));
+  }
+  return r;
+}
+
+REDLIMIT_INLINE Limit checked_sliding_window(Limit limit) {
+  const std::int64_t p = limit.precision().count();
+  const std::int64_t buckets = limit.window().count() / p;
+  if (buckets > SlidingWindow::max_buckets()) {
+    throw InvalidArgument(detail::message("sliding window {} has {} buckets; at most {}", limit.to_string(), buckets,
+                                          SlidingWindow::max_buckets()));
+  }
+  if (limit.count() > (kExactBound - 1) / p) {  // limit * precision must stay below 2^52
+    throw InvalidArgument(
+        detail::message("sliding window {}: limit x precision must stay below 2^52 us; "
+                        "use a finer precision or a smaller limit",
+                        limit.to_string()));
+  }
+  return limit;
+}
+
+inline constexpr std::int64_t kMaxLogLimit = 1'000'000;
+
+REDLIMIT_INLINE Limit checked_sliding_log(Limit limit) {
+  if (limit.count() > kMaxLogLimit) {
+    throw InvalidArgument(
+        detail::message("sliding log {} keeps one entry per unit; at most {} per window "
+                        "(use a sliding window for larger limits)",
+                        limit.to_string(), kMaxLogLimit));
+  }
+  return limit;
+}
+
+// ARGV[4..] of policy.lua: the number of limits, then tag, count, window, precision for each.
+REDLIMIT_INLINE std::vector<std::string> policy_args(const std::vector<Limit>& limits) {
+  std::vector<std::string> args{std::to_string(limits.size())};
+  for (const auto& l : limits) {
+    const std::string text = l.to_string();
+    args.push_back(text.substr(text.find('/') + 1));  // "1h@1m": names the limit's buckets in the hash
+    args.push_back(std::to_string(l.count()));
+    args.push_back(std::to_string(l.window().count()));
+    args.push_back(std::to_string(l.precision().count()));
+  }
+  return args;
+}
+
+REDLIMIT_INLINE std::vector<Limit> checked_policy(std::vector<Limit> limits) {
+  if (limits.empty()) throw InvalidArgument("a policy needs at least one limit");
+  if (limits.size() > Policy::max_limits()) {
+    throw InvalidArgument(
+        detail::message("a policy takes at most {} limits, got {}", Policy::max_limits(), limits.size()));
+  }
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    checked_sliding_window(limits[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (limits[i].window() == limits[j].window() && limits[i].precision() == limits[j].precision()) {
+        throw InvalidArgument(detail::message("policy limits {} and {} share a window and precision; keep the smaller",
+                                              limits[j].to_string(), limits[i].to_string()));
+      }
+    }
+  }
+  return limits;
+}
+
+REDLIMIT_INLINE std::vector<std::int64_t> counts(const std::vector<Limit>& limits) {
+  std::vector<std::int64_t> out;
+  for (const auto& l : limits) out.push_back(l.count());
+  return out;
+}
+
+}  // namespace strategies_impl
+
+REDLIMIT_INLINE FixedWindow::FixedWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
+    : Strategy(std::move(ctx), std::move(resource), "fw", detail::scripts::fixed_window(), {limit.count()},
+               strategies_impl::to_args({limit.count(), limit.window().count()})),
+      limit_(limit) {}
+
+REDLIMIT_INLINE SlidingLog::SlidingLog(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
+    : Strategy(std::move(ctx), std::move(resource), "sl", detail::scripts::sliding_log(),
+               {strategies_impl::checked_sliding_log(limit).count()},
+               strategies_impl::to_args({limit.count(), limit.window().count()})),
+      limit_(limit) {}
+
+REDLIMIT_INLINE SlidingWindow::SlidingWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
+    : Strategy(std::move(ctx), std::move(resource), "sw", detail::scripts::policy(),
+               {strategies_impl::checked_sliding_window(limit).count()}, strategies_impl::policy_args({limit})),
+      limit_(limit) {}
+
+REDLIMIT_INLINE Policy::Policy(std::shared_ptr<detail::Context> ctx, std::string resource, std::vector<Limit> limits)
+    : Strategy(std::move(ctx), std::move(resource), "pol", detail::scripts::policy(),
+               strategies_impl::counts(strategies_impl::checked_policy(limits)), strategies_impl::policy_args(limits)),
+      limits_(std::move(limits)) {}
+
+REDLIMIT_INLINE TokenBucket::TokenBucket(std::shared_ptr<detail::Context> ctx, std::string resource,
+                                         std::int64_t capacity, std::int64_t refill_per_period,
+                                         strategies_impl::microseconds period)
+    : Strategy(std::move(ctx), std::move(resource), "tb", detail::scripts::token_bucket(), {capacity},
+               [&] {
+                 const strategies_impl::Rate r =
+                     strategies_impl::exact_rate(refill_per_period, period, capacity, "refill_per_period");
+                 return strategies_impl::to_args({capacity, r.unit, r.per_us});
+               }()),
+      capacity_(capacity) {}
+
+REDLIMIT_INLINE LeakyBucket::LeakyBucket(std::shared_ptr<detail::Context> ctx, std::string resource,
+                                         std::int64_t capacity, Limit leak_rate, LeakyMode mode)
+    : Strategy(std::move(ctx), std::move(resource), "lb", detail::scripts::leaky_bucket(), {capacity},
+               [&] {
+                 const strategies_impl::Rate r =
+                     strategies_impl::exact_rate(leak_rate.count(), leak_rate.window(), capacity, "leak rate");
+                 auto args = strategies_impl::to_args({capacity, r.unit, r.per_us});
+                 args.emplace_back(mode == LeakyMode::shaper ? "shaper" : "meter");
+                 return args;
+               }()),
+      capacity_(capacity),
+      mode_(mode) {}
+
+}  // namespace redlimit

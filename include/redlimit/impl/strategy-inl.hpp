@@ -1,0 +1,200 @@
+#pragma once
+// Bodies of redlimit/strategy.hpp (see redlimit/detail/config.hpp). Every operation checks its input
+// (before any I/O), prepares one script call per request and hands them to the decision path
+// (detail/decision_path.hpp); reset() is a plain DEL.
+#include <algorithm>
+#include <mutex>
+
+#include "redlimit/detail/decision_path.hpp"
+#include "redlimit/detail/keys.hpp"
+#include "redlimit/detail/message.hpp"
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/strategy.hpp"
+
+namespace redlimit {
+
+namespace strategy_impl {
+
+REDLIMIT_INLINE const char* mode_of(Operation op) {
+  switch (op) {
+    case Operation::consume:
+      return "1";
+    case Operation::peek:
+      return "0";
+    case Operation::refund:
+      return "2";
+    default:
+      return "3";  // block
+  }
+}
+
+}  // namespace strategy_impl
+
+REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind,
+                                   const detail::Script& script, std::vector<std::int64_t> limits,
+                                   std::vector<std::string> params)
+    : ctx_(std::move(ctx)) {
+  detail::check_resource(resource);
+  const std::int64_t least = *std::min_element(limits.begin(), limits.end());
+  spec_ = std::make_shared<const detail::StrategySpec>(
+      detail::StrategySpec{std::move(resource), std::move(kind), &script, std::move(limits), least, std::move(params)});
+}
+
+REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
+
+REDLIMIT_INLINE std::string Strategy::key_for(std::string_view subject) const {
+  detail::check_subject(subject);
+  return detail::make_key(ctx_->options.prefix, spec_->resource, subject, spec_->kind);
+}
+
+REDLIMIT_INLINE std::string Strategy::block_key_for(std::string_view subject) const {
+  detail::check_subject(subject);
+  return detail::make_key(ctx_->options.prefix, spec_->resource, subject, "blk");
+}
+
+REDLIMIT_INLINE void Strategy::check_cost(std::int64_t cost) const {
+  const std::int64_t most = spec_->least_limit;
+  if (cost < 1 || cost > most) {
+    throw InvalidArgument(
+        detail::message("cost must be in [1, {}] for resource \"{}\", got {}", most, spec_->resource, cost));
+  }
+}
+
+REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(std::string_view subject, std::int64_t cost, const char* mode,
+                                                     const std::vector<std::string>& params,
+                                                     const std::string* now) const {
+  detail::ScriptCall call;
+  call.keys = {key_for(subject), block_key_for(subject)};  // checks the subject
+  call.args.reserve(3 + params.size());
+  call.args.push_back(now ? *now : ctx_->now_arg());
+  call.args.push_back(std::to_string(cost));
+  call.args.emplace_back(mode);
+  call.args.insert(call.args.end(), params.begin(), params.end());
+  return call;
+}
+
+REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject,
+                                       std::int64_t cost, const std::vector<std::string>& params) const {
+  detail::DecisionPath path(ctx_, spec_, op, script);
+  path.add(prepare(subject, cost, strategy_impl::mode_of(op), params), cost);
+  return detail::decide(path).front();
+}
+
+REDLIMIT_INLINE std::vector<Decision> Strategy::consume_many(const std::vector<Request>& requests) const {
+  detail::DecisionPath path(ctx_, spec_, Operation::consume, *spec_->script);
+  const std::string now = ctx_->now_arg();  // one now for the batch: its requests arrive together
+  for (const auto& r : requests) {          // every request is checked before anything is sent
+    check_cost(r.cost);
+    path.add(prepare(r.subject, r.cost, "1", spec_->params, &now), r.cost);
+  }
+  if (requests.empty()) return {};
+  return detail::decide(path);
+}
+
+REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
+  check_cost(cost);
+  return run(Operation::consume, *spec_->script, subject, cost, spec_->params);
+}
+
+REDLIMIT_INLINE Decision Strategy::peek(std::string_view subject, std::int64_t cost) const {
+  check_cost(cost);
+  return run(Operation::peek, *spec_->script, subject, cost, spec_->params);
+}
+
+REDLIMIT_INLINE Decision Strategy::refund(std::string_view subject, std::int64_t cost) const {
+  check_cost(cost);
+  return run(Operation::refund, *spec_->script, subject, cost, spec_->params);
+}
+
+REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::microseconds duration) const {
+  if (duration.count() <= 0 || duration > std::chrono::hours(24 * 365 * 10)) {
+    throw InvalidArgument(detail::message("block duration must be in (0, 10 years], got {}us", duration.count()));
+  }
+  Decision d = run(Operation::block, detail::scripts::block(), subject, 1, {std::to_string(duration.count())});
+  d.limit = spec_->least_limit;
+  return d;
+}
+
+REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_t cost,
+                                           std::chrono::microseconds max_wait) const {
+  check_cost(cost);
+  if (max_wait.count() < 0) throw InvalidArgument("max_wait must not be negative");
+  Clock& clock = *ctx_->clock;
+  const auto deadline = clock.now() + max_wait;
+  while (true) {
+    Decision d = consume(subject, cost);
+    const auto left = deadline - clock.now();
+    if (d.allowed) {
+      if (d.delay.count() == 0) return d;
+      if (d.delay > left) {
+        // A shaper queued us too far back: give the place up rather than overstay max_wait.
+        refund(subject, cost);
+        d.allowed = false;
+        d.retry_after = d.delay;
+        return d;
+      }
+      clock.sleep_for(d.delay);
+      return d;
+    }
+    if (d.retry_after > left) return d;
+    clock.sleep_for(d.retry_after);
+  }
+}
+
+REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int64_t cost, Callback done) const {
+  check_cost(cost);
+  detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
+  if (!done) throw InvalidArgument("consume_async needs a callback");
+  std::shared_ptr<AsyncConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(ctx_->mutex);  // RateLimiter::attach_async writes it under this lock
+    conn = ctx_->async;
+  }
+  if (!conn) throw Error("no async connection: call RateLimiter::attach_async");
+  auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script);
+  path->add(std::move(call), cost);
+  detail::decide_async(std::move(path), std::move(conn), std::move(done));
+}
+
+REDLIMIT_INLINE std::future<Decision> Strategy::consume_future(std::string_view subject, std::int64_t cost) const {
+  auto promise = std::make_shared<std::promise<Decision>>();
+  std::future<Decision> future = promise->get_future();
+  consume_async(subject, cost, [promise](const Decision& d, std::exception_ptr error) {
+    if (error) {
+      promise->set_exception(std::move(error));
+    } else {
+      promise->set_value(d);
+    }
+  });
+  return future;
+}
+
+REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
+  const std::vector<std::string> argv{"DEL", key_for(subject), block_key_for(subject)};
+  const auto started = std::chrono::steady_clock::now();
+  const auto report = [&](std::string_view error) {
+    if (!ctx_->options.metrics) return;
+    MetricsEvent e;
+    e.resource = spec_->resource;
+    e.operation = Operation::reset;
+    e.error = error;
+    e.latency = std::chrono::steady_clock::now() - started;
+    ctx_->options.metrics->on_event(e);
+  };
+  try {
+    std::unique_lock<std::mutex> lock(ctx_->mutex, std::defer_lock);
+    if (!ctx_->connection->thread_safe()) lock.lock();
+    const Reply r = ctx_->connection->command(argv);
+    if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", r.str));
+  } catch (const std::exception& e) {
+    ++ctx_->counters.errors;
+    report(e.what());
+    throw;
+  }
+  if (ctx_->reject_cache) ctx_->reject_cache->forget(argv[1]);
+  if (ctx_->fallback) ctx_->fallback->command(argv);  // the fallback must not keep a stale state either
+  report({});
+}
+
+}  // namespace redlimit

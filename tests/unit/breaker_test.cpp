@@ -1,0 +1,148 @@
+// The circuit breaker: opens after consecutive failures, short-circuits to the failure policy, lets one
+// probe through after the cooldown; behind a MockConnection and a ManualClock.
+#include "unit/resilience_fixture.hpp"
+
+namespace {
+
+// ---- circuit breaker -----------------------------------------------------------------------------
+
+TEST_F(ResilienceTest, BreakerOpensAfterThresholdFailuresAndProbesAfterCooldown) {
+  Options o = options(OnFailure::fail_closed, 3);
+  o.breaker_cooldown = 1000ms;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).Times(3).WillRepeatedly(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Return(decision_reply(1, 4, 0, 1'000'000)));
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(fw.consume("u").source, Source::failure_policy);
+  // Open: nothing is sent.
+  Decision d = fw.consume("u");
+  EXPECT_EQ(d.source, Source::failure_policy);
+  EXPECT_FALSE(d.allowed);
+  clock->advance(999ms);
+  EXPECT_EQ(fw.consume("u").source, Source::failure_policy);
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 2u);
+  // Cooldown over: one probe goes to Redis, succeeds, and closes the breaker.
+  clock->advance(1ms);
+  d = fw.consume("u");
+  EXPECT_EQ(d.source, Source::primary);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(fw.consume("u").source, Source::primary);
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 2u);
+  EXPECT_EQ(limiter.counters().errors, 3u);
+}
+
+TEST_F(ResilienceTest, FailedProbeReopensTheBreaker) {
+  Options o = options(OnFailure::fail_open, 2);
+  o.breaker_cooldown = 500ms;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).Times(3).WillRepeatedly(Throw(ConnectionError("refused")));  // 2 + probe
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(decision_reply(1, 4, 0, 1'000'000)));
+  }
+  fw.consume("u");
+  fw.consume("u");
+  fw.consume("u");  // short-circuited
+  clock->advance(500ms);
+  fw.consume("u");  // the probe fails
+  fw.consume("u");  // open again: short-circuited
+  clock->advance(499ms);
+  fw.consume("u");  // still open
+  clock->advance(1ms);
+  EXPECT_EQ(fw.consume("u").source, Source::primary);  // the next probe succeeds
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 3u);
+}
+
+TEST_F(ResilienceTest, WhileTheProbeIsInFlightOtherCallsStillShortCircuit) {
+  Options o = options(OnFailure::fail_open, 1);
+  o.breaker_cooldown = 100ms;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  std::promise<void> probe_entered, release_probe;
+  std::shared_future<void> released = release_probe.get_future().share();
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv&) {
+      probe_entered.set_value();
+      released.wait();
+      return decision_reply(1, 4, 0, 1);
+    });
+  }
+  fw.consume("u");  // opens the breaker
+  clock->advance(100ms);
+  std::thread probe([&] { EXPECT_EQ(fw.consume("u").source, Source::primary); });
+  probe_entered.get_future().wait();
+  // The breaker is half-open and its one probe is out: this call must not touch Redis (nor wait for it).
+  EXPECT_EQ(fw.consume("v").source, Source::failure_policy);
+  release_probe.set_value();
+  probe.join();
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 1u);
+}
+
+TEST_F(ResilienceTest, OnlyConsecutiveFailuresOpenTheBreaker) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_open, 3));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(decision_reply(1, 4, 0, 1)));
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(decision_reply(1, 4, 0, 1)));
+  }
+  for (int i = 0; i < 5; ++i) fw.consume("u");
+  EXPECT_EQ(fw.consume("u").source, Source::primary);  // 2 failures since the success: still closed
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 0u);
+}
+
+TEST_F(ResilienceTest, OpenBreakerUnderRaiseThrowsWithoutSending) {
+  const RateLimiter limiter(mock, options(OnFailure::raise, 2));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+  EXPECT_THROW(fw.consume("u"), ConnectionError);
+  EXPECT_THROW(fw.consume("u"), ConnectionError);
+  EXPECT_THROW(fw.consume("u"), ConnectionError);  // not sent
+  EXPECT_THROW(fw.peek("u"), ConnectionError);     // not sent
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 2u);
+}
+
+TEST_F(ResilienceTest, BreakerIsSharedByTheLimitersStrategies) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_open, 2));
+  const auto a = limiter.fixed_window("a", Limit::per_second(5));
+  const auto b = limiter.token_bucket("b", 5, 1, 1s);
+  EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+  a.consume("u");
+  a.consume("u");
+  EXPECT_EQ(b.consume("u").source, Source::failure_policy);  // Redis is down for everyone
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 1u);
+}
+
+TEST_F(ResilienceTest, ZeroThresholdMeansNoBreaker) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_open, 0));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).Times(20).WillRepeatedly(Throw(ConnectionError("refused")));
+  for (int i = 0; i < 20; ++i) fw.consume("u");
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 0u);
+  EXPECT_EQ(limiter.counters().errors, 20u);
+}
+
+TEST_F(ResilienceTest, BreakerOptionsAreValidated) {
+  EXPECT_CALL(*mock, command(_)).Times(0);
+  Options o = options(OnFailure::raise, -1);
+  EXPECT_THROW(RateLimiter(mock, o), InvalidArgument);
+  o = options(OnFailure::raise, 3);
+  o.breaker_cooldown = 0ms;
+  EXPECT_THROW(RateLimiter(mock, o), InvalidArgument);
+  o.breaker_cooldown = -5ms;
+  EXPECT_THROW(RateLimiter(mock, o), InvalidArgument);
+  o = options(OnFailure::raise, 0);
+  o.breaker_cooldown = 0ms;  // irrelevant without a breaker
+  EXPECT_NO_THROW(RateLimiter(mock, o));
+}
+
+
+}  // namespace

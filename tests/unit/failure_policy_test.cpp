@@ -1,0 +1,145 @@
+// What a decision does when Redis fails (Options::on_failure): raise, fail_open, fail_closed and the
+// in-memory fallback, behind a MockConnection and a ManualClock.
+#include "unit/resilience_fixture.hpp"
+
+namespace {
+
+// ---- on_failure ----------------------------------------------------------------------------------
+
+TEST_F(ResilienceTest, DefaultsAreRaiseAndABreaker) {
+  const Options o;
+  EXPECT_EQ(o.on_failure, OnFailure::raise);
+  EXPECT_GT(o.breaker_threshold, 0);
+  EXPECT_GT(o.breaker_cooldown.count(), 0);
+  EXPECT_FALSE(o.shadow);
+  EXPECT_FALSE(o.local_reject_cache);
+}
+
+TEST_F(ResilienceTest, RaiseRethrowsConnectionErrorsAndCountsThem) {
+  const RateLimiter limiter(mock, options(OnFailure::raise));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("refused")));
+  EXPECT_THROW(fw.consume("u"), ConnectionError);
+  EXPECT_EQ(limiter.counters().errors, 1u);
+  EXPECT_EQ(limiter.counters().decisions, 0u);
+}
+
+TEST_F(ResilienceTest, RaiseKeepsTheTimeoutType) {
+  const RateLimiter limiter(mock, options(OnFailure::raise));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(TimeoutError("no reply in 1000 ms")));
+  EXPECT_THROW(fw.consume("u"), TimeoutError);
+}
+
+TEST_F(ResilienceTest, RaiseThrowsUnavailableForLoadingServer) {
+  const RateLimiter limiter(mock, options(OnFailure::raise));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Return(Reply::make_error("LOADING Redis is loading the dataset in memory")));
+  EXPECT_THROW(fw.consume("u"), UnavailableError);
+  EXPECT_EQ(limiter.counters().errors, 1u);
+}
+
+TEST_F(ResilienceTest, FailOpenAdmitsWhenRedisIsUnreachable) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_open));
+  const auto tb = limiter.token_bucket("api", 10, 1, 1s);
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("refused")));
+  const Decision d = tb.consume("u", 3);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.source, Source::failure_policy);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.retry_after, 0us);
+  EXPECT_EQ(d.reset_after, 0us);
+  const Counters c = limiter.counters();
+  EXPECT_EQ(c.errors, 1u);
+  EXPECT_EQ(c.from_failure_policy, 1u);
+  EXPECT_EQ(c.decisions, 1u);
+  EXPECT_EQ(c.allowed, 1u);
+}
+
+TEST_F(ResilienceTest, FailOpenCoversTimeoutsAndUnavailableServers) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_open));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_))
+      .WillOnce(Throw(TimeoutError("deadline")))
+      .WillOnce(Return(Reply::make_error("OOM command not allowed when used memory > 'maxmemory'.")))
+      .WillOnce(Return(Reply::make_error("MASTERDOWN Link with MASTER is down")));
+  for (int i = 0; i < 3; ++i) {
+    const Decision d = fw.consume("u");
+    EXPECT_TRUE(d.allowed) << i;
+    EXPECT_EQ(d.source, Source::failure_policy) << i;
+  }
+  EXPECT_EQ(limiter.counters().errors, 3u);
+}
+
+TEST_F(ResilienceTest, FailurePolicyDoesNotHideScriptErrors) {
+  // An ERR reply or a malformed reply is a bug to see, not an outage to paper over.
+  const RateLimiter limiter(mock, options(OnFailure::fail_open));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_))
+      .WillOnce(Return(Reply::make_error("ERR Error running script: boom")))
+      .WillOnce(Return(Reply::make_integer(7)));
+  EXPECT_THROW(fw.consume("u"), ReplyError);
+  EXPECT_THROW(fw.consume("u"), ReplyError);
+}
+
+TEST_F(ResilienceTest, FailClosedRejectsForOneSecondWithoutABreaker) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_closed));
+  const auto sl = limiter.sliding_log("api", Limit::per_minute(5));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("reset")));
+  const Decision d = sl.consume("u");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 1s);
+  EXPECT_EQ(d.source, Source::failure_policy);
+  EXPECT_EQ(limiter.counters().rejected, 1u);
+  EXPECT_EQ(limiter.counters().from_failure_policy, 1u);
+}
+
+TEST_F(ResilienceTest, FailClosedRetryAfterIsTheBreakerCooldown) {
+  Options o = options(OnFailure::fail_closed, 5);
+  o.breaker_cooldown = 250ms;
+  const RateLimiter limiter(mock, o);
+  const auto sl = limiter.sliding_log("api", Limit::per_minute(5));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("reset")));
+  const Decision d = sl.consume("u");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 250ms);
+}
+
+
+// ---- fallback ------------------------------------------------------------------------------------
+
+// With Redis down, the in-memory fallback decides with the same semantics: exactly `limit` admitted,
+// every decision marked Source::fallback and counted.
+TEST_F(ResilienceTest, FallbackDecidesInMemoryWithTheSameLimit) {
+  const RateLimiter limiter(mock, options(OnFailure::fallback));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(3));
+  EXPECT_CALL(*mock, command(_)).Times(6).WillRepeatedly(Throw(ConnectionError("refused")));
+  int admitted = 0;
+  for (int i = 0; i < 5; ++i) {
+    const Decision d = fw.consume("u");
+    EXPECT_EQ(d.source, Source::fallback);
+    admitted += d.allowed;
+  }
+  EXPECT_EQ(admitted, 3);
+  const Decision last = fw.peek("u");  // the breaker is off: this goes to Redis (and fails) too
+  EXPECT_FALSE(last.allowed);
+  EXPECT_EQ(last.retry_after, 1s);
+  const Counters c = limiter.counters();
+  EXPECT_EQ(c.from_fallback, 6u);
+  EXPECT_EQ(c.errors, 6u);
+  EXPECT_EQ(c.allowed, 3u);
+  EXPECT_EQ(c.rejected, 2u);
+}
+
+// The fallback's state follows the limiter's clock: the next window starts empty there too.
+TEST_F(ResilienceTest, FallbackStateFollowsTheLimiterClock) {
+  const RateLimiter limiter(mock, options(OnFailure::fallback));
+  const auto fw = limiter.fixed_window("api", Limit::per_second(1));
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly(Throw(ConnectionError("refused")));
+  EXPECT_TRUE(fw.consume("u").allowed);
+  EXPECT_FALSE(fw.consume("u").allowed);
+  clock->advance(1s);
+  EXPECT_TRUE(fw.consume("u").allowed);
+}
+
+}  // namespace
