@@ -1,0 +1,201 @@
+#pragma once
+// The fixture of the asynchronous API tests (async_*_test.cpp): Strategy::consume_async /
+// consume_future over AsyncRedis, on a libevent or libuv loop running on a background thread. Every
+// wait is bounded (futures with wait_for), and every test checks that its loop returns by itself once
+// the AsyncRedis is gone (the loop thread is then joined; a loop that does not return is reported and
+// abandoned, never waited for forever).
+#include <csignal>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "redlimit/transport/redis_async.hpp"
+#include "support/fixture.hpp"
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+#include <event2/event.h>
+#endif
+#ifdef REDLIMIT_HAVE_LIBUV
+#include <uv.h>
+#endif
+
+namespace redlimit_test {
+// Named, not anonymous: googletest needs one AsyncTest class across the files of the suite.
+namespace async_fixture {
+
+using redlimit::AsyncOptions;
+using redlimit::AsyncRedis;
+using redlimit::Endpoint;
+using redlimit::Reply;
+using redlimit::Source;
+
+constexpr auto kWait = 20s;  // bound on any single wait in these tests
+
+template <class T>
+T get_within(std::future<T>& f, std::chrono::seconds limit = kWait) {
+  if (f.wait_for(limit) != std::future_status::ready) throw std::runtime_error("timed out waiting for a reply");
+  return f.get();
+}
+
+// A command's outcome as a future: the reply, or the exception.
+inline std::future<Reply> command(AsyncRedis& redis, std::vector<std::string> argv) {
+  auto p = std::make_shared<std::promise<Reply>>();
+  auto f = p->get_future();
+  redis.command_async(
+      std::move(argv), [p](Reply r) { p->set_value(std::move(r)); },
+      [p](std::exception_ptr e) { p->set_exception(std::move(e)); });
+  return f;
+}
+
+// The exception a future holds, rethrown and caught as E (fails the test when there is none, or
+// when it is not an E).
+template <class E>
+inline std::string error_of(std::future<Decision>& f) {
+  try {
+    const Decision d = get_within(f);
+    ADD_FAILURE() << "expected an exception, got " << d;
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "unexpected exception: " << e.what();
+  }
+  return {};
+}
+
+// Runs an event loop on a background thread until it returns by itself. stop() expects it to return
+// within a bound once every AsyncRedis on it is gone; one that does not is reported, and its thread
+// and loop are abandoned (leaked) so that the suite goes on instead of hanging.
+class LoopThread {
+ public:
+  virtual ~LoopThread() = default;
+
+  void start() {
+    auto ended = ended_;
+    thread_ = std::thread([this, ended] {
+      run();
+      ended->set_value();
+    });
+    done_ = ended_->get_future();
+  }
+
+  std::thread::id id() const { return thread_.get_id(); }
+
+  // Call after releasing every reference to the AsyncRedis objects on this loop.
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    if (!thread_.joinable()) {
+      release();
+      return;
+    }
+    if (done_.wait_for(kWait) != std::future_status::ready) {
+      ADD_FAILURE() << "the event loop did not return after its AsyncRedis was released";
+      thread_.detach();  // the loop (and this object's loop storage) is leaked on purpose
+      leaked_ = true;
+      return;
+    }
+    thread_.join();
+    release();
+  }
+
+ protected:
+  virtual void run() = 0;
+  virtual void release() = 0;
+  bool leaked_ = false;
+
+ private:
+  std::shared_ptr<std::promise<void>> ended_ = std::make_shared<std::promise<void>>();
+  std::future<void> done_;
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+inline Endpoint endpoint_of(RedisServer& server, int db = 0) { return redlimit::parse_url(server.url(db)); }
+
+// What many callbacks report, shared with them (it outlives the test body if one is late).
+struct Tally {
+  explicit Tally(int expected) : expected(expected) {}
+  const int expected;
+  std::mutex mutex;
+  int done = 0;
+  int allowed = 0;
+  int rejected = 0;
+  std::vector<std::string> errors;
+  std::set<std::int64_t> remaining_when_allowed;
+  std::set<std::thread::id> threads;
+  std::promise<void> all_done;
+
+  void record(const Decision& d, std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        errors.emplace_back(ex.what());
+      }
+    } else if (d.allowed) {
+      ++allowed;
+      remaining_when_allowed.insert(d.remaining);
+    } else {
+      ++rejected;
+    }
+    if (++done == expected) all_done.set_value();
+  }
+};
+
+class AsyncTest : public RedisTest {
+ protected:
+  void SetUp() override {
+    // A write on a connection the server has just closed must be an EPIPE error, not a signal.
+    std::signal(SIGPIPE, SIG_IGN);
+    RedisTest::SetUp();
+  }
+};
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+class LibeventLoop final : public LoopThread {
+ public:
+  LibeventLoop() : base_(event_base_new()) {}
+  ~LibeventLoop() override { stop(); }
+  event_base* base() const { return base_; }
+  std::shared_ptr<AsyncRedis> attach(const Endpoint& e, AsyncOptions o = {}) {
+    return AsyncRedis::attach_libevent(base_, e, o);
+  }
+
+ private:
+  void run() override { event_base_dispatch(base_); }
+  void release() override {
+    if (!leaked_) event_base_free(base_);
+  }
+  event_base* base_;
+};
+
+#endif  // REDLIMIT_HAVE_LIBEVENT
+
+#ifdef REDLIMIT_HAVE_LIBUV
+class LibuvLoop final : public LoopThread {
+ public:
+  LibuvLoop() : loop_(new uv_loop_t) { uv_loop_init(loop_); }
+  ~LibuvLoop() override { stop(); }
+  std::shared_ptr<AsyncRedis> attach(const Endpoint& e, AsyncOptions o = {}) {
+    return AsyncRedis::attach_libuv(loop_, e, o);
+  }
+
+ private:
+  void run() override { uv_run(loop_, UV_RUN_DEFAULT); }
+  void release() override {
+    if (leaked_) return;
+    EXPECT_EQ(uv_loop_close(loop_), 0) << "a handle is still open on the libuv loop";
+    delete loop_;
+  }
+  uv_loop_t* loop_;
+};
+
+#endif  // REDLIMIT_HAVE_LIBUV
+
+}  // namespace async_fixture
+using namespace async_fixture;  // NOLINT: the test files use the fixture's names
+}  // namespace redlimit_test
