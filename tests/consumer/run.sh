@@ -44,6 +44,8 @@ CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX")
 
 TMP="$(mktemp -d /tmp/redlimit-consumer.XXXXXX)"
 trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 PREFIX="$TMP/prefix"
 
 # Every redlimit header in the dependency list $1 (make or `ninja -t deps` format) must be under
@@ -151,6 +153,7 @@ for name in "${CONSUMERS[@]}"; do
     failed+=("$name")
   fi
 done
+echo "consumer tests: $((${#CONSUMERS[@]} - ${#failed[@]})) of ${#CONSUMERS[@]} ok in $SECONDS s"
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "consumer: failures in: ${failed[*]}" >&2
   exit 1
