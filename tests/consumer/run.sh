@@ -68,7 +68,7 @@ check_headers() {
 
 # The installed consumers share one `cmake --install`, done before them (see the end of this file).
 INSTALLED=no
-install_once() {
+installed_ok() {
   [[ "$INSTALLED" == ok ]] && return 0
   echo "consumer: cmake --install $BUILD_DIR --prefix $PREFIX failed:" >&2
   cat "$TMP/install.log" >&2
@@ -85,7 +85,7 @@ run_program() {
 # find_package from the installed prefix, linking target $1.
 consume_installed() {
   local target="$1" dir="$TMP/build-${1#redlimit::}" found
-  install_once || return 1
+  installed_ok || return 1
   cmake -S "$HERE/find_package" -B "$dir" "${CMAKE_ARGS[@]}" -DCMAKE_PREFIX_PATH="$PREFIX" \
     -DREDLIMIT_TARGET="$target"
   found="$(sed -n 's/^redlimit_DIR:[A-Z]*=//p' "$dir/CMakeCache.txt")"
@@ -113,7 +113,7 @@ consume_add_subdirectory() {
 
 consume_pkg_config() {
   local dir="$TMP/build-pkg_config" pc flags
-  install_once || return 1
+  installed_ok || return 1
   pc="$(find "$PREFIX" -name redlimit.pc -path '*/pkgconfig/*' | head -n 1)"
   [[ -n "$pc" ]] || { echo "consumer: no redlimit.pc under $PREFIX" >&2; return 1; }
   mkdir -p "$dir"
