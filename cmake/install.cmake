@@ -19,7 +19,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/redlimitConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/redlimitConfig.cmake ${PROJECT_BINARY_DIR}/redlimitConfigVersion.cmake
   DESTINATION ${REDLIMIT_CMAKE_DIR})
 
-# pkg-config: `pkg-config --cflags --libs redlimit` (static: add --static for hiredis, fmt and the loops).
+# pkg-config: `pkg-config --cflags --libs --static redlimit` (--static: the libraries are static
+# archives, so the link needs hiredis, fmt and the event loops of Requires.private too). The file is
+# written at install time, with the prefix being installed to: `cmake --install build --prefix /opt/x`
+# must give a redlimit.pc that points at /opt/x, not at the CMAKE_INSTALL_PREFIX of the configure.
 set(REDLIMIT_PC_REQUIRES_PRIVATE "hiredis fmt")
 if(REDLIMIT_HAVE_LIBEVENT)
   string(APPEND REDLIMIT_PC_REQUIRES_PRIVATE " libevent")
@@ -27,5 +30,18 @@ endif()
 if(REDLIMIT_HAVE_LIBUV)
   string(APPEND REDLIMIT_PC_REQUIRES_PRIVATE " libuv")
 endif()
-configure_file(cmake/redlimit.pc.in ${PROJECT_BINARY_DIR}/redlimit.pc @ONLY)
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(REDLIMIT_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(REDLIMIT_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
+install(CODE "
+  set(REDLIMIT_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+  set(REDLIMIT_PC_LIBDIR [[${REDLIMIT_PC_LIBDIR}]])
+  set(REDLIMIT_PC_INCLUDEDIR [[${REDLIMIT_PC_INCLUDEDIR}]])
+  set(REDLIMIT_PC_REQUIRES_PRIVATE [[${REDLIMIT_PC_REQUIRES_PRIVATE}]])
+  set(PROJECT_VERSION [[${PROJECT_VERSION}]])
+  configure_file([[${PROJECT_SOURCE_DIR}/cmake/redlimit.pc.in]] [[${PROJECT_BINARY_DIR}/redlimit.pc]] @ONLY)")
 install(FILES ${PROJECT_BINARY_DIR}/redlimit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -2,7 +2,8 @@
 # The project's one test command: installs what is missing, builds, runs every test (unit,
 # integration, faults, cluster); exits non-zero on any failure or sanitizer report.
 #
-#   scripts/test.sh                     # build in build/ (or $BUILD_DIR), run ctest, then fuzz briefly
+#   scripts/test.sh                     # build in build/ (or $BUILD_DIR), run ctest, the consumer
+#                                       # tests (tests/consumer/run.sh), then fuzz briefly
 #   scripts/test.sh --sanitize asan     # AddressSanitizer + UBSan build in build-asan/
 #   scripts/test.sh --sanitize tsan     # ThreadSanitizer build in build-tsan/
 #   scripts/test.sh --no-install        # never call apt-get (fail if something is missing)
@@ -14,11 +15,12 @@
 # server someone else runs, never 6379 on purpose); none of them survives this script.
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
 # (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with),
-# FUZZ_SECONDS (per fuzz target, default 15).
+# FUZZ_SECONDS (per fuzz target, default 15), FUZZ_BUILD_DIR (the fuzzers' clang build, default
+# $BUILD_DIR-fuzz: never the build directory itself).
 set -euo pipefail
 
 usage() {
-  sed -n '2,17s/^# \{0,1\}//p' "$0"
+  sed -n '2,20s/^# \{0,1\}//p' "$0"
 }
 
 SANITIZE=""
@@ -178,12 +180,23 @@ if [[ -n "$SANITIZE" ]]; then
   fi
 fi
 
-# ---- 4. Fuzz (bounded) ---------------------------------------------------------------------------
-# The parsers and the reply decoder under libFuzzer with ASan+UBSan, FUZZ_SECONDS per target.
+# ---- 4. Consumer tests ---------------------------------------------------------------------------
+# The package used as users use it: installed to a temporary prefix and found with find_package
+# (redlimit::redlimit and redlimit::header_only), vendored with add_subdirectory, and through
+# pkg-config; each builds and runs a small program. Plain pass only.
+if [[ -z "$SANITIZE" ]]; then
+  step "Consumer tests (tests/consumer/run.sh)"
+  JOBS="${JOBS:-2}" bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR" || status=1
+fi
+
+# ---- 5. Fuzz (bounded) ---------------------------------------------------------------------------
+# The parsers and the reply decoder under libFuzzer with ASan+UBSan, FUZZ_SECONDS per target, built
+# with clang in a directory of their own (fuzz.sh reconfigures its BUILD_DIR with clang++).
 if [[ $FUZZ -eq 1 && -z "$SANITIZE" ]]; then
   step "Fuzzing (${FUZZ_SECONDS:-15} s per target)"
   fuzz_args=()
   [[ $INSTALL -eq 0 ]] && fuzz_args+=(--no-install)
-  bash "$ROOT/scripts/fuzz.sh" "${fuzz_args[@]}" "${FUZZ_SECONDS:-15}" || status=1
+  BUILD_DIR="${FUZZ_BUILD_DIR:-${BUILD_DIR%/}-fuzz}" bash "$ROOT/scripts/fuzz.sh" "${fuzz_args[@]}" \
+    "${FUZZ_SECONDS:-15}" || status=1
 fi
 exit "$status"
