@@ -16,7 +16,8 @@
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
 # (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with),
 # FUZZ_SECONDS (per fuzz target, default 15), FUZZ_BUILD_DIR (the fuzzers' clang build, default
-# $BUILD_DIR-fuzz: never the build directory itself).
+# $BUILD_DIR-fuzz: never the build directory itself), REDLIMIT_WERROR (ON: warnings in redlimit's own
+# code fail the build).
 set -euo pipefail
 
 usage() {
@@ -77,7 +78,7 @@ source "$ROOT/scripts/lib/install.sh"
 install_missing test.sh "$INSTALL" "${PACKAGES[@]}"
 
 # ---- 2. Configure and build ----------------------------------------------------------------------
-CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON)
+CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON "-DREDLIMIT_WERROR=${REDLIMIT_WERROR:-ON}")
 RUN_ENV=()
 case "$SANITIZE" in
   "")
