@@ -41,8 +41,10 @@ class ReplyError : public Error {
   explicit ReplyError(const std::string& what) : Error("reply: " + what) {}
 };
 
-// Redis answered but cannot serve now: LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY,
-// OOM. Handled by the failure policy like a ConnectionError; the script did not run.
+// Redis answered but cannot serve now: the server is loading, busy, out of memory, without enough
+// replicas, refusing clients, or the command was not allowed (detail::is_outage_reply lists every
+// reply; docs/reliability.md has the table). Handled by the failure policy like a ConnectionError;
+// the script did not run.
 class UnavailableError : public ReplyError {
  public:
   explicit UnavailableError(const std::string& what) : ReplyError(what) {}

@@ -57,6 +57,38 @@ TEST_F(ResilienceTest, FailedProbeReopensTheBreaker) {
   EXPECT_EQ(limiter.counters().breaker_short_circuits, 3u);
 }
 
+// Issue 17, item 1: a probe answered by an error reply used to leave the breaker half-open with no
+// probe in flight, so every later call was short-circuited forever. Every way out of a probe now
+// settles it: an outage reply (max clients) reopens it, a usage error (WRONGTYPE, thrown) closes it
+// (the server answered), and the next call after either reaches Redis again.
+TEST_F(ResilienceTest, EveryWayOutOfAProbeSettlesTheBreaker) {
+  Options o = options(OnFailure::fail_open, 2);
+  o.breaker_cooldown = 500ms;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(Reply::make_error("ERR max number of clients reached")));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(Reply::make_error("WRONGTYPE Operation against a key")));
+    EXPECT_CALL(*mock, command(_)).Times(3).WillRepeatedly(Return(decision_reply(1, 4, 0, 1'000'000)));
+  }
+  fw.consume("u");
+  fw.consume("u");  // two failures: open
+  EXPECT_EQ(fw.consume("u").source, Source::failure_policy);  // short-circuited
+  clock->advance(500ms);
+  const Decision refused = fw.consume("u");  // the probe: an outage reply, answered by the policy
+  EXPECT_EQ(refused.source, Source::failure_policy);
+  EXPECT_TRUE(refused.allowed);
+  EXPECT_EQ(fw.consume("u").source, Source::failure_policy);  // reopened: short-circuited
+  clock->advance(500ms);
+  EXPECT_THROW(fw.consume("u"), ReplyError);  // the probe: a usage error, thrown (the server is up)
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(fw.consume("u").source, Source::primary);  // closed
+  const Counters c = limiter.counters();
+  EXPECT_EQ(c.breaker_short_circuits, 2u);
+  EXPECT_EQ(c.errors, 4u);  // two refused, the outage reply, the usage error
+}
+
 TEST_F(ResilienceTest, WhileTheProbeIsInFlightOtherCallsStillShortCircuit) {
   Options o = options(OnFailure::fail_open, 1);
   o.breaker_cooldown = 100ms;

@@ -143,7 +143,11 @@ TEST_F(ScriptTest, ServerCannotServeNowIsAnUnavailableError) {
                            "MASTERDOWN Link with MASTER is down", "CLUSTERDOWN The cluster is down",
                            "TRYAGAIN Multiple keys request during rehashing of slot",
                            "READONLY You can't write against a read only replica.",
-                           "OOM command not allowed when used memory > 'maxmemory'."}) {
+                           "OOM command not allowed when used memory > 'maxmemory'.",
+                           "NOREPLICAS Not enough good replicas to write.",
+                           "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist",
+                           "NOPERM User u has no permissions to run the 'evalsha' command",
+                           "NOAUTH Authentication required.", "ERR max number of clients reached"}) {
     SCOPED_TRACE(text);
     EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_error(text)));
     EXPECT_CALL(conn, command(eval())).Times(0);
@@ -153,8 +157,11 @@ TEST_F(ScriptTest, ServerCannotServeNowIsAnUnavailableError) {
 }
 
 TEST_F(ScriptTest, ScriptErrorsAreNotUnavailableErrors) {
+  // The first word decides: "BUSYKEY" is not "BUSY", and an ERR is a usage error unless it says the
+  // server refuses every client.
   for (const char* text : {"ERR Error running script: @user_script:1: boom", "WRONGTYPE Operation against a key",
-                           "NOPERM this user has no permissions"}) {
+                           "BUSYKEY Target key name already exists.", "ERR unknown command 'EVALSHA'",
+                           "ERR max number of keys"}) {
     SCOPED_TRACE(text);
     EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_error(text)));
     bool unavailable = false, reply_error = false;

@@ -17,6 +17,10 @@ class Breaker {
   bool allow(std::chrono::microseconds now);
   void success();
   void failure(std::chrono::microseconds now);
+  // A call ended with neither verdict (an error that says nothing of Redis's health): if it was the
+  // probe, the next caller probes instead. Every way out of a probe calls one of these three, so
+  // the breaker can never stay half-open with no probe in flight.
+  void release();
   std::chrono::microseconds cooldown() const { return cooldown_; }
 
  private:

@@ -55,11 +55,15 @@ class DecisionPath {
   // Throws (after reporting) when the breaker is open and the failure policy is OnFailure::raise.
   const std::vector<ScriptCall>& begin();
   // The replies to begin()'s calls, in order. Returns one decision per request added. Throws
-  // ReplyError for a reply that is not an outage, or the failure policy's error under raise.
+  // ReplyError for a usage error reply (counted; the server answered, so the breaker hears
+  // success), or the failure policy's error under raise.
   std::vector<Decision> finish(std::vector<Reply> replies);
   // The send step failed as a whole (ConnectionError, TimeoutError: the outcome is unknown and
   // nothing is replayed): the failure policy answers every request that was to be sent.
   std::vector<Decision> fail(const std::exception& error);
+  // An exception leaving the path that the path did not judge (a send step failing otherwise than
+  // with a ConnectionError): counted, reported, and the breaker released if this call was its probe.
+  void abandon(const std::exception& error);
   // An exception leaving the path (a usage error, the failure policy raising) is reported here.
   void report_error(const std::exception& error) const;
 

@@ -42,8 +42,13 @@ std::vector<std::string> eval_command(const Script& script, const std::vector<st
 // True for a NOSCRIPT error reply.
 bool is_noscript(const Reply& r);
 
-// Throws for an error reply: UnavailableError for LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
-// READONLY and OOM (the script did not run; the failure policy applies), ReplyError otherwise.
+// True for an error reply that says the server cannot serve now, whatever the request: the script
+// did not run, and the failure policy answers (docs/reliability.md, "Error replies"). Every other
+// error reply is a usage error: about this request (a wrong key type, a script error), thrown.
+bool is_outage_reply(std::string_view error);
+
+// Throws for an error reply: UnavailableError for an outage reply (is_outage_reply), ReplyError
+// otherwise.
 void check_script_reply(const Script& script, const Reply& reply);
 
 // The synchronous send step: `calls` in one round trip (a command, or a pipeline), EVALSHA first,

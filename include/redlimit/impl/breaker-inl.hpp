@@ -19,6 +19,11 @@ REDLIMIT_INLINE void Breaker::success() {
   probing_ = false;
 }
 
+REDLIMIT_INLINE void Breaker::release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  probing_ = false;
+}
+
 REDLIMIT_INLINE void Breaker::failure(std::chrono::microseconds now) {
   std::lock_guard<std::mutex> lock(mutex_);
   probing_ = false;

@@ -21,7 +21,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
   } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
     return path.fail(e);
   } catch (const std::exception& e) {
-    path.report_error(e);
+    path.abandon(e);
     throw;
   }
   return path.finish(std::move(replies));
@@ -73,13 +73,18 @@ REDLIMIT_INLINE void decide_async(std::shared_ptr<DecisionPath> path, std::share
     } catch (const UnavailableError& e) {
       decide_impl::deliver(done, [&] { return path->fail(e); });
     } catch (const std::exception& e) {
-      path->report_error(e);
+      path->abandon(e);
       done(Decision{}, error);
     } catch (...) {
+      path->abandon(Error("unknown error from the async connection"));
       done(Decision{}, error);
     }
   };
-  send_script_call_async(conn, path->script(), calls->front(), std::move(on_reply), std::move(on_error));
+  try {
+    send_script_call_async(conn, path->script(), calls->front(), std::move(on_reply), on_error);
+  } catch (...) {  // refused before anything was queued: no callback will come from the connection
+    on_error(std::current_exception());
+  }
 }
 
 }  // namespace redlimit::detail

@@ -97,22 +97,32 @@ REDLIMIT_INLINE void DecisionPath::group() {
 }
 
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> replies) {
+  Context& ctx = *ctx_;
+  std::exception_ptr usage_error;  // the first reply that was about the request, not the server
   try {
     // Each reply is judged on its own: one call's outage reply does not undo another's decisions.
-    bool healthy = false;
+    bool answered = false;
     for (std::size_t k = 0; k < replies.size() && k < members_.size(); ++k) {
       const auto& ids = members_[k];
       try {
         check_script_reply(*script_, replies[k]);
         const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits);
         for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
-        healthy = true;
+        answered = true;
       } catch (const UnavailableError& e) {
         for (std::size_t j : ids) failed(e, j);
+      } catch (const ReplyError&) {
+        answered = true;  // the server is up: it judged the request
+        if (!usage_error) usage_error = std::current_exception();
       }
     }
-    if (healthy && ctx_->breaker) ctx_->breaker->success();
+    if (answered && ctx.breaker) ctx.breaker->success();
+    if (usage_error) {
+      ++ctx.counters.errors;
+      std::rethrow_exception(usage_error);
+    }
   } catch (const std::exception& e) {
+    if (ctx.breaker) ctx.breaker->release();  // harmless unless this call was the probe
     report_error(e);
     throw;
   }
@@ -204,6 +214,12 @@ REDLIMIT_INLINE void DecisionPath::account(Decision& d, std::chrono::nanoseconds
   if (d.source == Source::fallback) ++c.from_fallback;
   if (d.source == Source::failure_policy) ++c.from_failure_policy;
   report(&d, {}, latency);
+}
+
+REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
+  ++ctx_->counters.errors;
+  if (ctx_->breaker) ctx_->breaker->release();
+  report_error(error);
 }
 
 REDLIMIT_INLINE void DecisionPath::report_error(const std::exception& error) const {

@@ -47,15 +47,33 @@ REDLIMIT_INLINE std::vector<std::string> eval_command(const Script& script, cons
 
 REDLIMIT_INLINE bool is_noscript(const Reply& r) { return r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0; }
 
+REDLIMIT_INLINE bool is_outage_reply(std::string_view error) {
+  // By the reply's first word (Redis's error code). None of these replies comes from a script that
+  // ran: the server refused the command before running it.
+  static constexpr std::string_view kOutages[] = {
+      "LOADING",      // the dataset is still loading (restart, full resync)
+      "BUSY",         // another script or function is running past its time limit
+      "MASTERDOWN",   // a replica that lost its master and serves no stale data
+      "CLUSTERDOWN",  // the cluster cannot serve this slot
+      "TRYAGAIN",     // a cluster slot mid-migration
+      "READONLY",     // a replica (after a failover, or a misrouted connection)
+      "OOM",          // maxmemory reached under noeviction
+      "NOREPLICAS",   // min-replicas-to-write not met
+      "MISCONF",      // writes stopped after a failed RDB save
+      "NOPERM",       // the ACL user may not run EVALSHA/EVAL (or lost access to the keys)
+      "NOAUTH",       // the server now requires a password this connection did not send
+  };
+  const std::string_view code = error.substr(0, error.find(' '));
+  for (std::string_view outage : kOutages) {
+    if (code == outage) return true;
+  }
+  // Generic "ERR" replies that still mean the server refuses everyone, not this request.
+  return code == "ERR" && error.find("max number of clients reached") != std::string_view::npos;
+}
+
 REDLIMIT_INLINE void check_script_reply(const Script& script, const Reply& reply) {
   if (!reply.is_error()) return;
-  static constexpr std::string_view kUnavailable[] = {"LOADING",  "BUSY",     "MASTERDOWN", "CLUSTERDOWN",
-                                                      "TRYAGAIN", "READONLY", "OOM"};
-  for (std::string_view prefix : kUnavailable) {
-    if (reply.str.compare(0, prefix.size(), prefix) == 0) {
-      throw UnavailableError(message("script {}: {}", script.name, reply.str));
-    }
-  }
+  if (is_outage_reply(reply.str)) throw UnavailableError(message("script {}: {}", script.name, reply.str));
   throw ReplyError(message("script {} failed: {}", script.name, reply.str));
 }
 
