@@ -16,8 +16,16 @@ struct Endpoint {
   int db = 0;
 };
 
-// Throws InvalidArgument naming what is wrong.
+// Throws InvalidArgument naming what is wrong (quoting the URL as redact_url() writes it). The scheme
+// is case-insensitive.
 Endpoint parse_url(std::string_view url);
+
+// `url` as it may be printed (errors, logs, metrics): the password replaced by "***" (the whole
+// userinfo when it has no user, and a password= query parameter), unprintable bytes as \xNN.
+std::string redact_url(std::string_view url);
+
+// True when `url` starts with `scheme` ("redis://", lower case), in any case.
+bool has_scheme(std::string_view url, std::string_view scheme);
 
 }  // namespace redlimit
 

@@ -37,6 +37,7 @@ struct Context {
   std::unique_ptr<RejectCache> reject_cache;  // null unless options.local_reject_cache
 
   // ARGV[1] of every script: the client's time in microseconds, or "redis" for the script to read TIME.
+  // Throws InvalidArgument for a client clock before 1970.
   std::string now_arg() const;
 };
 

@@ -33,6 +33,7 @@ namespace redlimit::detail {
 struct StrategySpec {
   std::string resource;
   std::string kind;                  // the state key's suffix ("fw", "sl", ...)
+  std::string name;                  // what the user built, for messages: sliding window "api"
   const Script* script;              // the strategy's own script (block() runs another)
   std::vector<std::int64_t> limits;  // each limit's count (several for a policy)
   std::int64_t least_limit;          // the smallest of them: the most a request may cost

@@ -18,6 +18,25 @@ void append_piece(std::string& out, T v) {
   out += std::to_string(v);
 }
 
+// `raw` safe to quote in a message: bytes below 0x20, 0x7f and above, and the backslash are
+// written as \xNN (a NUL would cut what() short; control bytes could forge log lines).
+inline std::string printable(std::string_view raw) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size());
+  for (char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 template <typename... Args>
 std::string message(std::string_view pattern, const Args&... args) {
   std::string out;

@@ -48,8 +48,8 @@ bool is_noscript(const Reply& r);
 bool is_outage_reply(std::string_view error);
 
 // Throws for an error reply: UnavailableError for an outage reply (is_outage_reply), ReplyError
-// otherwise.
-void check_script_reply(const Script& script, const Reply& reply);
+// otherwise. The message names `who` (the strategy the user built), or the script.
+void check_script_reply(const Script& script, const Reply& reply, std::string_view who = {});
 
 // The synchronous send step: `calls` in one round trip (a command, or a pipeline), EVALSHA first,
 // EVAL for those that came back NOSCRIPT. Returns one reply per call, error replies included (the

@@ -1,12 +1,17 @@
 #pragma once
 // Bodies of redlimit/detail/context.hpp (see redlimit/detail/config.hpp).
 #include "redlimit/detail/context.hpp"
+#include "redlimit/detail/message.hpp"
+#include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
 
 REDLIMIT_INLINE std::string Context::now_arg() const {
   if (options.time_source == TimeSource::redis) return "redis";
-  return std::to_string(clock->now().count());
+  const auto now = clock->now().count();
+  // The scripts' time math assumes the epoch is behind us; checked here, before any I/O.
+  if (now < 0) throw InvalidArgument(message("the limiter's clock reads {}us, before 1970", now));
+  return std::to_string(now);
 }
 
 REDLIMIT_INLINE Counters AtomicCounters::snapshot() const {

@@ -105,7 +105,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
     for (std::size_t k = 0; k < replies.size() && k < members_.size(); ++k) {
       const auto& ids = members_[k];
       try {
-        check_script_reply(*script_, replies[k]);
+        check_script_reply(*script_, replies[k], spec_->name);
         const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits);
         for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
         answered = true;

@@ -35,7 +35,7 @@ REDLIMIT_INLINE std::shared_ptr<Connection> make_fallback(const std::shared_ptr<
 
 REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options options) {
   rate_limiter_impl::check_options(options);
-  if (url.substr(0, 16) == "redis-cluster://") {
+  if (has_scheme(url, "redis-cluster://")) {
     auto cluster = std::make_shared<ClusterConnection>(parse_cluster_url(url), options);
     return RateLimiter(std::move(cluster), std::move(options));
   }

@@ -71,10 +71,11 @@ REDLIMIT_INLINE bool is_outage_reply(std::string_view error) {
   return code == "ERR" && error.find("max number of clients reached") != std::string_view::npos;
 }
 
-REDLIMIT_INLINE void check_script_reply(const Script& script, const Reply& reply) {
+REDLIMIT_INLINE void check_script_reply(const Script& script, const Reply& reply, std::string_view who) {
   if (!reply.is_error()) return;
-  if (is_outage_reply(reply.str)) throw UnavailableError(message("script {}: {}", script.name, reply.str));
-  throw ReplyError(message("script {} failed: {}", script.name, reply.str));
+  const std::string name = who.empty() ? message("script {}", script.name) : std::string(who);
+  if (is_outage_reply(reply.str)) throw UnavailableError(message("{}: {}", name, printable(reply.str)));
+  throw ReplyError(message("{} failed: {}", name, printable(reply.str)));
 }
 
 REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Script& script,

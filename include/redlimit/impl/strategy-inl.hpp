@@ -16,6 +16,19 @@ namespace redlimit {
 
 namespace strategy_impl {
 
+// What the user built, by the state key's suffix: error messages name it (a sliding window runs
+// the policy script, and "script policy failed" would puzzle its user).
+REDLIMIT_INLINE std::string display_name(std::string_view kind, const std::string& resource) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"fw", "fixed window"}, {"sl", "sliding log"},  {"sw", "sliding window"},
+      {"pol", "policy"},      {"tb", "token bucket"}, {"lb", "leaky bucket"}};
+  std::string_view name = kind;
+  for (const auto& [k, n] : kNames) {
+    if (k == kind) name = n;
+  }
+  return detail::message("{} \"{}\"", name, detail::printable(resource));
+}
+
 REDLIMIT_INLINE const char* mode_of(Operation op) {
   switch (op) {
     case Operation::consume:
@@ -37,8 +50,10 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
     : ctx_(std::move(ctx)) {
   detail::check_resource(resource);
   const std::int64_t least = *std::min_element(limits.begin(), limits.end());
+  std::string name = strategy_impl::display_name(kind, resource);
   spec_ = std::make_shared<const detail::StrategySpec>(
-      detail::StrategySpec{std::move(resource), std::move(kind), &script, std::move(limits), least, std::move(params)});
+      detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
+                           std::move(params)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
@@ -182,18 +197,21 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
     e.latency = std::chrono::steady_clock::now() - started;
     ctx_->options.metrics->on_event(e);
   };
+  // The local copies first, so that an outage cannot leave them stale: the reject cache, and the
+  // fallback's state (which decides while Redis is down). Redis's own copy is reset only if it
+  // answers; otherwise the call throws and that state stays until its TTL or the next reset.
+  if (ctx_->reject_cache) ctx_->reject_cache->forget(argv[1]);
+  if (ctx_->fallback) ctx_->fallback->command(argv);
   try {
     std::unique_lock<std::mutex> lock(ctx_->mutex, std::defer_lock);
     if (!ctx_->connection->thread_safe()) lock.lock();
     const Reply r = ctx_->connection->command(argv);
-    if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", r.str));
+    if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", detail::printable(r.str)));
   } catch (const std::exception& e) {
     ++ctx_->counters.errors;
     report(e.what());
     throw;
   }
-  if (ctx_->reject_cache) ctx_->reject_cache->forget(argv[1]);
-  if (ctx_->fallback) ctx_->fallback->command(argv);  // the fallback must not keep a stale state either
   report({});
 }
 

@@ -13,7 +13,7 @@ namespace redlimit {
 namespace url_impl {
 
 [[noreturn]] REDLIMIT_INLINE void bad(std::string_view url, const std::string& why) {
-  throw InvalidArgument(detail::message("URL \"{}\": {}", url, why));
+  throw InvalidArgument(detail::message("URL \"{}\": {}", redact_url(url), why));
 }
 
 REDLIMIT_INLINE int hex_value(char c) {
@@ -85,7 +85,94 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
   }
 }
 
+REDLIMIT_INLINE Endpoint parse_unix(std::string_view url, std::string_view rest) {
+  Endpoint e;
+  const std::size_t q = rest.find('?');
+  if (q != std::string_view::npos) {
+    parse_query(url, rest.substr(q + 1), e);
+    rest = rest.substr(0, q);
+  }
+  if (rest.empty() || rest[0] != '/') bad(url, "a unix socket URL needs an absolute path: unix:///path.sock");
+  e.unix_path = std::string(rest);
+  e.port = 0;
+  return e;
+}
+
+// host, host:port, [v6], [v6]:port; returns the port text (empty: the default).
+REDLIMIT_INLINE std::string_view parse_host(std::string_view url, std::string_view authority, Endpoint& e) {
+  std::string_view port;
+  if (!authority.empty() && authority[0] == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) bad(url, "unclosed '[' in IPv6 host");
+    e.host = std::string(authority.substr(1, close - 1));
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') bad(url, "expected ':' after the IPv6 host");
+      port = after.substr(1);
+      if (port.empty()) bad(url, "empty port");
+    }
+  } else {
+    const std::size_t colon = authority.find(':');
+    e.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) bad(url, "empty port");
+    }
+  }
+  if (e.host.empty()) bad(url, "empty host");
+  return port;
+}
+
+REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest) {
+  Endpoint e;
+  const std::size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    const std::string_view path = rest.substr(slash + 1);
+    if (!path.empty()) e.db = parse_int(url, path, "db", 0, 1 << 20);
+  }
+  const std::size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    parse_userinfo(url, authority.substr(0, at), e);
+    authority = authority.substr(at + 1);
+  }
+  const std::string_view port = parse_host(url, authority, e);
+  if (!port.empty()) e.port = parse_int(url, port, "port", 1, 65535);
+  return e;
+}
+
 }  // namespace url_impl
+
+REDLIMIT_INLINE bool has_scheme(std::string_view url, std::string_view scheme) {
+  if (url.size() < scheme.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i) {
+    const char c = url[i];
+    const char lower = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    if (lower != scheme[i]) return false;
+  }
+  return true;
+}
+
+REDLIMIT_INLINE std::string redact_url(std::string_view url) {
+  std::string out(url);
+  // The password of the userinfo (all of it when there is no user): up to the last '@' before the
+  // query, so that even an unescaped '@' or '/' inside a password stays hidden.
+  const std::size_t start = out.find("://");
+  const std::size_t query = out.find('?');
+  const std::size_t at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+  if (start != std::string::npos && at != std::string::npos && at > start + 3) {
+    const std::size_t colon = out.find(':', start + 3);
+    const std::size_t from = (colon != std::string::npos && colon < at) ? colon + 1 : start + 3;
+    out.replace(from, at - from, "***");
+  }
+  // password=... in the query (unix:///path?password=P).
+  for (std::size_t pos = out.find('?'); pos != std::string::npos; pos = out.find('&', pos + 1)) {
+    if (out.compare(pos + 1, 9, "password=") != 0) continue;
+    const std::size_t value = pos + 10, end = out.find('&', value);
+    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+  }
+  return detail::printable(out);
+}
 
 REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   // hiredis takes the host and path as C strings: a NUL would silently cut them ("evil\0.example.com"
@@ -93,59 +180,11 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   for (char c : url) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) url_impl::bad(url, "control bytes are not allowed in a URL");
   }
-  Endpoint e;
-  constexpr std::string_view kRedis = "redis://", kUnix = "unix://";
-  if (url.substr(0, kUnix.size()) == kUnix) {
-    std::string_view rest = url.substr(kUnix.size());
-    const std::size_t q = rest.find('?');
-    if (q != std::string_view::npos) {
-      url_impl::parse_query(url, rest.substr(q + 1), e);
-      rest = rest.substr(0, q);
-    }
-    if (rest.empty() || rest[0] != '/')
-      url_impl::bad(url, "a unix socket URL needs an absolute path: unix:///path.sock");
-    e.unix_path = std::string(rest);
-    e.port = 0;
-    return e;
-  }
-  if (url.substr(0, kRedis.size()) != kRedis) {
-    if (url.substr(0, 9) == "rediss://") url_impl::bad(url, "TLS (rediss://) is not supported by this hiredis build");
-    url_impl::bad(url, "scheme must be redis:// or unix://");
-  }
-  std::string_view rest = url.substr(kRedis.size());
-  const std::size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    const std::string_view path = rest.substr(slash + 1);
-    if (!path.empty()) e.db = url_impl::parse_int(url, path, "db", 0, 1 << 20);
-  }
-  const std::size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    url_impl::parse_userinfo(url, authority.substr(0, at), e);
-    authority = authority.substr(at + 1);
-  }
-  std::string_view port;
-  if (!authority.empty() && authority[0] == '[') {
-    const std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) url_impl::bad(url, "unclosed '[' in IPv6 host");
-    e.host = std::string(authority.substr(1, close - 1));
-    const std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') url_impl::bad(url, "expected ':' after the IPv6 host");
-      port = after.substr(1);
-      if (port.empty()) url_impl::bad(url, "empty port");
-    }
-  } else {
-    const std::size_t colon = authority.find(':');
-    e.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port = authority.substr(colon + 1);
-      if (port.empty()) url_impl::bad(url, "empty port");
-    }
-  }
-  if (e.host.empty()) url_impl::bad(url, "empty host");
-  if (!port.empty()) e.port = url_impl::parse_int(url, port, "port", 1, 65535);
-  return e;
+  // Schemes are case-insensitive (RFC 3986): REDIS://host is redis://host.
+  if (has_scheme(url, "unix://")) return url_impl::parse_unix(url, url.substr(7));
+  if (has_scheme(url, "redis://")) return url_impl::parse_tcp(url, url.substr(8));
+  if (has_scheme(url, "rediss://")) url_impl::bad(url, "TLS (rediss://) is not supported by this hiredis build");
+  url_impl::bad(url, "scheme must be redis:// or unix://");
 }
 
 }  // namespace redlimit
