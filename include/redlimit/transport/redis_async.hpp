@@ -102,7 +102,7 @@ class AsyncRedis final : public AsyncConnection {
   };
   Stats stats() const;
 
-  class Core;  // implementation detail (src/hiredis/redis_async.cpp)
+  class Core;  // implementation detail (src/hiredis/async_core.hpp)
 
  private:
   explicit AsyncRedis(std::shared_ptr<Core> core);
