@@ -136,6 +136,13 @@ void ClusterConnection::refresh() {
   throw ConnectionError("cannot read the cluster's slot map: " + last_error);
 }
 
+void ClusterConnection::refresh_quietly() {
+  try {
+    refresh();
+  } catch (const ConnectionError&) {
+  }
+}
+
 std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t slot) {
   {
     std::shared_lock<std::shared_mutex> lock(mutex_);
@@ -162,10 +169,7 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
       }
     } catch (const ConnectionError&) {
       // The outcome is unknown: do not replay. Learn the new topology for the next call.
-      try {
-        refresh();
-      } catch (const ConnectionError&) {
-      }
+      refresh_quietly();
       throw;
     }
     asking = false;
@@ -178,10 +182,7 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
         std::unique_lock<std::shared_mutex> lock(mutex_);
         target = slots_[slot] = node(host, port);
       }
-      try {
-        refresh();
-      } catch (const ConnectionError&) {
-      }
+      refresh_quietly();
       target = route(slot);
     } else if (starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port)) {
       std::unique_lock<std::shared_mutex> lock(mutex_);
@@ -191,10 +192,7 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
       std::this_thread::sleep_for(backoff);  // bounded: max_redirects attempts, 10..160 ms
       backoff *= 2;
       if (starts_with(reply.str, "CLUSTERDOWN")) {
-        try {
-          refresh();
-        } catch (const ConnectionError&) {
-        }
+        refresh_quietly();
         target = route(slot);
       }
     } else {
@@ -243,10 +241,7 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
     try {
       replies = n->pool->pipeline(batch);
     } catch (const ConnectionError&) {
-      try {
-        refresh();
-      } catch (const ConnectionError&) {
-      }
+      refresh_quietly();
       throw;
     }
     for (std::size_t j = 0; j < indices.size(); ++j) {

@@ -130,9 +130,13 @@ Reply RedisConnection::command(const std::vector<std::string>& args) {
 std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
   std::vector<Reply> out;
   if (commands.empty()) return out;
-  redisContext& c = context();
+  // Checked before anything is appended: a command left in the context's output buffer would go
+  // out with the next call, whose replies would then be read one step behind.
   for (const auto& args : commands) {
     if (args.empty()) throw InvalidArgument("empty command in pipeline");
+  }
+  redisContext& c = context();
+  for (const auto& args : commands) {
     Argv argv(args);
     if (redisAppendCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
       fail("pipelining to");

@@ -1,6 +1,7 @@
 #pragma once
 // The asynchronous seam: send a command, get its reply later through a callback that runs on the
 // event loop's thread. Many commands may be in flight on one connection; replies come back in order.
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,9 +22,14 @@ class AsyncConnection {
   // before the reply arrived (its outcome is then unknown). Thread-safe to call from any thread.
   virtual void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) = 0;
 
-  // Runs `task` on the loop's thread, in order with the commands queued around it: how a decision
-  // made without Redis (a local-cache rejection, the failure policy's answer) reaches its callback
-  // on the same thread as the others. This default runs it at once on the calling thread.
+  // Runs `task` on the thread where this connection's callbacks run, in order with the commands
+  // queued around it (the order they are sent in; their replies come later). The strategies deliver
+  // a decision made without Redis (e.g. a local-cache rejection) to its callback through post, so it
+  // runs on the same thread as the callbacks Redis answers.
+  //
+  // This default runs `task` at once on the calling thread, and an exception escaping it reaches
+  // the caller: right for a connection whose callbacks may run on the caller's thread. A connection
+  // with an event loop overrides it (AsyncRedis runs `task` on the loop's thread).
   virtual void post(std::function<void()> task) { task(); }
 };
 

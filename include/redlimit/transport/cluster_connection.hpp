@@ -54,6 +54,9 @@ class ClusterConnection final : public Connection {
   };
   std::shared_ptr<Node> node(const std::string& host, int port);
   std::shared_ptr<Node> route(std::uint16_t slot);
+  // refresh(), ignoring a failure (no node answered: the map stays as it was), for callers that go
+  // on, or throw their own error, either way.
+  void refresh_quietly();
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
 
   ClusterEndpoint seeds_;

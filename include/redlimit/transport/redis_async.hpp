@@ -84,8 +84,9 @@ class AsyncRedis final : public AsyncConnection {
 
   // Runs `task` on the loop's thread, in order with the commands queued around it (the strategies
   // use it to deliver decisions made without Redis, such as a local-cache rejection). Runs at once
-  // on the calling thread when the loop resources are already released.
-  void post(std::function<void()> task);
+  // on the calling thread when the loop resources are already released. Throws InvalidArgument for
+  // an empty task. An exception escaping `task` is caught and dropped, as for callbacks.
+  void post(std::function<void()> task) override;
 
   // Stops taking commands: those queued before are still sent and answered, those queued after fail
   // with ConnectionError; then the connection and the loop resources are released (on the loop).
@@ -101,7 +102,7 @@ class AsyncRedis final : public AsyncConnection {
   };
   Stats stats() const;
 
-  class Core;  // implementation detail (src/hiredis/redis_async.cpp)
+  class Core;  // implementation detail (src/hiredis/async_core.hpp)
 
  private:
   explicit AsyncRedis(std::shared_ptr<Core> core);

@@ -1,0 +1,215 @@
+// AsyncRedis::Core and its hiredis context: opening one (AUTH and SELECT queued first), handing it
+// commands, the callbacks hiredis runs (replies, connect, disconnect), and freeing contexts only
+// where hiredis allows it. See async_core.hpp for the rules kept here.
+#include "async_core.hpp"
+#include "hiredis_reply.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit {
+
+using async_detail::describe;
+using async_detail::SteadyClock;
+
+void AsyncRedis::Core::send(Item& item, std::exception_ptr& connect_error) {
+  if (connect_error) {
+    fail(item.on_error, connect_error);
+    return;
+  }
+  Conn* conn = nullptr;
+  try {
+    conn = connection();
+  } catch (...) {
+    connect_error = std::current_exception();
+    fail(item.on_error, connect_error);
+    return;
+  }
+  auto pending = std::make_unique<Pending>();
+  pending->on_reply = std::move(item.on_reply);
+  pending->on_error = std::move(item.on_error);
+  if (!issue(*conn, item.argv, pending.get())) {
+    const std::string why = conn->ac && conn->ac->errstr ? conn->ac->errstr : "context unusable";
+    fail(pending->on_error,
+         std::make_exception_ptr(ConnectionError(fmt::format("sending to {}: {}", describe(endpoint_), why))));
+    return;
+  }
+  pending.release();  // hiredis owns it now, until its callback (on_reply takes it back)
+  ++commands_;
+  if (conn->inflight.size() > max_in_flight_.load(std::memory_order_relaxed)) {
+    max_in_flight_.store(conn->inflight.size(), std::memory_order_relaxed);
+  }
+}
+
+// Hands one command to hiredis (it is written when the socket is writable).
+bool AsyncRedis::Core::issue(Conn& conn, const std::vector<std::string>& args, Pending* pending) {
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  ptrs.reserve(args.size());
+  lens.reserve(args.size());
+  for (const auto& a : args) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  if (redisAsyncCommandArgv(conn.ac.get(), &Core::on_reply, pending, static_cast<int>(args.size()), ptrs.data(),
+                            lens.data()) != REDIS_OK) {
+    return false;
+  }
+  conn.inflight.push_back(SteadyClock::now());
+  if (conn.inflight.size() == 1) {
+    if (const auto due = reply_due(conn); due && (!timer_armed_ || *due < timer_at_)) arm(*due);
+  }
+  return true;
+}
+
+// The current connection, opened (with AUTH / SELECT queued first) if there is none.
+AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
+  if (conn_) return conn_.get();
+  auto conn = std::make_unique<Conn>(*this);
+  redisAsyncContext* raw = endpoint_.unix_path.empty()
+                               ? redisAsyncConnect(endpoint_.host.c_str(), endpoint_.port)
+                               : redisAsyncConnectUnix(endpoint_.unix_path.c_str());
+  if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
+  conn->ac.reset(raw);
+  if (raw->err) throw ConnectionError(fmt::format("connecting to {}: {}", describe(endpoint_), raw->errstr));
+  raw->data = conn.get();
+  if (!attach(raw)) {
+    throw ConnectionError(fmt::format("cannot attach the connection to {} to the event loop", describe(endpoint_)));
+  }
+  redisAsyncSetConnectCallback(raw, &Core::on_connect);
+  redisAsyncSetDisconnectCallback(raw, &Core::on_disconnect);
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+  // hiredis >= 1.0 also watches for a silent server itself (no reply for this long); our own
+  // per-command deadline stays, as it is what holds on hiredis 0.14.
+  if (options_.command_timeout.count() > 0) {
+    redisAsyncSetTimeout(raw, async_detail::to_timeval(
+                                  std::chrono::duration_cast<std::chrono::microseconds>(options_.command_timeout)));
+  }
+#endif
+  ++connections_;
+  if (options_.connect_timeout.count() > 0) {
+    conn->connect_deadline = SteadyClock::now() + options_.connect_timeout;
+    if (!timer_armed_ || *conn->connect_deadline < timer_at_) arm(*conn->connect_deadline);
+  }
+  queue_setup(*conn);
+  conn_ = std::move(conn);
+  return conn_.get();
+}
+
+// AUTH and SELECT from the Endpoint, ahead of every command on a new connection. Their replies go to
+// replied(), which drops the connection if one fails.
+void AsyncRedis::Core::queue_setup(Conn& conn) {
+  std::vector<std::pair<const char*, std::vector<std::string>>> setup;
+  if (!endpoint_.password.empty()) {
+    if (endpoint_.username.empty()) {
+      setup.push_back({"AUTH", {"AUTH", endpoint_.password}});
+    } else {
+      setup.push_back({"AUTH", {"AUTH", endpoint_.username, endpoint_.password}});
+    }
+  }
+  if (endpoint_.db != 0) setup.push_back({"SELECT", {"SELECT", std::to_string(endpoint_.db)}});
+  for (const auto& [what, argv] : setup) {
+    auto pending = std::make_unique<Pending>();
+    pending->setup = what;
+    if (!issue(conn, argv, pending.get())) {
+      throw ConnectionError(fmt::format("cannot send {} to {}", what, describe(endpoint_)));
+    }
+    pending.release();  // hiredis owns it now, until its callback
+  }
+}
+
+// Drops the current connection from a top-level handler: every pending command fails now.
+void AsyncRedis::Core::drop(std::string why, bool timed_out) {
+  std::unique_ptr<Conn> conn = std::move(conn_);
+  conn->failure = std::move(why);
+  conn->timed_out = timed_out;
+  conn->ac.reset();  // redisAsyncFree: the pending callbacks run with a null reply
+}
+
+// Inside a hiredis callback: `conn` stops being current; it is freed at the next top-level handler.
+void AsyncRedis::Core::retire(Conn& conn) {
+  if (conn_.get() == &conn) graveyard_.push_back(std::move(conn_));
+  arm(SteadyClock::now());
+}
+
+// Contexts retired inside callbacks are freed here, at the top level.
+void AsyncRedis::Core::collect_garbage() {
+  auto dead = std::move(graveyard_);
+  graveyard_.clear();
+  dead.clear();  // may run callbacks (with a null reply); they can only queue more work
+}
+
+void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const redisReply* reply,
+                               std::unique_ptr<Pending> p) {
+  if (!conn.inflight.empty()) conn.inflight.pop_front();
+  if (reply != nullptr && options_.command_timeout.count() > 0) conn.last_reply = SteadyClock::now();
+  if (!backlog_.empty() && conn_.get() == &conn && conn.inflight.size() <= options_.max_in_flight / 2 &&
+      !(timer_armed_ && timer_at_ == TimePoint{})) {
+    arm(TimePoint{});  // room again: the timer (at the top level) sends more of the backlog
+  }
+  if (p->setup != nullptr) {
+    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && conn.failure.empty()) {
+      // The commands queued behind it must not run unauthenticated or on the wrong db.
+      conn.failure = fmt::format("{} on {} failed: {}", p->setup, describe(endpoint_),
+                                 std::string(reply->str, reply->len));
+      retire(conn);
+    }
+    return;
+  }
+  const std::exception_ptr error = reply_error(conn, ac, reply);
+  try {
+    if (error) {
+      p->on_error(error);
+    } else {
+      p->on_reply(detail::from_hiredis(*reply));
+    }
+  } catch (...) {  // must not unwind through hiredis
+  }
+}
+
+// Why a command got no reply of its own: the connection was dropped (conn.failure), or hiredis freed
+// the context (a null reply). Null when `reply` is the command's reply.
+std::exception_ptr AsyncRedis::Core::reply_error(const Conn& conn, const redisAsyncContext* ac,
+                                                 const redisReply* reply) const {
+  if (!conn.failure.empty()) {
+    return conn.timed_out ? std::make_exception_ptr(TimeoutError(conn.failure))
+                          : std::make_exception_ptr(ConnectionError(conn.failure));
+  }
+  if (reply != nullptr) return nullptr;
+  const std::string why = ac->err ? ac->errstr : "connection closed";
+#ifdef REDIS_ERR_TIMEOUT
+  if (ac->err == REDIS_ERR_TIMEOUT) {
+    return std::make_exception_ptr(TimeoutError(fmt::format("{}: {}", describe(endpoint_), why)));
+  }
+#endif
+  return std::make_exception_ptr(ConnectionError(fmt::format("{}: {}", describe(endpoint_), why)));
+}
+
+void AsyncRedis::Core::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+  std::unique_ptr<Pending> p(static_cast<Pending*>(privdata));  // given to hiredis by send / queue_setup
+  auto* conn = static_cast<Conn*>(ac->data);
+  conn->core.replied(*conn, ac, static_cast<const redisReply*>(reply), std::move(p));
+}
+
+void AsyncRedis::Core::on_connect(const redisAsyncContext* ac, int status) {
+  auto* conn = static_cast<Conn*>(ac->data);
+  if (status == REDIS_OK) {
+    conn->connected = true;
+    return;
+  }
+  // hiredis frees the context right after this (failing the pending commands with its error).
+  (void)conn->ac.release();
+  conn->core.retire(*conn);
+}
+
+void AsyncRedis::Core::on_disconnect(const redisAsyncContext* ac, int /*status*/) {
+  auto* conn = static_cast<Conn*>(ac->data);
+  (void)conn->ac.release();  // hiredis frees it when we return (a no-op when we are freeing it)
+  conn->connected = false;
+  conn->core.retire(*conn);
+}
+
+}  // namespace redlimit

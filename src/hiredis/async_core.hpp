@@ -1,0 +1,191 @@
+#pragma once
+// AsyncRedis::Core, private to src/hiredis: what the public AsyncRedis handle drives.
+//
+// Shape. The public AsyncRedis is a thin handle on a Core. The Core owns the queue that any thread
+// may push to, and everything that lives on the loop: the hiredis context (one Conn at a time), the
+// wake-up event and a deadline timer. The Core keeps itself alive (self_) for as long as it holds
+// loop resources, so the handle can go away at any time, on any thread: its destructor only queues
+// a close, and the loop tears everything down at a safe point.
+//
+// Files.
+//   async_core.hpp      this declaration
+//   async_core.cpp      the cross-thread queue, the backlog, the deadlines and the shutdown
+//   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
+//   async_libevent.cpp  the libevent adapter (a pipe to wake the loop, an evtimer) and attach_libevent
+//   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t) and attach_libuv
+//   redis_async.cpp     the public handle
+//
+// hiredis rules kept here:
+// - Only top-level loop handlers (the wake-up and the timer) ever free a context (redisAsyncFree),
+//   never a hiredis callback. Contexts that stop being current inside a callback are parked in
+//   graveyard_ and freed by the next top-level handler.
+// - hiredis frees a context itself after an I/O error, EOF or a failed connect: the connect and
+//   disconnect callbacks release our ownership (ContextPtr::release) so it is never freed twice.
+// - Every command handed to hiredis gets its callback exactly once: with the reply, or with a null
+//   reply when the context is freed (by hiredis after an error, or by us on a timeout or close).
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redlimit/transport/redis_async.hpp"
+
+namespace redlimit {
+
+namespace async_detail {
+
+using SteadyClock = std::chrono::steady_clock;
+using TimePoint = SteadyClock::time_point;
+
+// Owns a redisAsyncContext: redisAsyncFree runs the pending commands' callbacks with a null reply.
+struct ContextDeleter {
+  void operator()(redisAsyncContext* ac) const { redisAsyncFree(ac); }
+};
+using ContextPtr = std::unique_ptr<redisAsyncContext, ContextDeleter>;
+
+// "host:port", or the unix socket's path.
+std::string describe(const Endpoint& e);
+
+inline timeval to_timeval(std::chrono::microseconds d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(d.count() / 1000000);
+  tv.tv_usec = static_cast<decltype(tv.tv_usec)>(d.count() % 1000000);
+  return tv;
+}
+
+// Throws InvalidArgument for a negative timeout (the attach_* factories call it first).
+void check_options(const AsyncOptions& o);
+
+}  // namespace async_detail
+
+class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
+ public:
+  using TimePoint = async_detail::TimePoint;
+
+  // One entry of the cross-thread queue: a command, a task, or the close marker.
+  struct Item {
+    std::vector<std::string> argv;
+    ReplyCallback on_reply;
+    ErrorCallback on_error;
+    std::function<void()> task;
+    bool close = false;
+  };
+
+  Core(Endpoint endpoint, AsyncOptions options) : endpoint_(std::move(endpoint)), options_(options) {}
+  virtual ~Core() = default;
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // From here on the Core keeps itself alive until its loop resources are released.
+  void start() { self_ = shared_from_this(); }
+
+  // Any thread.
+  void submit(Item item);
+  const Endpoint& endpoint() const { return endpoint_; }
+  Stats stats() const;
+
+ protected:
+  // The adapter's side. wake() is called with mutex_ held, from any thread; the others on the loop.
+  virtual bool attach(redisAsyncContext* ac) = 0;
+  virtual void wake() = 0;
+  virtual void arm_timer(std::chrono::microseconds delay) = 0;
+  // Releases the wake-up event and the timer, then calls finished() (at once or from a later loop
+  // callback). The Core may be destroyed by then: nothing may touch it afterwards.
+  virtual void release_loop() = 0;
+
+  // Top-level loop handlers, called by the adapter. Each may destroy the Core as its last act.
+  void on_wake();
+  void on_timer();
+
+  // Called by release_loop() once the loop resources are gone: lets the Core go.
+  void finished();
+
+ private:
+  // What hiredis carries for each command (its privdata).
+  struct Pending {
+    ReplyCallback on_reply;
+    ErrorCallback on_error;
+    const char* setup = nullptr;  // "AUTH" / "SELECT": internal, no user callbacks
+  };
+
+  struct Conn {
+    explicit Conn(Core& c) : core(c) {}
+    // Freed first, while the rest of the Conn is intact: the callbacks it runs read it.
+    ~Conn() { ac.reset(); }
+    Conn(const Conn&) = delete;
+    Conn& operator=(const Conn&) = delete;
+
+    Core& core;
+    bool connected = false;
+    std::optional<TimePoint> connect_deadline;
+    std::deque<TimePoint> inflight;  // when each command hiredis holds was sent, oldest first
+    TimePoint last_reply{};          // when the last reply arrived
+    std::string failure;             // set when we drop it: the pending commands fail with this
+    bool timed_out = false;
+    async_detail::ContextPtr ac;     // null once hiredis has freed the context itself
+  };
+
+  // async_core.cpp: the backlog, the deadlines, the shutdown.
+  static void run_inline(Item& item);
+  static void run_task(const std::function<void()>& task);
+  static void fail(const ErrorCallback& on_error, std::exception_ptr error);
+  void pump();
+  bool at_capacity() const;
+  std::optional<TimePoint> reply_due(const Conn& conn) const;
+  void schedule_deadline();
+  void arm(TimePoint at);
+  void begin_shutdown();
+  void maybe_finish();
+
+  // async_context.cpp: the hiredis context.
+  void send(Item& item, std::exception_ptr& connect_error);
+  bool issue(Conn& conn, const std::vector<std::string>& args, Pending* pending);
+  Conn* connection();
+  void queue_setup(Conn& conn);
+  void drop(std::string why, bool timed_out);
+  void retire(Conn& conn);
+  void collect_garbage();
+  void replied(Conn& conn, const redisAsyncContext* ac, const redisReply* reply, std::unique_ptr<Pending> p);
+  std::exception_ptr reply_error(const Conn& conn, const redisAsyncContext* ac, const redisReply* reply) const;
+  static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
+  static void on_connect(const redisAsyncContext* ac, int status);
+  static void on_disconnect(const redisAsyncContext* ac, int status);
+
+  const Endpoint endpoint_;
+  const AsyncOptions options_;
+
+  // Shared with other threads, under mutex_.
+  std::mutex mutex_;
+  std::vector<Item> queue_;
+  bool wake_pending_ = false;
+  bool closing_ = false;
+  bool released_ = false;
+
+  std::atomic<std::uint64_t> connections_{0};
+  std::atomic<std::uint64_t> commands_{0};
+  std::atomic<std::size_t> max_in_flight_{0};
+
+  // Loop thread only.
+  std::deque<Item> backlog_;  // taken from queue_, not yet handed to hiredis
+  std::unique_ptr<Conn> conn_;
+  std::vector<std::unique_ptr<Conn>> graveyard_;
+  bool timer_armed_ = false;
+  TimePoint timer_at_{};
+  bool shutting_down_ = false;
+  bool finishing_ = false;
+  std::shared_ptr<Core> self_;
+};
+
+}  // namespace redlimit
