@@ -109,26 +109,26 @@ class MemoryConnection::ShardLocks final : public mem::Tables {
  public:
   ShardLocks(MemoryConnection& self, const std::string* keys, std::size_t n) : self_(self) {
     for (std::size_t i = 0; i < n; ++i) mask_ |= std::uint64_t{1} << shard_of(keys[i]);
-    for (std::size_t i = 0; i < shard_count(); ++i) {
-      if ((mask_ >> i) & 1U) self_.shards_[i].mutex.lock();
-    }
+    each([this](Shard& s) { s.mutex.lock(); });
   }
   ~ShardLocks() {
-    for (std::size_t i = 0; i < shard_count(); ++i) {
-      if ((mask_ >> i) & 1U) self_.shards_[i].mutex.unlock();
-    }
+    each([](Shard& s) { s.mutex.unlock(); });
   }
   ShardLocks(const ShardLocks&) = delete;
   ShardLocks& operator=(const ShardLocks&) = delete;
 
   mem::Table& of(const std::string& key) override { return self_.shards_[shard_of(key)].table; }
   void sweep(std::int64_t now) {
-    for (std::size_t i = 0; i < shard_count(); ++i) {
-      if ((mask_ >> i) & 1U) self_.shards_[i].sweep_some(now, sweep_buckets());
-    }
+    each([now](Shard& s) { s.sweep_some(now, sweep_buckets()); });
   }
 
  private:
+  // The shards in the set, in increasing order (a call has one or two, a batch a few dozen at most).
+  template <class F>
+  void each(F f) {
+    for (std::uint64_t m = mask_; m != 0; m &= m - 1) f(self_.shards_[static_cast<std::size_t>(__builtin_ctzll(m))]);
+  }
+
   MemoryConnection& self_;
   std::uint64_t mask_ = 0;
 };

@@ -47,6 +47,9 @@ bool equal_hex_nocase(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::optional<ScriptId> script_by_sha1(std::string_view sha1) {
+  for (const auto& k : kKnown) {  // the client sends lowercase: one memcmp a script, most of the time
+    if (k.script().sha1 == sha1) return k.id;
+  }
   for (const auto& k : kKnown) {
     if (equal_hex_nocase(k.script().sha1, sha1)) return k.id;
   }
