@@ -5,7 +5,9 @@
 // The BM_memory_* rows run the whole decision on the in-memory backend instead (the C++ twins of the
 // Lua scripts, src/memory/): single-thread decisions per second per strategy, the local decision
 // path. A ManualClock moves 1 us a decision over 1024 subjects, so each subject sees about 977
-// requests a second against a limit of 1000: nearly every decision admits and writes.
+// requests a second against a limit of 1000: nearly every decision admits and writes. The
+// BM_memory_command_* rows send prebuilt EVALSHA argv straight to MemoryConnection::command(): the
+// backend's own cost per decision, without the limiter's (the BM_<strategy> rows above).
 //
 //   redlimit_micro [--benchmark_min_time=0.2] [--benchmark_format=json]
 #include <benchmark/benchmark.h>

@@ -1,6 +1,8 @@
 // The memory backend against Redis: random traces replayed on one ManualClock against a Redis
 // limiter and RateLimiter::in_memory() must give identical decisions, field by field, for every
-// strategy and for policies.
+// strategy and for policies: single calls (MemoryBackendDecidesExactlyAsRedis) and consume_many
+// batches (BatchesDecideExactlyAsRedis). tests/golden/ holds fixed traces of the same kind that the
+// unit suite replays without a server.
 //
 // Seed: REDLIMIT_DIFF_SEED=<n> replays a run (each strategy's trace uses seed + its index); steps per
 // strategy: REDLIMIT_DIFF_STEPS (default 10000). Every failure message names the seed.
