@@ -2,14 +2,26 @@
 // decision stands in for Redis. What remains is what redlimit itself does around each round trip
 // (checks, keys, argv, the breaker, decoding, counters). Google Benchmark.
 //
+// The BM_memory_* rows run the whole decision on the in-memory backend instead (the C++ twins of the
+// Lua scripts, src/memory/): single-thread decisions per second per strategy, the local decision
+// path. A ManualClock moves 1 us a decision over 1024 subjects, so each subject sees about 977
+// requests a second against a limit of 1000: nearly every decision admits and writes. The
+// BM_memory_command_* rows send prebuilt EVALSHA argv straight to MemoryConnection::command(): the
+// backend's own cost per decision, without the limiter's (the BM_<strategy> rows above).
+//
 //   redlimit_micro [--benchmark_min_time=0.2] [--benchmark_format=json]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "redlimit/detail/scripts.hpp"
 #include "redlimit/redlimit.hpp"
+#include "redlimit/transport/memory_connection.hpp"
 
 namespace {
 
@@ -85,11 +97,147 @@ void BM_fixed_window_batch128(benchmark::State& st) {
   consume_many(st, [](const redlimit::RateLimiter& l) { return l.fixed_window("api", kPerMin); });
 }
 
+// The memory backend: the limiter, the twin and the store, no I/O.
+template <typename Make>
+void memory(benchmark::State& state, Make make) {
+  auto clock = std::make_shared<redlimit::ManualClock>();
+  redlimit::Options options;
+  options.clock = clock;
+  const redlimit::RateLimiter limiter = redlimit::RateLimiter::in_memory(options);
+  const auto s = make(limiter);
+  const auto names = subjects();
+  std::size_t i = 0;
+  std::int64_t admitted = 0;
+  for (auto _ : state) {
+    clock->advance(std::chrono::microseconds(1));
+    auto d = s.consume(names[i++ & 1023]);
+    admitted += d.allowed ? 1 : 0;
+    benchmark::DoNotOptimize(d);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["admitted"] =
+      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(std::max<std::int64_t>(1, state.iterations())));
+}
+
+template <typename Make>
+void memory_many(benchmark::State& state, Make make) {
+  auto clock = std::make_shared<redlimit::ManualClock>();
+  redlimit::Options options;
+  options.clock = clock;
+  const redlimit::RateLimiter limiter = redlimit::RateLimiter::in_memory(options);
+  const auto s = make(limiter);
+  const auto names = subjects();
+  std::vector<redlimit::Request> reqs;
+  std::size_t next = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    reqs.clear();
+    for (int k = 0; k < 128; ++k) reqs.push_back({names[next++ & 1023], 1});
+    clock->advance(std::chrono::microseconds(128));
+    state.ResumeTiming();
+    auto d = s.consume_many(reqs);
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.SetItemsProcessed(state.iterations() * 128);
+}
+
+const redlimit::Limit kPerSec(1000, std::chrono::seconds(1));
+
+// The memory backend alone: EVALSHA argv built once per subject, straight into
+// MemoryConnection::command(), without the limiter around it (the twin, the store and the locks).
+void memory_command(benchmark::State& state, const redlimit::detail::Script& script,
+                    const std::vector<std::string>& params) {
+  auto clock = std::make_shared<redlimit::ManualClock>();
+  redlimit::MemoryConnection store(clock);
+  std::vector<std::vector<std::string>> argvs;
+  for (const auto& name : subjects()) {
+    std::vector<std::string> args{"0", "1", "1"};
+    args.insert(args.end(), params.begin(), params.end());
+    argvs.push_back(redlimit::detail::evalsha_command(script, {"rl:{" + name + "}", "rl:{" + name + "}:b"}, args));
+  }
+  std::size_t i = 0;
+  std::int64_t now = clock->now().count();
+  for (auto _ : state) {
+    auto& argv = argvs[i++ & 1023];
+    argv[5] = std::to_string(++now);  // ARGV[1]: the client's clock, 1 us a decision
+    auto r = store.command(argv);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+namespace sc = redlimit::detail::scripts;
+void BM_memory_command_fixed_window(benchmark::State& st) { memory_command(st, sc::fixed_window(), {"1000", "1000000"}); }
+void BM_memory_command_sliding_log(benchmark::State& st) { memory_command(st, sc::sliding_log(), {"1000", "1000000"}); }
+void BM_memory_command_sliding_window(benchmark::State& st) {
+  memory_command(st, sc::policy(), {"1", "1000/1s@100ms", "1000", "1000000", "100000"});
+}
+void BM_memory_command_token_bucket(benchmark::State& st) { memory_command(st, sc::token_bucket(), {"1000", "1000", "1"}); }
+void BM_memory_command_leaky_meter(benchmark::State& st) {
+  memory_command(st, sc::leaky_bucket(), {"1000", "1000", "1", "meter"});
+}
+void BM_memory_command_policy3(benchmark::State& st) {
+  memory_command(st, sc::policy(),
+                 {"3", "1000/1s", "1000", "1000000", "1000000", "60000/1m", "60000", "60000000", "60000000",
+                  "3600000/1h@1m", "3600000", "3600000000", "60000000"});
+}
+
+void BM_memory_fixed_window(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) { return l.fixed_window("api", kPerSec); });
+}
+void BM_memory_sliding_log(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) { return l.sliding_log("api", kPerSec); });
+}
+void BM_memory_sliding_window(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) {
+    return l.sliding_window("api", kPerSec, std::chrono::milliseconds(100));
+  });
+}
+void BM_memory_token_bucket(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) { return l.token_bucket("api", 1000, 1000, std::chrono::seconds(1)); });
+}
+void BM_memory_leaky_meter(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) { return l.leaky_bucket("api", 1000, kPerSec); });
+}
+void BM_memory_leaky_shaper(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) {
+    return l.leaky_bucket("api", 1000, kPerSec, redlimit::LeakyMode::shaper);
+  });
+}
+void BM_memory_policy3(benchmark::State& st) {
+  memory(st, [](const redlimit::RateLimiter& l) {
+    return l.policy("api", redlimit::parse_limits("1000/1s; 60000/1m; 3600000/1h@1m"));
+  });
+}
+void BM_memory_fixed_window_batch128(benchmark::State& st) {
+  memory_many(st, [](const redlimit::RateLimiter& l) { return l.fixed_window("api", kPerSec); });
+}
+void BM_memory_token_bucket_batch128(benchmark::State& st) {
+  memory_many(st, [](const redlimit::RateLimiter& l) {
+    return l.token_bucket("api", 1000, 1000, std::chrono::seconds(1));
+  });
+}
+
 BENCHMARK(BM_fixed_window);
 BENCHMARK(BM_token_bucket);
 BENCHMARK(BM_leaky_bucket);
 BENCHMARK(BM_policy3);
 BENCHMARK(BM_fixed_window_batch128);
+BENCHMARK(BM_memory_fixed_window);
+BENCHMARK(BM_memory_sliding_log);
+BENCHMARK(BM_memory_sliding_window);
+BENCHMARK(BM_memory_token_bucket);
+BENCHMARK(BM_memory_leaky_meter);
+BENCHMARK(BM_memory_leaky_shaper);
+BENCHMARK(BM_memory_policy3);
+BENCHMARK(BM_memory_fixed_window_batch128);
+BENCHMARK(BM_memory_token_bucket_batch128);
+BENCHMARK(BM_memory_command_fixed_window);
+BENCHMARK(BM_memory_command_sliding_log);
+BENCHMARK(BM_memory_command_sliding_window);
+BENCHMARK(BM_memory_command_token_bucket);
+BENCHMARK(BM_memory_command_leaky_meter);
+BENCHMARK(BM_memory_command_policy3);
 
 }  // namespace
 

@@ -14,6 +14,7 @@ namespace mem = detail::memory;
 
 static_assert((MemoryConnection::shard_count() & (MemoryConnection::shard_count() - 1)) == 0,
               "shard_count() must be a power of two");
+static_assert(MemoryConnection::shard_count() <= 64, "ShardLocks keeps the shards of a call in 64 bits");
 
 struct MemoryConnection::Shard {
   mutable std::mutex mutex;
@@ -64,17 +65,6 @@ Reply wrong_arity(std::string_view command) {
   return Reply::make_error("ERR wrong number of arguments for '" + lower + "' command");
 }
 
-// The shards a command's keys live in, each once, in increasing order: the order they are locked
-// in, so that two commands spanning the same shards cannot deadlock.
-std::vector<std::size_t> shards_for(const std::string* keys, std::size_t n) {
-  std::vector<std::size_t> out;
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) out.push_back(MemoryConnection::shard_of(keys[i]));
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 }  // namespace
 
 MemoryConnection::MemoryConnection(std::shared_ptr<Clock> clock)
@@ -103,15 +93,48 @@ Reply MemoryConnection::command(const std::vector<std::string>& argv) {
   if (name == "EVALSHA") return eval(argv, true);
   if (name == "EVAL") return eval(argv, false);
   if (name == "DEL") return del(argv);
+  if (name == "SET") return set(argv);
   if (name == "PING") {
     if (argv.size() == 1) return Reply::make_status("PONG");
     if (argv.size() == 2) return Reply::make_string(argv[1]);
     return wrong_arity(argv[0]);
   }
   return Reply::make_error("ERR unknown command '" + argv[0] +
-                           "': the redlimit memory backend answers only EVALSHA, EVAL, DEL and PING");
+                           "': the redlimit memory backend answers only EVALSHA, EVAL, DEL, SET and PING");
 }
 
+// The shards a command's keys live in, as a bit set (shard_count() is 64): locked in increasing
+// order, so that two commands spanning the same shards cannot deadlock, and released together.
+class MemoryConnection::ShardLocks final : public mem::Tables {
+ public:
+  ShardLocks(MemoryConnection& self, const std::string* keys, std::size_t n) : self_(self) {
+    for (std::size_t i = 0; i < n; ++i) mask_ |= std::uint64_t{1} << shard_of(keys[i]);
+    each([this](Shard& s) { s.mutex.lock(); });
+  }
+  ~ShardLocks() {
+    each([](Shard& s) { s.mutex.unlock(); });
+  }
+  ShardLocks(const ShardLocks&) = delete;
+  ShardLocks& operator=(const ShardLocks&) = delete;
+
+  mem::Table& of(const std::string& key) override { return self_.shards_[shard_of(key)].table; }
+  void sweep(std::int64_t now) {
+    each([now](Shard& s) { s.sweep_some(now, sweep_buckets()); });
+  }
+
+ private:
+  // The shards in the set, in increasing order (a call has one or two, a batch a few dozen at most).
+  template <class F>
+  void each(F f) {
+    for (std::uint64_t m = mask_; m != 0; m &= m - 1) f(self_.shards_[static_cast<std::size_t>(__builtin_ctzll(m))]);
+  }
+
+  MemoryConnection& self_;
+  std::uint64_t mask_ = 0;
+};
+
+// EVAL/EVALSHA, one request or a batch alike: the clock is read once, every shard the call's keys
+// live in is locked for the whole call, and the call runs as one script run (memory_scripts.hpp).
 Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) {
   if (argv.size() < 3) return wrong_arity(argv[0]);
   std::int64_t numkeys = 0;
@@ -136,56 +159,39 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
     return Reply::make_error("ERR " + std::string(script) +
                              ".lua takes 2 keys a request: the state and the block marker");
   }
-  if (numkeys > 2) return eval_batch(argv, static_cast<std::size_t>(numkeys / 2), by_sha);
-  const std::string& state_key = argv[3];
-  const std::string& block_key = argv[4];
-  if (state_key == block_key) {
+  const auto nkeys = static_cast<std::size_t>(numkeys);
+  if (nkeys == 2 && argv[3] == argv[4]) {
     return Reply::make_error("ERR " + std::string(script) + ".lua needs two different keys");
   }
   std::vector<std::string_view> args;
-  args.reserve(argv.size() - 3 - static_cast<std::size_t>(numkeys));
-  for (std::size_t i = 3 + static_cast<std::size_t>(numkeys); i < argv.size(); ++i) args.emplace_back(argv[i]);
+  args.reserve(argv.size() - 3 - nkeys);
+  for (std::size_t i = 3 + nkeys; i < argv.size(); ++i) args.emplace_back(argv[i]);
 
   const std::int64_t clock_now = clock_->now().count();
   const std::int64_t now = mem::script_now(args.empty() ? std::string_view{} : args[0], clock_now);
-
   Reply reply;
   {
-    const std::vector<std::size_t> ids = shards_for(&argv[3], 2);
-    std::unique_lock<std::mutex> first(shards_[ids[0]].mutex);
-    std::unique_lock<std::mutex> second;
-    if (ids.size() > 1) second = std::unique_lock<std::mutex>(shards_[ids[1]].mutex);
-
-    mem::KeyRef state(shards_[shard_of(state_key)].table, state_key, now);
-    mem::KeyRef marker(shards_[shard_of(block_key)].table, block_key, now);
-    reply = mem::run_script(*id, state, marker, args, now);
-
-    for (const std::size_t i : ids) shards_[i].sweep_some(clock_now, sweep_buckets());
+    ShardLocks locks(*this, &argv[3], nkeys);
+    reply = mem::run_script(*id, &argv[3], nkeys, args, now, locks);
+    locks.sweep(clock_now);
   }
   after_operation();
   return reply;
 }
 
-// A call deciding n > 1 requests (prologue.lua's layout): each request is run as a call of its
-// own, in order, and the decisions are returned one after the other, as the script does.
-Reply MemoryConnection::eval_batch(const std::vector<std::string>& argv, std::size_t n, bool by_sha) {
-  const std::size_t first_arg = 3 + 2 * n;
-  if (argv.size() < first_arg + 3 + (n - 1)) return wrong_arity(argv[0]);
-  const std::size_t params_end = argv.size() - (n - 1);  // the costs of requests 2..n follow the parameters
-  std::vector<std::string> one{argv[0], argv[1], "2", "", ""};
-  one.insert(one.end(), argv.begin() + static_cast<std::ptrdiff_t>(first_arg),
-             argv.begin() + static_cast<std::ptrdiff_t>(params_end));
-  Reply out;
-  out.type = Reply::Type::array;
-  for (std::size_t i = 0; i < n; ++i) {
-    one[3] = argv[3 + 2 * i];
-    one[4] = argv[4 + 2 * i];
-    if (i > 0) one[6] = argv[params_end + i - 1];  // ARGV[2]: this request's cost
-    Reply r = eval(one, by_sha);
-    if (r.type != Reply::Type::array) return r;  // an error stops the script there, as in Redis
-    for (auto& e : r.elements) out.elements.push_back(std::move(e));
+// SET key value (no options): for tests that put a value of the wrong kind under a key, as they
+// would on Redis.
+Reply MemoryConnection::set(const std::vector<std::string>& argv) {
+  if (argv.size() != 3) return wrong_arity(argv[0]);
+  const std::int64_t now = clock_->now().count();
+  {
+    ShardLocks locks(*this, &argv[1], 1);
+    mem::KeyRef key(locks.of(argv[1]), argv[1], now);
+    key.create(mem::string_state(argv[2]));
+    locks.sweep(now);
   }
-  return out;
+  after_operation();
+  return Reply::make_status("OK");
 }
 
 Reply MemoryConnection::del(const std::vector<std::string>& argv) {
@@ -193,18 +199,15 @@ Reply MemoryConnection::del(const std::vector<std::string>& argv) {
   const std::int64_t now = clock_->now().count();
   std::int64_t deleted = 0;
   {
-    const std::vector<std::size_t> ids = shards_for(&argv[1], argv.size() - 1);
-    std::vector<std::unique_lock<std::mutex>> locks;
-    locks.reserve(ids.size());
-    for (const std::size_t i : ids) locks.emplace_back(shards_[i].mutex);
+    ShardLocks locks(*this, &argv[1], argv.size() - 1);
     for (std::size_t k = 1; k < argv.size(); ++k) {
-      mem::Table& table = shards_[shard_of(argv[k])].table;
+      mem::Table& table = locks.of(argv[k]);
       const auto it = table.find(argv[k]);
       if (it == table.end()) continue;
       if (!it->second.expired(now)) ++deleted;
       table.erase(it);
     }
-    for (const std::size_t i : ids) shards_[i].sweep_some(now, sweep_buckets());
+    locks.sweep(now);
   }
   after_operation();
   return Reply::make_integer(deleted);

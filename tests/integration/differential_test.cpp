@@ -1,6 +1,8 @@
 // The memory backend against Redis: random traces replayed on one ManualClock against a Redis
 // limiter and RateLimiter::in_memory() must give identical decisions, field by field, for every
-// strategy and for policies.
+// strategy and for policies: single calls (MemoryBackendDecidesExactlyAsRedis) and consume_many
+// batches (BatchesDecideExactlyAsRedis). tests/golden/ holds fixed traces of the same kind that the
+// unit suite replays without a server.
 //
 // Seed: REDLIMIT_DIFF_SEED=<n> replays a run (each strategy's trace uses seed + its index); steps per
 // strategy: REDLIMIT_DIFF_STEPS (default 10000). Every failure message names the seed.
@@ -64,7 +66,9 @@ class RecordingRedis final : public redlimit::Connection {
 
   Reply command(const std::vector<std::string>& argv) override {
     last = Ttls{};
-    if (argv.size() >= 5 && (argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv[2] == "2") {
+    // Every script call, one request or a batch (numkeys 2n): the TTLs are reported for the first
+    // request's keys only.
+    if (argv.size() >= 5 && (argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv[2] != "0") {
       std::vector<std::string> eval = argv;
       eval[0] = "EVAL";
       if (argv[0] == "EVALSHA") {
@@ -146,6 +150,7 @@ struct Target {
   std::function<Decision(std::string_view, Micros)> block;
   std::function<void(std::string_view)> reset;
   std::function<std::string(std::string_view)> key_for, block_key_for;
+  std::function<std::vector<Decision>(const std::vector<redlimit::Request>&)> consume_many;
 };
 
 template <class S>
@@ -161,6 +166,7 @@ Target target(S s) {
   t.reset = [s](std::string_view subject) { s.reset(subject); };
   t.key_for = [s](std::string_view subject) { return s.key_for(subject); };
   t.block_key_for = [s](std::string_view subject) { return s.block_key_for(subject); };
+  t.consume_many = [s](const std::vector<redlimit::Request>& r) { return s.consume_many(r); };
   return t;
 }
 
@@ -524,6 +530,63 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
   if (config.name == "leaky_bucket_shaper") {
     EXPECT_GT(stats["delayed admission"], steps / 50) << summary.str();
   }
+}
+
+// consume_many: random batches (1 to 300 requests, so some split into several script calls; few
+// subjects, so a batch repeats them and a later request sees an earlier one's writes) against Redis
+// and the memory backend on one clock, then a peek of every subject.
+TEST_P(DifferentialTest, BatchesDecideExactlyAsRedis) {
+  const Config config = configs()[GetParam()];
+  const std::uint64_t seed = base_seed() + 1000 + GetParam();
+  const int batches = std::max(20, steps_per_strategy() / 50);
+  SCOPED_TRACE("differential batches " + config.name + ": REDLIMIT_DIFF_SEED=" + std::to_string(base_seed()) +
+               " (this trace's seed " + std::to_string(seed) + ")");
+  std::mt19937_64 rng(seed);
+  auto uniform = [&rng](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const redlimit::Options opts = options();
+  const redlimit::RateLimiter redis_limiter(std::make_shared<RecordingRedis>(server().url()), opts);
+  const redlimit::RateLimiter memory_limiter = redlimit::RateLimiter::in_memory(opts);
+  const Target redis = config.make(redis_limiter);
+  const Target memory = config.make(memory_limiter);
+  const std::vector<std::string> subjects{"ann", "ben", "cat"};
+  for (const auto& who : subjects) redis.reset(who);
+  clock->set(kT0 + Micros{uniform(0, 3'600'000'000)});
+
+  int admitted = 0;
+  int rejected = 0;
+  for (int b = 0; b < batches && !HasFailure(); ++b) {
+    const std::int64_t scale = config.edges[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(config.edges.size()) - 1))].count();
+    clock->advance(Micros{uniform(0, scale / 3)});
+    const auto size = static_cast<std::size_t>(uniform(0, 9) == 0 ? uniform(257, 300) : uniform(1, 24));
+    std::vector<redlimit::Request> requests;
+    for (std::size_t i = 0; i < size; ++i) {
+      requests.push_back({subjects[static_cast<std::size_t>(uniform(0, 2))], uniform(0, 3) == 0 ? uniform(1, config.max_cost) : 1});
+    }
+    const Micros now = clock->now();
+    const std::vector<Decision> a = redis.consume_many(requests);
+    clock->set(now);
+    const std::vector<Decision> m = memory.consume_many(requests);
+    ASSERT_EQ(a.size(), m.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].allowed, m[i].allowed) << "batch " << b << " request " << i << ": Redis " << a[i] << ", memory " << m[i];
+      ASSERT_EQ(a[i].remaining, m[i].remaining) << "batch " << b << " request " << i << ": Redis " << a[i] << ", memory " << m[i];
+      ASSERT_EQ(a[i].retry_after, m[i].retry_after) << "batch " << b << " request " << i << ": Redis " << a[i] << ", memory " << m[i];
+      ASSERT_EQ(a[i].reset_after, m[i].reset_after) << "batch " << b << " request " << i << ": Redis " << a[i] << ", memory " << m[i];
+      ASSERT_EQ(a[i].delay, m[i].delay) << "batch " << b << " request " << i << ": Redis " << a[i] << ", memory " << m[i];
+      ASSERT_EQ(a[i].limit_index, m[i].limit_index) << "batch " << b << " request " << i;
+      (a[i].allowed ? admitted : rejected)++;
+    }
+    for (const auto& who : subjects) {
+      const Decision pa = redis.peek(who, 1);
+      const Decision pm = memory.peek(who, 1);
+      ASSERT_EQ(pa.remaining, pm.remaining) << "peek " << who << " after batch " << b << ": Redis " << pa << ", memory " << pm;
+      ASSERT_EQ(pa.reset_after, pm.reset_after) << "peek " << who << " after batch " << b << ": Redis " << pa << ", memory " << pm;
+    }
+  }
+  EXPECT_GT(admitted, 0);
+  EXPECT_GT(rejected, 0) << "the batches never hit a limit: they prove little";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, DifferentialTest, ::testing::Range<std::size_t>(0, configs().size()),

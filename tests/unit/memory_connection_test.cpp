@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "memory/memory_scripts.hpp"
+#include "memory/store.hpp"
 #include "redlimit/detail/scripts.hpp"
 #include "redlimit/redlimit.hpp"
 
@@ -452,6 +452,81 @@ TEST_F(MemoryTest, AnswersOnlyWhatTheStrategiesSend) {
   EXPECT_EQ(r.type, Reply::Type::status);
   EXPECT_EQ(r.str, "PONG");
   EXPECT_TRUE(store->thread_safe());
+  r = store->command({"SET", "k", "v"});
+  EXPECT_EQ(r.type, Reply::Type::status);
+  EXPECT_EQ(store->size(), 1u);
+}
+
+// --- batches: one script run ---------------------------------------------------------------------
+
+// A clock that moves a second every time it is read.
+class TickingClock final : public redlimit::Clock {
+ public:
+  redlimit::Micros now() const override { return kT0 + Micros{1'000'000 * ticks_++}; }
+  void sleep_for(redlimit::Micros) override {}
+
+ private:
+  mutable std::int64_t ticks_ = 0;
+};
+
+Argv batch_argv(const std::string& sha, const std::string& now, const std::vector<std::string>& subjects,
+                const Argv& params, const std::vector<std::string>& costs) {
+  Argv argv{"EVALSHA", sha, std::to_string(2 * subjects.size())};
+  for (const auto& s : subjects) {
+    argv.push_back("redlimit:{r|" + s + "}:st");
+    argv.push_back("redlimit:{r|" + s + "}:blk");
+  }
+  argv.insert(argv.end(), {now, costs.front(), "1"});
+  argv.insert(argv.end(), params.begin(), params.end());
+  argv.insert(argv.end(), costs.begin() + 1, costs.end());
+  return argv;
+}
+
+std::vector<std::int64_t> allowed_of(const Reply& r, std::size_t width) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < r.elements.size(); i += width) out.push_back(r.elements[i].integer);
+  return out;
+}
+
+TEST(MemoryBatch, ReadsRedisTimeOnceForTheWholeBatch) {
+  // 2 per 1 s window, three requests: at one instant the third is rejected. Reading the clock per
+  // request (a second later each time) would put each request in a window of its own.
+  MemoryConnection store(std::make_shared<TickingClock>());
+  const Reply r = store.command(batch_argv(scripts::fixed_window().sha1, "redis", {"u", "u", "u"}, {"2", "1000000"},
+                                           {"1", "1", "1"}));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 0}));
+}
+
+TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
+  const std::string now = std::to_string(kT0.count());
+  const Reply r = store->command(batch_argv(scripts::token_bucket().sha1, now, {"a", "b", "a", "a", "a"},
+                                            {"3", "1", "1"}, {"2", "3", "1", "1", "1"}));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 1, 0, 0}));
+  EXPECT_EQ(r.elements[5 * 2 + 1].integer, 0) << "a's bucket is empty after 2 + 1";
+}
+
+TEST_F(MemoryTest, AFailedBatchWritesNoStringState) {
+  // The third request's cost is not a number: the script fails in decide(), and the epilogue, which
+  // writes string states only after every request, has written nothing.
+  const std::string now = std::to_string(kT0.count());
+  const Reply r = store->command(batch_argv(scripts::fixed_window().sha1, now, {"a", "b", "c"}, {"5", "1000000"},
+                                            {"1", "2", "x"}));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST_F(MemoryTest, AFailedBatchKeepsTheWritesOfASortedSetBeforeIt) {
+  // Redis does not roll a script back: sliding_log.lua's decide() writes as it goes, so the
+  // requests before the failure stay recorded there, and here.
+  store->command({"SET", "redlimit:{r|b}:st", "not a sorted set"});
+  const std::string now = std::to_string(kT0.count());
+  const Reply r = store->command(batch_argv(scripts::sliding_log().sha1, now, {"a", "b", "c"}, {"5", "1000000"},
+                                            {"1", "1", "1"}));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+  EXPECT_EQ(store->size(), 2u) << "a's log and b's string; nothing for c";
 }
 
 TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
@@ -489,13 +564,25 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   EXPECT_EQ(store->size(), 0u);
 }
 
-TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateIsAnError) {
+TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
-  // an error, as Redis answers WRONGTYPE for a hash read as a string.
+  // what Redis gives. The string states are all pack2(time, quantity): a token bucket reads a fixed
+  // window's (start, used) as (at, level).
   const Argv fw_args{std::to_string(kT0.count()), "1", "1", "3", "1000000"};
   ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, fw_args)).type, Reply::Type::array);
   const Argv tb_args{std::to_string(kT0.count()), "1", "1", "3", "1", "1"};
-  const Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
+  Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(r.elements[1].integer, 0) << "a level of 1 unit, 1 taken";
+  // A string read as a hash, or a hash read as a sorted set, is WRONGTYPE, as on Redis.
+  const Argv policy_args{std::to_string(kT0.count()), "1", "1", "1", "3/s", "3", "1000000", "1000000"};
+  r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+  store->command({"DEL", "redlimit:{r|u}:fw"});
+  ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args)).type, Reply::Type::array);
+  const Argv log_args{std::to_string(kT0.count()), "1", "1", "3", "1000000"};
+  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args));
   ASSERT_TRUE(r.is_error());
   EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
 }
@@ -552,7 +639,9 @@ TEST(MemoryScripts, UnitLogOrdersTiesByMemberBytesAsRedisDoes) {
   log.pop_max(2);  // ZPOPMAX 2 pops "5:9" and "5:8"
   EXPECT_EQ(log.size(), 10u);
   EXPECT_EQ(log.count_after(4), 9u);
-  EXPECT_EQ(log.nth_after(4, 0), 5);
+  EXPECT_EQ(log.rev_score(0), 5);
+  EXPECT_EQ(log.rev_score(-1), 4);  // negative ranks count from the oldest, as in ZREVRANGE
+  EXPECT_EQ(log.rev_score(10), std::nullopt);
   log.remove_through(4);
   EXPECT_EQ(log.size(), 9u);
   EXPECT_TRUE(log.add_nx(5, 9));  // popped, so free again

@@ -1,8 +1,11 @@
 #pragma once
 // The in-memory backend: a Connection that answers the commands redlimit's strategies send
 // (EVALSHA, EVAL, DEL, PING) by running C++ twins of the Lua scripts on a process-local store.
-// RateLimiter::in_memory() builds one; every strategy and policy then decides exactly as on Redis
-// (tests/integration/differential_test.cpp replays random traces against both), with no server.
+// RateLimiter::in_memory() builds one; every strategy and policy then decides exactly as on Redis,
+// with no server. What holds them together: tests/golden/*.trace, recorded from a real Redis and
+// replayed against this backend by the unit suite (tests/unit/golden_test.cpp), and the live
+// differential test (tests/integration/differential_test.cpp), which replays random traces of single
+// calls and consume_many batches against both.
 //
 //   auto clock = std::make_shared<redlimit::ManualClock>();
 //   auto store = std::make_shared<redlimit::MemoryConnection>(clock);
@@ -12,7 +15,10 @@
 //
 // Thread-safe without a global lock: keys live in shard_count() shards, each a mutex and a hash
 // table, chosen by the key's hash tag (the "{...}" part), so a subject's state and its block marker
-// share a shard and a script holds just that shard's lock.
+// share a shard. A script call locks every shard its keys live in (in increasing order: no deadlock)
+// for the whole call and reads the clock once, so a consume_many batch is one atomic step, as one
+// script run is on Redis: each request sees the writes of those before it, and a string state
+// (fixed window, buckets) is written only once every request of the call has been decided.
 //
 // Expiry: where a script sets a TTL, the entry gets a deadline on the limiter's clock (the clock given
 // here, the same one that timestamps decisions; a ManualClock in tests). An entry past its deadline is
@@ -23,9 +29,10 @@
 // shards nobody touches. sweep() evicts everything expired at once.
 //
 // Differences from Redis: only redlimit's own scripts can run (EVALSHA of another SHA answers
-// NOSCRIPT, EVAL of another source an error), other commands answer "ERR unknown command", and a key
-// holding another strategy's state answers an error (on Redis the kinds cannot meet either: every
-// key names its strategy's kind).
+// NOSCRIPT, EVAL of another source an error), other commands answer "ERR unknown command", and an
+// error inside a script says what the script hit (WRONGTYPE ..., ERR ...) without Redis's
+// "user_script:<line>" suffix. A key holding another kind of value reads as on Redis (MGET sees a
+// hash or a sorted set as nil; HGETALL or ZCARD on another kind is WRONGTYPE).
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -56,6 +63,8 @@ class MemoryConnection final : public Connection {
   //                                    other SHA1, as Redis answers for a script it has not cached);
   // EVAL source numkeys key... arg...  the same, knowing the script by its source;
   // DEL key...                          integer: how many of the keys existed (and were not expired);
+  // SET key value                       OK (no options: what tests use to put a value of the wrong
+  //                                     kind under a key);
   // PING [message]                      PONG.
   // Anything else: an error reply "ERR unknown command ...".
   Reply command(const std::vector<std::string>& argv) override;
@@ -77,9 +86,10 @@ class MemoryConnection final : public Connection {
 
  private:
   struct Shard;
+  class ShardLocks;
   Reply eval(const std::vector<std::string>& argv, bool by_sha);
-  Reply eval_batch(const std::vector<std::string>& argv, std::size_t n, bool by_sha);
   Reply del(const std::vector<std::string>& argv);
+  Reply set(const std::vector<std::string>& argv);
   void after_operation();
 
   std::shared_ptr<Clock> clock_;

@@ -1,0 +1,180 @@
+#pragma once
+// The C++ twins of lua/*.lua, one per script, and what they share. A twin's decide() is the
+// script's decide(); the epilogue that runs a call's requests through it (lua/epilogue.lua) is
+// run_script() in memory_scripts.cpp, for every twin alike.
+//
+// Lua numbers are doubles holding integers below 2^53 (the client keeps them there), so int64 math
+// is exact where the Lua math is, and math.fmod truncates toward zero exactly like C++ `%`.
+// tests/golden/*.trace, recorded from a real Redis and replayed here by the unit suite, hold the
+// twins to the scripts; the trace header names each script's SHA1, so a script that changes without
+// new traces fails that test too.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "store.hpp"
+
+namespace redlimit::detail::memory {
+
+// A Lua runtime error (or a Redis command error inside the script): becomes an error reply.
+struct ScriptError {
+  std::string message;
+};
+
+[[noreturn]] inline void wrong_type() {
+  throw ScriptError{"WRONGTYPE Operation against a key holding the wrong kind of value"};
+}
+
+bool parse_int(std::string_view s, std::int64_t& out);
+
+// prologue.lua's helpers.
+inline std::int64_t floor_div(std::int64_t a, std::int64_t b) { return (a - a % b) / b; }
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  const std::int64_t r = a % b;
+  return (a - r) / b + ((r > 0) ? 1 : 0);
+}
+inline std::int64_t ttl_ms(std::int64_t us) { return ceil_div(std::max<std::int64_t>(us, 0), 1000) + 1; }
+
+// The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it.
+class Call {
+ public:
+  Call(const std::vector<std::string_view>& args, std::int64_t now_us) : args_(&args), now(now_us) {
+    if (const auto m = arg(3)) {  // a missing ARGV[3] is nil: none of the modes
+      record = *m == "1";
+      refund = *m == "2";
+    }
+  }
+
+  // ARGV[i] (1-based), nil when absent.
+  std::optional<std::string_view> arg(std::size_t i) const {
+    if (i < 1 || i > args_->size()) return std::nullopt;
+    return (*args_)[i - 1];
+  }
+  // tonumber(ARGV[i]) where the script goes on to compute with it: nil is a Lua error.
+  std::int64_t num(std::size_t i) const {
+    std::int64_t v = 0;
+    const auto a = arg(i);
+    if (!a || !parse_int(*a, v)) {
+      throw ScriptError{"ERR attempt to perform arithmetic on ARGV[" + std::to_string(i) + "] (not an integer)"};
+    }
+    return v;
+  }
+  std::size_t argc() const { return args_->size(); }
+
+ private:
+  const std::vector<std::string_view>* args_;
+
+ public:
+  const std::int64_t now;
+  bool record = false;
+  bool refund = false;
+};
+
+// What decide() returns to the epilogue, before it becomes part of the reply. `decider` is sent
+// only by scripts of width 6 (policy.lua); `has_remaining` is false only for a policy of no limits,
+// whose nil remaining cuts the Lua reply short.
+struct Decided {
+  std::int64_t allowed = 0;
+  std::int64_t remaining = 0;
+  std::int64_t retry_after = 0;
+  std::int64_t reset_after = 0;
+  std::int64_t delay = 0;
+  std::int64_t decider = 1;
+  bool has_remaining = true;
+};
+
+// decide()'s new value for a string state: leave it, write it with a TTL, or delete the key.
+struct Write {
+  enum class Kind { none, set, del };
+  Kind kind = Kind::none;
+  Packed value;
+  std::int64_t ttl_ms = 0;
+};
+
+// Twins of the scripts whose state is a string (state_is_string = true): decide() gets the staged
+// value (nullptr: missing, or not a pack2 string) and says what to write; the epilogue writes.
+class FixedWindowTwin {
+ public:
+  explicit FixedWindowTwin(const Call& c);
+  Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
+  static constexpr int width = 5;
+
+ private:
+  const Call& c_;
+  std::int64_t limit_, window_, current_;
+};
+
+class TokenBucketTwin {
+ public:
+  explicit TokenBucketTwin(const Call& c);
+  Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
+  static constexpr int width = 5;
+
+ private:
+  const Call& c_;
+  std::int64_t capacity_, unit_, refill_, full_;
+};
+
+class LeakyBucketTwin {
+ public:
+  explicit LeakyBucketTwin(const Call& c);
+  Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
+  static constexpr int width = 5;
+
+ private:
+  const Call& c_;
+  std::int64_t capacity_, unit_, leak_, full_;
+  bool shaper_;
+};
+
+// Twins of the scripts that keep their own kind of key (state_is_string = false): decide() reads
+// and writes the key itself, command by command, as the script does with redis.call().
+class SlidingLogTwin {
+ public:
+  explicit SlidingLogTwin(const Call& c);
+  Decided decide(KeyRef& key, std::int64_t cost) const;
+  static constexpr int width = 5;
+
+ private:
+  const Call& c_;
+  std::int64_t limit_, window_, cutoff_;
+};
+
+class PolicyTwin {
+ public:
+  explicit PolicyTwin(const Call& c);
+  Decided decide(KeyRef& key, std::int64_t cost);
+  static constexpr int width = 6;
+
+  // One limit of the policy: its parameters (P = precision, n = buckets a window, r = now mod P,
+  // b = the current bucket), then what decide() learns of it for the request at hand.
+  struct Limit {
+    std::string_view tag;
+    std::int64_t limit = 0, P = 0, n = 0, r = 0, b = 0;
+    std::vector<std::pair<std::int64_t, std::int64_t>> counts;  // bucket -> units, the few in the window
+    std::int64_t full = 0, old = 0, usedP = 0;
+    std::optional<std::int64_t> newest;
+    bool allowed = false;
+
+    std::int64_t count_at(std::int64_t idx) const;
+    std::int64_t& count_ref(std::int64_t idx);
+  };
+
+ private:
+  void read(KeyRef& key, std::vector<std::string>& stale);
+  void give_back(KeyRef& key, std::int64_t cost);
+  void take(KeyRef& key, std::int64_t cost, const std::vector<std::string>& stale);
+  Decided conclude(KeyRef& key, std::int64_t cost, bool allowed) const;
+
+  const Call& c_;
+  std::vector<Limit> limits_;
+};
+
+// block.lua (no decide(): one marker, one answer).
+std::vector<std::int64_t> block(const Call& c, KeyRef& marker);
+
+}  // namespace redlimit::detail::memory

@@ -1,0 +1,293 @@
+// The trace format, the replay against MemoryConnection, and the comparison of two traces.
+#include "golden.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "redlimit/clock.hpp"
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/transport/memory_connection.hpp"
+
+namespace redlimit_golden {
+
+using redlimit::Reply;
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + "\"";
+}
+
+// Reads what quote() wrote, from text[pos] (the opening quote).
+std::string unquote(const std::string& text, std::size_t& pos) {
+  if (pos >= text.size() || text[pos] != '"') throw std::runtime_error("expected '\"'");
+  std::string out;
+  for (++pos; pos < text.size(); ++pos) {
+    const char ch = text[pos];
+    if (ch == '"') {
+      ++pos;
+      return out;
+    }
+    if (ch != '\\') {
+      out += ch;
+      continue;
+    }
+    if (++pos >= text.size()) break;
+    if (text[pos] == 'x') {
+      if (pos + 2 >= text.size()) break;
+      out += static_cast<char>(std::strtol(text.substr(pos + 1, 2).c_str(), nullptr, 16));
+      pos += 2;
+    } else {
+      out += text[pos];
+    }
+  }
+  throw std::runtime_error("unterminated string");
+}
+
+void skip_spaces(const std::string& text, std::size_t& pos) {
+  while (pos < text.size() && text[pos] == ' ') ++pos;
+}
+
+Reply read_reply(const std::string& text, std::size_t& pos) {
+  skip_spaces(text, pos);
+  if (pos >= text.size()) throw std::runtime_error("expected a reply");
+  const char tag = text[pos++];
+  switch (tag) {
+    case '_':
+      return Reply::make_nil();
+    case ':': {
+      std::size_t end = pos;
+      while (end < text.size() && text[end] != ' ' && text[end] != ']') ++end;
+      const std::int64_t v = std::stoll(text.substr(pos, end - pos));
+      pos = end;
+      return Reply::make_integer(v);
+    }
+    case '$':
+      return Reply::make_string(unquote(text, pos));
+    case '+':
+      return Reply::make_status(unquote(text, pos));
+    case '-':
+      return Reply::make_error(unquote(text, pos));
+    case '[': {
+      Reply r = Reply::make_array({});
+      for (;;) {
+        skip_spaces(text, pos);
+        if (pos < text.size() && text[pos] == ']') {
+          ++pos;
+          return r;
+        }
+        r.elements.push_back(read_reply(text, pos));
+      }
+    }
+    default:
+      throw std::runtime_error(std::string("unknown reply tag '") + tag + "'");
+  }
+}
+
+// The script a command runs (by its SHA1 in `scripts`), "" for anything else.
+std::string script_of(const Command& c, const std::map<std::string, std::string>& scripts) {
+  if (c.argv.size() < 2 || (c.argv[0] != "EVALSHA" && c.argv[0] != "EVAL")) return "";
+  for (const auto& [name, sha] : scripts) {
+    if (sha == c.argv[1]) return name;
+  }
+  return "";
+}
+
+std::string error_code(const std::string& message) { return message.substr(0, message.find(' ')); }
+
+// Whether `got` answers what `want` (Redis's reply) answers. Errors: the same code (Redis adds the
+// script's line and SHA1). Under Redis TIME (`tolerance_us` >= 0), the decisions' time fields may
+// differ by the uncertainty of when the server read its clock; allowed and remaining may not.
+bool same(const Reply& want, const Reply& got, int width, std::int64_t tolerance_us) {
+  if (want.type != got.type) return false;
+  switch (want.type) {
+    case Reply::Type::nil:
+      return true;
+    case Reply::Type::integer:
+      return want.integer == got.integer;
+    case Reply::Type::error:
+      return error_code(want.str) == error_code(got.str);
+    case Reply::Type::string:
+    case Reply::Type::status:
+      return want.str == got.str;
+    case Reply::Type::array:
+      if (want.elements.size() != got.elements.size()) return false;
+      for (std::size_t i = 0; i < want.elements.size(); ++i) {
+        const Reply& a = want.elements[i];
+        const Reply& b = got.elements[i];
+        const std::size_t field = i % static_cast<std::size_t>(width);
+        if (tolerance_us >= 0 && field >= 2 && field <= 4 && a.type == Reply::Type::integer &&
+            b.type == Reply::Type::integer) {
+          if (std::llabs(a.integer - b.integer) > tolerance_us) return false;
+        } else if (!same(a, b, width, -1)) {
+          return false;
+        }
+      }
+      return true;
+  }
+  return false;
+}
+
+// How far apart two readings of the server's clock can be within one Redis-TIME stretch of a
+// trace: state written at one reading is read at the next.
+std::int64_t tolerance(const Trace& t) {
+  std::int64_t lo = 0;
+  std::int64_t hi = 0;
+  for (const auto& c : t.commands) {
+    if (!c.redis_time) continue;
+    if (lo == 0 || c.time_before < lo) lo = c.time_before;
+    hi = std::max(hi, c.time_after);
+  }
+  return hi - lo + 2000;
+}
+
+}  // namespace
+
+std::string show(const Reply& r) {
+  switch (r.type) {
+    case Reply::Type::nil:
+      return "_";
+    case Reply::Type::integer:
+      return ":" + std::to_string(r.integer);
+    case Reply::Type::string:
+      return "$" + quote(r.str);
+    case Reply::Type::status:
+      return "+" + quote(r.str);
+    case Reply::Type::error:
+      return "-" + quote(r.str);
+    case Reply::Type::array: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < r.elements.size(); ++i) out += (i ? " " : "") + show(r.elements[i]);
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+std::string show(const std::vector<std::string>& argv) {
+  std::string out;
+  for (std::size_t i = 0; i < argv.size(); ++i) out += (i ? " " : "") + quote(argv[i]);
+  return out;
+}
+
+std::string format(const Trace& trace) {
+  std::ostringstream os;
+  os << "# redlimit golden trace: scenario " << trace.scenario << ", recorded from Redis by scripts/record_golden.sh\n"
+     << "# (tests/golden/golden.hpp describes the format; tests/unit/golden_test.cpp replays it)\n";
+  for (const auto& [name, sha] : trace.scripts) os << "script " << name << " " << sha << "\n";
+  for (const auto& c : trace.commands) {
+    if (c.redis_time) {
+      os << "@ redis " << c.time_before << " " << c.time_after << "\n";
+    } else {
+      os << "@ " << c.at << "\n";
+    }
+    os << "> " << show(c.argv) << "\n< " << show(c.reply) << "\n";
+  }
+  return os.str();
+}
+
+Trace parse(const std::string& text, const std::string& scenario) {
+  Trace t;
+  t.scenario = scenario;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  Command next;
+  try {
+    while (std::getline(in, line)) {
+      ++number;
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream words(line);
+      std::string word;
+      words >> word;
+      if (word == "script") {
+        std::string name, sha;
+        words >> name >> sha;
+        t.scripts[name] = sha;
+      } else if (word == "@") {
+        next = Command{};
+        std::string first;
+        words >> first;
+        if (first == "redis") {
+          next.redis_time = true;
+          words >> next.time_before >> next.time_after;
+        } else {
+          next.at = std::stoll(first);
+        }
+      } else if (word == ">") {
+        std::size_t pos = 2;
+        for (skip_spaces(line, pos); pos < line.size(); skip_spaces(line, pos)) next.argv.push_back(unquote(line, pos));
+      } else if (word == "<") {
+        std::size_t pos = 2;
+        next.reply = read_reply(line, pos);
+        t.commands.push_back(next);
+        next.argv.clear();
+      } else {
+        throw std::runtime_error("unknown line");
+      }
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(scenario + ".trace line " + std::to_string(number) + ": " + e.what());
+  }
+  return t;
+}
+
+std::vector<std::string> replay(const Trace& trace) {
+  auto clock = std::make_shared<redlimit::ManualClock>();
+  redlimit::MemoryConnection memory(clock);
+  const std::int64_t tol = tolerance(trace);
+  std::vector<std::string> diffs;
+  for (std::size_t i = 0; i < trace.commands.size(); ++i) {
+    const Command& c = trace.commands[i];
+    clock->set(redlimit::Micros{c.redis_time ? c.time_before : c.at});
+    const Reply got = memory.command(c.argv);
+    const int width = script_of(c, trace.scripts) == "policy" ? 6 : 5;
+    if (!same(c.reply, got, width, c.redis_time ? tol : -1)) {
+      diffs.push_back(trace.scenario + " command " + std::to_string(i + 1) + ": " + show(c.argv) +
+                      "\n  Redis answered  " + show(c.reply) + "\n  memory answered " + show(got));
+    }
+  }
+  return diffs;
+}
+
+std::vector<std::string> compare(const Trace& expected, const Trace& actual) {
+  std::vector<std::string> diffs;
+  if (expected.commands.size() != actual.commands.size()) {
+    diffs.push_back(expected.scenario + ": " + std::to_string(actual.commands.size()) + " commands now, " +
+                    std::to_string(expected.commands.size()) + " in the trace");
+  }
+  // Under Redis TIME the two recordings ran at different hours: only what does not depend on the
+  // server's clock can match (replay() checks the time fields of each against the memory backend).
+  const std::int64_t tol = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < std::min(expected.commands.size(), actual.commands.size()); ++i) {
+    const Command& a = expected.commands[i];
+    const Command& b = actual.commands[i];
+    const int width = script_of(a, expected.scripts) == "policy" ? 6 : 5;
+    if (a.argv != b.argv || a.redis_time != b.redis_time || (!a.redis_time && a.at != b.at) ||
+        !same(a.reply, b.reply, width, a.redis_time ? tol : -1)) {
+      diffs.push_back(expected.scenario + " command " + std::to_string(i + 1) + ":\n  trace: " + show(a.argv) +
+                      " -> " + show(a.reply) + "\n  now:   " + show(b.argv) + " -> " + show(b.reply));
+      if (diffs.size() > 10) break;
+    }
+  }
+  return diffs;
+}
+
+}  // namespace redlimit_golden
