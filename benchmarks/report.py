@@ -581,14 +581,15 @@ def main():
             micro_rows = []
     if micro_rows:
         try:
-            micro_lines = ["| benchmark | client CPU per decision (ns) |", "|---|---:|"]
+            micro_lines = ["| benchmark | CPU per decision (ns) | decisions/s on one thread |", "|---|---:|---:|"]
             for b in micro_rows:
                 per = b["cpu_time"]
                 unit = b.get("time_unit", "ns")
                 per_ns = per * {"ns": 1, "us": 1e3, "ms": 1e6}.get(unit, 1)
                 if "batch128" in b["name"]:
                     per_ns /= 128
-                micro_lines.append("| {} | {:.0f} |".format(b["name"].replace("BM_", ""), per_ns))
+                micro_lines.append("| {} | {:.0f} | {:,.0f} |".format(b["name"].replace("BM_", ""), per_ns,
+                                                                     1e9 / per_ns if per_ns > 0 else 0))
         except (ValueError, KeyError):
             micro_lines = []
     micro_table = "\n".join(micro_lines) if micro_lines else "_not measured (Google Benchmark not found)_"
@@ -811,6 +812,10 @@ limit, never by the flood. Python limits' moving window under the same flood for
 What redlimit itself spends in the calling thread per decision (input checks, key building, the
 command's argv, the circuit breaker, decoding the reply, counters), measured with Google Benchmark
 against a connection that answers with a canned reply: no I/O at all (`benchmarks/micro_bench.cpp`).
+The `memory_*` rows are the in-memory backend (`RateLimiter::in_memory()`, also the `fallback`)
+deciding for real, one thread: `memory_<strategy>` through the limiter, `memory_command_<strategy>`
+the backend alone (a prepared command straight to `MemoryConnection`), `_batch128` per decision of a
+`consume_many` of 128.
 
 {micro}
 

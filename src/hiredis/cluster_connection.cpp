@@ -13,8 +13,8 @@ namespace redlimit {
 
 ClusterEndpoint parse_cluster_url(std::string_view url) {
   constexpr std::string_view kScheme = "redis-cluster://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    throw InvalidArgument(fmt::format("URL \"{}\": scheme must be redis-cluster://", url));
+  if (!has_scheme(url, kScheme)) {  // case-insensitive, like every scheme
+    throw InvalidArgument(fmt::format("URL \"{}\": scheme must be redis-cluster://", redact_url(url)));
   }
   std::string_view rest = url.substr(kScheme.size());
   std::string userinfo;
@@ -25,13 +25,13 @@ ClusterEndpoint parse_cluster_url(std::string_view url) {
   }
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
-    throw InvalidArgument(fmt::format("URL \"{}\": a cluster has only database 0; no /db part", url));
+    throw InvalidArgument(fmt::format("URL \"{}\": a cluster has only database 0; no /db part", redact_url(url)));
   }
   ClusterEndpoint out;
   while (true) {
     const std::size_t comma = rest.find(',');
     const std::string_view node = rest.substr(0, comma);
-    if (node.empty()) throw InvalidArgument(fmt::format("URL \"{}\": empty seed node", url));
+    if (node.empty()) throw InvalidArgument(fmt::format("URL \"{}\": empty seed node", redact_url(url)));
     out.seeds.push_back(parse_url("redis://" + userinfo + std::string(node)));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "redlimit/errors.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
 #include "redlimit/url.hpp"
 
 namespace {
@@ -59,6 +60,20 @@ TEST(UrlSecrets, SchemesAreCaseInsensitive) {
   EXPECT_EQ(parse_url("Unix:///tmp/r.sock").unix_path, "/tmp/r.sock");
   EXPECT_TRUE(redlimit::has_scheme("Redis-Cluster://a:1", "redis-cluster://"));
   EXPECT_FALSE(redlimit::has_scheme("redis:/", "redis://"));
+}
+
+TEST(UrlSecrets, ClusterUrlsToo) {
+  for (const std::string url : {"redis-cluster://u:s3cret@a:1,,b:2", "redis-cluster://u:s3cret@a:1/3",
+                                "redis-cluster://u:s3cret@a:99999", "redis://u:s3cret@a:1"}) {
+    SCOPED_TRACE(url);
+    try {
+      redlimit::parse_cluster_url(url);
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()).find("s3c"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(redlimit::parse_cluster_url("REDIS-CLUSTER://a:1,b:2").seeds.size(), 2u);
 }
 
 }  // namespace
