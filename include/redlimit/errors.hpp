@@ -35,6 +35,13 @@ class TimeoutError : public ConnectionError {
   explicit TimeoutError(const std::string& what) : ConnectionError(Raw{}, "timeout: " + what) {}
 };
 
+// The server was reached but refused this client's AUTH or SELECT (wrong credentials, a database it
+// does not have): a configuration error, thrown by connect() whatever the failure policy.
+class AuthError : public ConnectionError {
+ public:
+  explicit AuthError(const std::string& what) : ConnectionError(what) {}
+};
+
 // Redis answered with an error reply, or with a reply whose shape we do not expect.
 class ReplyError : public Error {
  public:

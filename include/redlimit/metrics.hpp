@@ -29,6 +29,10 @@ class MetricsSink {
   // Called once per consume/peek/refund/block/reset, on the calling thread, after the decision.
   // Must not throw and should be quick: it sits on every request's path.
   virtual void on_event(const MetricsEvent& event) noexcept = 0;
+  // Something an operator should know, said once: for instance that the server evicts keys under
+  // memory pressure (RateLimiter::connect reads maxmemory-policy), which silently forgets subjects'
+  // state and over-admits. The default ignores it.
+  virtual void on_warning(std::string_view message) noexcept { (void)message; }
 };
 
 // How often each thing happened since the limiter was made. Read with RateLimiter::counters().
@@ -42,6 +46,8 @@ struct Counters {
   std::uint64_t errors = 0;           // calls that failed against Redis (thrown or handled by the policy)
   std::uint64_t breaker_short_circuits = 0;  // calls not sent to Redis because the breaker was open
   std::uint64_t local_cache_hits = 0;  // consumes rejected by the local reject cache, without Redis
+  std::uint64_t answered = 0;  // script calls Redis answered (error replies included): a limiter that
+                               // started during an outage sees its first connection here
 };
 
 }  // namespace redlimit

@@ -74,7 +74,13 @@ bool redirect_target(const std::string& err, std::string& host, int& port) {
 ClusterConnection::ClusterConnection(ClusterEndpoint endpoint, const Options& options)
     : seeds_(std::move(endpoint)), options_(options) {
   if (seeds_.seeds.empty()) throw InvalidArgument("a cluster needs at least one seed node");
-  refresh();
+  // As for one server (RateLimiter::connect): under a policy that answers without Redis the
+  // limiter starts while every seed is down, and learns the slots on the first call that reaches one.
+  if (options_.on_failure == OnFailure::raise) {
+    refresh();
+  } else {
+    refresh_quietly();
+  }
 }
 
 std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::string& host, int port) {

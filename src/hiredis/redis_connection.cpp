@@ -94,7 +94,8 @@ redisContext& RedisConnection::context() {
     const Reply r = command(cmd);
     if (r.is_error()) {
       ctx_.reset();
-      throw ConnectionError(fmt::format("{} on {} failed: {}", cmd[0], describe(endpoint_), r.str));
+      // Never the command's arguments: AUTH's are the credentials.
+      throw AuthError(fmt::format("{} on {} failed: {}", cmd[0], describe(endpoint_), r.str));
     }
   }
   return *ctx_;

@@ -66,6 +66,7 @@ std::int64_t command_calls(int port, const std::string& command) {
 
 class ClusterResharding : public ClusterTest {};
 
+// Long on purpose: one resharding told in order (load, slots moving, the exact count at the end).
 TEST_F(ClusterResharding, DecisionsStayExactWhileSlotsMove) {
   at(0s);  // fixed: the window never rolls
   constexpr std::int64_t L = 1500;  // still admitting while the slots move
@@ -244,6 +245,8 @@ class ClusterZFailover : public ClusterTest {
   }
 };
 
+// Long on purpose: one failover told in order (load, kill, promotion, recovery, the bound), so that a
+// failure reads as the step it happened at.
 TEST_F(ClusterZFailover, KilledMasterDecisionsResumeWithinBound) {
   at(0s);  // fixed: the window never rolls
   // Large enough that the subjects are still being admitted when the master dies.

@@ -23,6 +23,7 @@
 #include "redlimit/redlimit.hpp"
 #include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
+#include "faults/restartable_server.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
@@ -35,9 +36,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr redlimit::Micros kT0{1'699'999'200'000'000};
 
-redlimit::RedisConnection raw(const std::string& url, std::chrono::milliseconds timeout = 2000ms) {
-  return redlimit::RedisConnection(redlimit::parse_url(url), 2000ms, timeout);
-}
+using redlimit_faults::raw;
+using redlimit_faults::RestartableServer;
 
 // Kills every normal client but itself every ~20 ms until stopped.
 class KillLoop {
@@ -96,6 +96,7 @@ std::int64_t command_calls(redlimit::Connection& c, const std::string& command) 
   return pos == std::string::npos ? 0 : std::stoll(info.str.substr(pos + needle.size()));
 }
 
+// Long on purpose: load threads, a killer thread and the checks of one scenario, read in order.
 TEST(Kill, ClientKillLoopNeverOverAdmitsNorReadsOutOfStep) {
   redlimit_test::RedisServer server;
   auto clock = std::make_shared<redlimit::ManualClock>(kT0);  // never moves: one window
@@ -237,87 +238,6 @@ TEST(Kill, MixedWorkloadWithClientsKilledMidCallLeavesNoKeyWithoutTtl) {
   expect_every_key_expires(server);
 }
 
-// A redis-server of our own that can be killed and started again on the same port (RedisServer
-// picks a new port on each start). Killed with the test process (PR_SET_PDEATHSIG).
-class RestartableServer {
- public:
-  RestartableServer() {
-    char tmpl[] = "/tmp/redlimit-faults-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    if (d == nullptr) throw std::runtime_error("mkdtemp failed");
-    dir_ = d;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(fd);
-      throw std::runtime_error("no free port");
-    }
-    port_ = ntohs(addr.sin_port);
-    ::close(fd);
-    start();
-  }
-  ~RestartableServer() {
-    kill9();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
-
-  void start() {
-    const char* bin = std::getenv("REDIS_SERVER");
-    const std::string server = bin != nullptr ? bin : "redis-server";
-    const std::string port = std::to_string(port_);
-    const std::string log = dir_ + "/redis.log";
-    const pid_t parent = ::getpid();
-    // The load threads keep running across the fork: the child makes async-signal-safe calls only
-    // (everything it needs, the log path included, is built above).
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1);
-      ::execlp(server.c_str(), server.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", dir_.c_str(), "--logfile", log.c_str(), "--enable-debug-command",
-               "local", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    // Up to 30 s for the PING (a loaded CI box).
-    const auto until = Clock::now() + 30s;
-    while (Clock::now() < until) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("redis-server exited at once (port " + port + " taken?); see " + dir_ +
-                                 "/redis.log");
-      }
-      try {
-        auto c = raw(url(), 500ms);
-        if (c.command({"PING"}).str == "PONG") return;
-      } catch (const redlimit::Error&) {
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    throw std::runtime_error("redis-server did not answer on port " + port);
-  }
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  void restart() {
-    kill9();
-    start();
-  }
-
- private:
-  std::string dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
 
 TEST(Restart, ServerRestartUnderLoadResumesWithinBoundAndReloadsScripts) {
   RestartableServer server;

@@ -80,6 +80,8 @@ std::size_t count(std::string_view s, char c) {
 
 }  // namespace
 
+// One fuzz input runs every property in turn (injectivity, one slot per subject, escaping): a single
+// entry point is what libFuzzer calls.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static constexpr const char* kKinds[] = {"fw", "sl", "sw", "tb", "lb", "pol", "blk"};
   static const bool vectors_ok = [] {

@@ -12,6 +12,7 @@ namespace {
 
 class TtlTest : public StrictRedisTest {};
 
+// Long on purpose: one workload over every strategy and operation, then one sweep over every key.
 TEST_F(TtlTest, NoKeyLivesForeverAfterAMixedWorkload) {
   std::mt19937 rng(20240601);
   auto uniform = [&rng](std::int64_t lo, std::int64_t hi) {

@@ -160,6 +160,9 @@ RedisServer::RedisServer() {
   throw std::runtime_error("could not start redis-server:" + errors);
 }
 
+// One attempt, in the order it happens (directory, fork and exec with the kernel's parent-death
+// signal, wait for PING, pid file): longer than most functions, but each step needs the previous one's
+// state and error text, and a helper per step would only pass them around.
 bool RedisServer::start_once(std::string& error) {
   const std::string binary = find_binary();
   port_ = free_port();

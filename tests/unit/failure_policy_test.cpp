@@ -142,4 +142,44 @@ TEST_F(ResilienceTest, FallbackStateFollowsTheLimiterClock) {
   EXPECT_TRUE(fw.consume("u").allowed);
 }
 
+// Issue 17, item 7: reset() during an outage under fallback clears the fallback's copy (which is
+// what decides meanwhile) and still throws, since Redis's copy could not be reset.
+TEST_F(ResilienceTest, ResetDuringAnOutageClearsTheFallbacksStateAndThrows) {
+  const RateLimiter limiter(mock, options(OnFailure::fallback));
+  const auto fw = limiter.fixed_window("api", Limit::per_minute(1));
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly(Throw(ConnectionError("refused")));
+  EXPECT_TRUE(fw.consume("u").allowed);
+  EXPECT_FALSE(fw.consume("u").allowed);
+  EXPECT_THROW(fw.reset("u"), ConnectionError);
+  const Decision d = fw.consume("u");
+  EXPECT_EQ(d.source, Source::fallback);
+  EXPECT_TRUE(d.allowed) << "the fallback kept the state reset() was asked to forget";
+}
+
+// Issue 17, item 7: a clock before 1970 is rejected before any I/O, so nothing reaches Redis.
+TEST_F(ResilienceTest, AClockBefore1970IsRejectedBeforeAnyIo) {
+  const RateLimiter limiter(mock, options(OnFailure::fail_open));
+  const auto fw = limiter.fixed_window("api", Limit::per_minute(1));
+  EXPECT_CALL(*mock, command(_)).Times(0);
+  clock->set(redlimit::Micros{-1});
+  EXPECT_THROW(fw.consume("u"), redlimit::InvalidArgument);
+  EXPECT_THROW(fw.consume_many({{"u", 1}}), redlimit::InvalidArgument);
+  EXPECT_EQ(limiter.counters().decisions, 0u);
+}
+
+// Issue 17, item 7: an error names the strategy the user built (a sliding window runs the policy
+// script; its errors used to say "script policy").
+TEST_F(ResilienceTest, ErrorsNameTheStrategyTheUserBuilt) {
+  const RateLimiter limiter(mock, options(OnFailure::raise));
+  const auto sw = limiter.sliding_window("api", Limit::per_minute(10));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Return(Reply::make_error("ERR Error running script: boom")));
+  try {
+    sw.consume("u");
+    ADD_FAILURE() << "no error";
+  } catch (const ReplyError& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding window \"api\""), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("script policy"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

@@ -25,6 +25,7 @@ REDLIMIT_INLINE Counters AtomicCounters::snapshot() const {
   c.errors = errors.load();
   c.breaker_short_circuits = breaker_short_circuits.load();
   c.local_cache_hits = local_cache_hits.load();
+  c.answered = answered.load();
   return c;
 }
 

@@ -99,6 +99,7 @@ REDLIMIT_INLINE void DecisionPath::group() {
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> replies) {
   Context& ctx = *ctx_;
   std::exception_ptr usage_error;  // the first reply that was about the request, not the server
+  ctx.counters.answered += replies.size();
   try {
     // Each reply is judged on its own: one call's outage reply does not undo another's decisions.
     bool answered = false;

@@ -5,6 +5,7 @@
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/detail/message.hpp"
+#include "redlimit/detail/script.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/rate_limiter.hpp"
 #include "redlimit/transport/cluster_connection.hpp"
@@ -31,6 +32,62 @@ REDLIMIT_INLINE std::shared_ptr<Connection> make_fallback(const std::shared_ptr<
   return std::make_shared<MemoryConnection>(clock);
 }
 
+// Under OnFailure::raise, connect() fails now, not on the first decision, when Redis is unreachable
+// or cannot serve. Under any other policy (`lazy`) the limiter starts during an outage — a service
+// that chose to fail open must be able to start while Redis restarts — and its decisions follow
+// the policy until Redis answers (Counters::answered then starts counting). A server that answers
+// but refuses our AUTH or SELECT, or any reply that is not an outage, throws either way: that is
+// configuration, not an outage.
+// Returns whether Redis answered PONG.
+REDLIMIT_INLINE bool first_ping(Connection& conn, bool lazy) {
+  Reply pong;
+  try {
+    pong = conn.command({"PING"});
+  } catch (const AuthError&) {
+    throw;
+  } catch (const ConnectionError&) {
+    if (lazy) return false;
+    throw;
+  }
+  if (!pong.is_error()) return true;
+  if (lazy && detail::is_outage_reply(pong.str)) return false;
+  if (detail::is_outage_reply(pong.str)) throw UnavailableError("PING: " + detail::printable(pong.str));
+  throw ReplyError("PING failed: " + detail::printable(pong.str));
+}
+
+// The value of `field` in an INFO reply ("field:value" lines), or "".
+REDLIMIT_INLINE std::string info_field(const std::string& info, std::string_view field) {
+  const std::string key = std::string(field) + ":";
+  std::size_t at = info.find(key);
+  while (at != std::string::npos && at != 0 && info[at - 1] != '\n') at = info.find(key, at + 1);
+  if (at == std::string::npos) return {};
+  const std::size_t from = at + key.size(), to = info.find_first_of("\r\n", from);
+  return info.substr(from, to == std::string::npos ? std::string::npos : to - from);
+}
+
+// A server with a memory limit and an evicting policy (allkeys-*, and volatile-* too: every key we
+// write has a TTL) drops subjects' state under memory pressure, and a dropped state admits a full
+// quota again. Said once, through the metrics sink; INFO is readable by most ACL users, and a
+// server that refuses it is left alone.
+REDLIMIT_INLINE void warn_if_evicting(Connection& conn, const Options& options) {
+  if (!options.metrics) return;
+  Reply info;
+  try {
+    info = conn.command({"INFO", "memory"});
+  } catch (const Error&) {
+    return;
+  }
+  if (info.is_error()) return;
+  const std::string policy = info_field(info.str, "maxmemory_policy");
+  const std::string limit = info_field(info.str, "maxmemory");
+  if (policy.empty() || policy == "noeviction" || limit.empty() || limit == "0") return;
+  options.metrics->on_warning(detail::message(
+      "the server evicts keys under memory pressure (maxmemory {} bytes, maxmemory-policy {}): an evicted "
+      "subject's state is forgotten and its quota admitted again; use noeviction or a dedicated Redis "
+      "(docs/reliability.md)",
+      detail::printable(limit), detail::printable(policy)));
+}
+
 }  // namespace rate_limiter_impl
 
 REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options options) {
@@ -42,9 +99,9 @@ REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options o
   Endpoint endpoint = parse_url(url);
   auto conn = std::make_shared<ConnectionPool>(std::move(endpoint), options.connect_timeout, options.command_timeout,
                                                options.pool);
-  // Fail now, not on the first decision, when the server is unreachable or refuses AUTH/SELECT.
-  const Reply pong = conn->command({"PING"});
-  if (pong.is_error()) throw ReplyError("PING failed: " + pong.str);
+  if (rate_limiter_impl::first_ping(*conn, options.on_failure != OnFailure::raise)) {
+    rate_limiter_impl::warn_if_evicting(*conn, options);
+  }
   return RateLimiter(std::move(conn), std::move(options));
 }
 

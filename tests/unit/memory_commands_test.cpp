@@ -1,0 +1,222 @@
+// The commands the in-memory backend answers, its batches (one locked script run, as on Redis), and
+// the sorted set kept in Redis's order (fixture: memory_fixture.hpp).
+#include "unit/memory_fixture.hpp"
+
+namespace {
+
+// --- the commands it answers ------------------------------------------------------------------
+
+Argv eval_argv(const std::string& verb, const std::string& script, const Argv& rest) {
+  Argv argv{verb, script, "2", "redlimit:{r|u}:fw", "redlimit:{r|u}:blk"};
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  return argv;
+}
+
+TEST_F(MemoryTest, AnswersOnlyWhatTheStrategiesSend) {
+  Reply r = store->command({"GET", "k"});
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("ERR unknown command", 0), 0u) << r.str;
+  r = store->command({"FLUSHALL"});
+  EXPECT_TRUE(r.is_error());
+  r = store->command({});
+  EXPECT_TRUE(r.is_error());
+  r = store->command({"PING"});
+  EXPECT_EQ(r.type, Reply::Type::status);
+  EXPECT_EQ(r.str, "PONG");
+  EXPECT_TRUE(store->thread_safe());
+  r = store->command({"SET", "k", "v"});
+  EXPECT_EQ(r.type, Reply::Type::status);
+  EXPECT_EQ(store->size(), 1u);
+}
+
+// --- batches: one script run ---------------------------------------------------------------------
+
+// A clock that moves a second every time it is read.
+class TickingClock final : public redlimit::Clock {
+ public:
+  redlimit::Micros now() const override { return kT0 + Micros{1'000'000 * ticks_++}; }
+  void sleep_for(redlimit::Micros) override {}
+
+ private:
+  mutable std::int64_t ticks_ = 0;
+};
+
+Argv batch_argv(const std::string& sha, const std::string& now, const std::vector<std::string>& subjects,
+                const Argv& params, const std::vector<std::string>& costs) {
+  Argv argv{"EVALSHA", sha, std::to_string(2 * subjects.size())};
+  for (const auto& s : subjects) {
+    argv.push_back("redlimit:{r|" + s + "}:st");
+    argv.push_back("redlimit:{r|" + s + "}:blk");
+  }
+  argv.insert(argv.end(), {now, costs.front(), "1"});
+  argv.insert(argv.end(), params.begin(), params.end());
+  argv.insert(argv.end(), costs.begin() + 1, costs.end());
+  return argv;
+}
+
+std::vector<std::int64_t> allowed_of(const Reply& r, std::size_t width) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < r.elements.size(); i += width) out.push_back(r.elements[i].integer);
+  return out;
+}
+
+TEST(MemoryBatch, ReadsRedisTimeOnceForTheWholeBatch) {
+  // 2 per 1 s window, three requests: at one instant the third is rejected. Reading the clock per
+  // request (a second later each time) would put each request in a window of its own.
+  MemoryConnection store(std::make_shared<TickingClock>());
+  const Reply r = store.command(batch_argv(scripts::fixed_window().sha1, "redis", {"u", "u", "u"}, {"2", "1000000"},
+                                           {"1", "1", "1"}));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 0}));
+}
+
+TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
+  const std::string now = std::to_string(kT0.count());
+  const Reply r = store->command(batch_argv(scripts::token_bucket().sha1, now, {"a", "b", "a", "a", "a"},
+                                            {"3", "1", "1"}, {"2", "3", "1", "1", "1"}));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 1, 0, 0}));
+  EXPECT_EQ(r.elements[5 * 2 + 1].integer, 0) << "a's bucket is empty after 2 + 1";
+}
+
+TEST_F(MemoryTest, AFailedBatchWritesNoStringState) {
+  // The third request's cost is not a number: the script fails in decide(), and the epilogue, which
+  // writes string states only after every request, has written nothing.
+  const std::string now = std::to_string(kT0.count());
+  const Reply r = store->command(batch_argv(scripts::fixed_window().sha1, now, {"a", "b", "c"}, {"5", "1000000"},
+                                            {"1", "2", "x"}));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST_F(MemoryTest, AFailedBatchKeepsTheWritesOfASortedSetBeforeIt) {
+  // Redis does not roll a script back: sliding_log.lua's decide() writes as it goes, so the
+  // requests before the failure stay recorded there, and here.
+  store->command({"SET", "redlimit:{r|b}:st", "not a sorted set"});
+  const std::string now = std::to_string(kT0.count());
+  const Reply r = store->command(batch_argv(scripts::sliding_log().sha1, now, {"a", "b", "c"}, {"5", "1000000"},
+                                            {"1", "1", "1"}));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+  EXPECT_EQ(store->size(), 2u) << "a's log and b's string; nothing for c";
+}
+
+TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
+  const Argv args{std::to_string((kT0 + 250ms).count()), "1", "1", "3", "1000000"};
+  Reply r = store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, args));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  ASSERT_EQ(r.elements.size(), 5u);
+  EXPECT_EQ(r.elements[0].integer, 1);
+  EXPECT_EQ(r.elements[1].integer, 2);
+  EXPECT_EQ(r.elements[3].integer, 750'000);
+
+  r = store->command(eval_argv("EVALSHA", std::string(40, 'a'), args));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("NOSCRIPT", 0), 0u) << r.str;
+
+  r = store->command(eval_argv("eval", std::string(scripts::fixed_window().source), args));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(r.elements[1].integer, 1);  // the same state: the second unit
+
+  r = store->command(eval_argv("EVAL", "return 1", args));
+  EXPECT_TRUE(r.is_error());
+
+  // Malformed calls answer errors, as Redis does.
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1}).is_error());
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "x"}).is_error());
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "3", "a", "b"}).is_error());
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1"}).is_error());
+  r = store->command({"EVALSHA", scripts::fixed_window().sha1, "2", "a", "b", "now", "1", "1", "x", "1"});
+  EXPECT_TRUE(r.is_error()) << "a limit that is not a number is a Lua error";
+
+  // DEL counts the keys that existed.
+  r = store->command({"DEL", "redlimit:{r|u}:fw", "redlimit:{r|u}:blk", "nope"});
+  ASSERT_EQ(r.type, Reply::Type::integer);
+  EXPECT_EQ(r.integer, 1);
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
+  // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
+  // what Redis gives. The string states are all pack2(time, quantity): a token bucket reads a fixed
+  // window's (start, used) as (at, level).
+  const Argv fw_args{std::to_string(kT0.count()), "1", "1", "3", "1000000"};
+  ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, fw_args)).type, Reply::Type::array);
+  const Argv tb_args{std::to_string(kT0.count()), "1", "1", "3", "1", "1"};
+  Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  EXPECT_EQ(r.elements[1].integer, 0) << "a level of 1 unit, 1 taken";
+  // A string read as a hash, or a hash read as a sorted set, is WRONGTYPE, as on Redis.
+  const Argv policy_args{std::to_string(kT0.count()), "1", "1", "1", "3/s", "3", "1000000", "1000000"};
+  r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+  store->command({"DEL", "redlimit:{r|u}:fw"});
+  ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args)).type, Reply::Type::array);
+  const Argv log_args{std::to_string(kT0.count()), "1", "1", "3", "1000000"};
+  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args));
+  ASSERT_TRUE(r.is_error());
+  EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+}
+
+// A transport that has never seen the scripts: every EVALSHA names an unknown SHA1, so each call
+// goes through the NOSCRIPT -> EVAL path of run_script.
+class ForgetfulConnection final : public redlimit::Connection {
+ public:
+  explicit ForgetfulConnection(std::shared_ptr<MemoryConnection> inner) : inner_(std::move(inner)) {}
+  bool thread_safe() const override { return true; }
+  Reply command(const std::vector<std::string>& argv) override {
+    if (!argv.empty() && argv[0] == "EVALSHA") {
+      Argv changed = argv;
+      changed[1] = std::string(40, '0');
+      ++evalsha;
+      return inner_->command(changed);
+    }
+    if (!argv.empty() && argv[0] == "EVAL") ++eval;
+    return inner_->command(argv);
+  }
+  int evalsha = 0;
+  int eval = 0;
+
+ private:
+  std::shared_ptr<MemoryConnection> inner_;
+};
+
+TEST_F(MemoryTest, TheEvalFallbackDecidesTheSame) {
+  auto forgetful = std::make_shared<ForgetfulConnection>(std::make_shared<MemoryConnection>(clock));
+  const RateLimiter other(forgetful, options());
+  const auto a = limiter.policy("p", redlimit::parse_limits("2/s; 3/min"));
+  const auto b = other.policy("p", redlimit::parse_limits("2/s; 3/min"));
+  for (int i = 0; i < 8; ++i) {
+    clock->advance(300ms);
+    const Decision x = a.consume("u");
+    const Decision y = b.consume("u");
+    EXPECT_EQ(show(x), show(y)) << i;
+  }
+  EXPECT_EQ(forgetful->evalsha, 8);
+  EXPECT_EQ(forgetful->eval, 8);
+}
+
+// --- the sorted set keeps Redis's order --------------------------------------------------------
+
+TEST(MemoryScripts, UnitLogOrdersTiesByMemberBytesAsRedisDoes) {
+  redlimit::detail::memory::UnitLog log;
+  for (std::int64_t seq = 1; seq <= 11; ++seq) EXPECT_TRUE(log.add_nx(5, seq));
+  EXPECT_FALSE(log.add_nx(5, 10));  // "5:10" exists: ZADD NX adds nothing
+  EXPECT_TRUE(log.add_nx(4, 99));
+  std::vector<std::int64_t> order;
+  for (const auto& u : log.units()) order.push_back(u.seq);
+  // Score 4 first; then "5:1" < "5:10" < "5:11" < "5:2" < ... < "5:9".
+  EXPECT_EQ(order, (std::vector<std::int64_t>{99, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9}));
+  log.pop_max(2);  // ZPOPMAX 2 pops "5:9" and "5:8"
+  EXPECT_EQ(log.size(), 10u);
+  EXPECT_EQ(log.count_after(4), 9u);
+  EXPECT_EQ(log.rev_score(0), 5);
+  EXPECT_EQ(log.rev_score(-1), 4);  // negative ranks count from the oldest, as in ZREVRANGE
+  EXPECT_EQ(log.rev_score(10), std::nullopt);
+  log.remove_through(4);
+  EXPECT_EQ(log.size(), 9u);
+  EXPECT_TRUE(log.add_nx(5, 9));  // popped, so free again
+}
+
+}  // namespace
