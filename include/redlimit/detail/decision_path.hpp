@@ -45,8 +45,13 @@ class DecisionPath {
   // The most requests one script call decides (lua/epilogue.lua); larger batches are pipelined.
   static constexpr std::size_t kMaxPerCall = 256;
 
-  DecisionPath(std::shared_ptr<Context> ctx, std::shared_ptr<const StrategySpec> spec, Operation op,
-               const Script& script);
+  // `keep_alive`: hold the context and the strategy by shared_ptr (an async call outlives its
+  // caller); a synchronous call borrows them, which saves two atomic counts per decision.
+  DecisionPath(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec, Operation op,
+               const Script& script, bool keep_alive = false);
+
+  // Room for n requests (a batch), so that add() does not reallocate.
+  void reserve(std::size_t n);
 
   // One request, already checked: its own call (KEYS state and block marker; ARGV now, cost, mode,
   // parameters) and its cost.
@@ -77,11 +82,16 @@ class DecisionPath {
   void failed(const std::exception& error, std::size_t pending_index);
   std::vector<Decision> settle();
   void learn(std::size_t request, const Decision& d) const;
+  // A request's own call: in requests_, or moved to script_calls_[0] when it is sent alone.
+  ScriptCall& call_of(std::size_t request) { return alone_ ? script_calls_[0] : requests_[request]; }
+  const ScriptCall& call_of(std::size_t request) const { return alone_ ? script_calls_[0] : requests_[request]; }
   void account(Decision& d, std::chrono::nanoseconds latency) const;
   void report(const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
 
-  std::shared_ptr<Context> ctx_;
-  std::shared_ptr<const StrategySpec> spec_;
+  Context* ctx_;
+  const StrategySpec* spec_;
+  std::shared_ptr<Context> ctx_owner_;                // set with keep_alive only
+  std::shared_ptr<const StrategySpec> spec_owner_;  // set with keep_alive only
   Operation op_;
   const Script* script_;
   std::chrono::steady_clock::time_point started_;
@@ -92,6 +102,7 @@ class DecisionPath {
   std::vector<std::size_t> pending_;               // requests that need Redis
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
   std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
+  bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
 };
 
 // The whole path, synchronously, over the limiter's connection (serialised by the context's mutex

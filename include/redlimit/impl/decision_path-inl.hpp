@@ -11,9 +11,20 @@
 
 namespace redlimit::detail {
 
-REDLIMIT_INLINE DecisionPath::DecisionPath(std::shared_ptr<Context> ctx, std::shared_ptr<const StrategySpec> spec,
-                                           Operation op, const Script& script)
-    : ctx_(std::move(ctx)), spec_(std::move(spec)), op_(op), script_(&script) {}
+REDLIMIT_INLINE DecisionPath::DecisionPath(const std::shared_ptr<Context>& ctx,
+                                           const std::shared_ptr<const StrategySpec>& spec, Operation op,
+                                           const Script& script, bool keep_alive)
+    : ctx_(ctx.get()), spec_(spec.get()), op_(op), script_(&script) {
+  if (keep_alive) {
+    ctx_owner_ = ctx;
+    spec_owner_ = spec;
+  }
+}
+
+REDLIMIT_INLINE void DecisionPath::reserve(std::size_t n) {
+  requests_.reserve(n);
+  costs_.reserve(n);
+}
 
 REDLIMIT_INLINE void DecisionPath::add(ScriptCall call, std::int64_t cost) {
   requests_.push_back(std::move(call));
@@ -60,7 +71,13 @@ REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin() {
 // request's own call.
 REDLIMIT_INLINE void DecisionPath::group() {
   std::vector<std::vector<std::size_t>> groups;  // positions in pending_
-  if (pending_.size() == 1 || ctx_->connection->scripts_span_slots()) {
+  if (pending_.size() == 1) {  // the common case: the request's own call, moved rather than copied
+    members_.push_back({0});
+    script_calls_.push_back(std::move(requests_[pending_[0]]));
+    alone_ = true;
+    return;
+  }
+  if (ctx_->connection->scripts_span_slots()) {
     groups.emplace_back(pending_.size());
     for (std::size_t j = 0; j < pending_.size(); ++j) groups.back()[j] = j;
   } else {
@@ -135,7 +152,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::fail(const std::exception& e
   ++ctx.counters.errors;
   if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
   try {
-    for (std::size_t p : pending_) out_[p] = on_failure(error, requests_[p]);
+    for (std::size_t p : pending_) out_[p] = on_failure(error, call_of(p));
   } catch (const std::exception& e) {
     report_error(e);
     throw;
@@ -149,7 +166,7 @@ REDLIMIT_INLINE void DecisionPath::failed(const std::exception& error, std::size
   ++ctx.counters.errors;
   if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
   const std::size_t request = pending_[pending_index];
-  out_[request] = on_failure(error, requests_[request]);
+  out_[request] = on_failure(error, call_of(request));
 }
 
 REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, ScriptCall& call) const {
@@ -192,7 +209,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::settle() {
 REDLIMIT_INLINE void DecisionPath::learn(std::size_t request, const Decision& d) const {
   RejectCache* cache = ctx_->reject_cache.get();
   if (cache == nullptr || d.source != Source::primary) return;
-  const std::string& key = requests_[request].keys[0];
+  const std::string& key = call_of(request).keys[0];
   if (op_ == Operation::consume && !d.allowed && d.retry_after.count() > 0) {
     cache->remember(key, costs_[request], now_ + d.retry_after, now_);
   } else if (op_ == Operation::refund) {

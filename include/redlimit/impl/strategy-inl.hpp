@@ -98,6 +98,7 @@ REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& scrip
 
 REDLIMIT_INLINE std::vector<Decision> Strategy::consume_many(const std::vector<Request>& requests) const {
   detail::DecisionPath path(ctx_, spec_, Operation::consume, *spec_->script);
+  path.reserve(requests.size());
   const std::string now = ctx_->now_arg();  // one now for the batch: its requests arrive together
   for (const auto& r : requests) {          // every request is checked before anything is sent
     check_cost(r.cost);
@@ -167,7 +168,8 @@ REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int6
     conn = ctx_->async;
   }
   if (!conn) throw Error("no async connection: call RateLimiter::attach_async");
-  auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script);
+  auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script,
+                                                     /*keep_alive=*/true);
   path->add(std::move(call), cost);
   detail::decide_async(std::move(path), std::move(conn), std::move(done));
 }
