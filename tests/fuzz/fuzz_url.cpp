@@ -53,12 +53,13 @@ void check_endpoint(std::string_view url, const Endpoint& e, bool cluster) {
   FUZZ_CHECK(e.db >= 0 && e.db <= (1 << 20), "db %d out of range", e.db);
   if (!e.unix_path.empty()) {
     FUZZ_CHECK(!cluster, "a cluster seed is a unix socket");
-    FUZZ_CHECK(url.substr(0, 7) == "unix://", "unix endpoint from a non-unix URL");
+    FUZZ_CHECK(redlimit::has_scheme(url, "unix://"), "unix endpoint from a non-unix URL");
     FUZZ_CHECK(e.unix_path[0] == '/', "unix path is not absolute");
     FUZZ_CHECK(e.host.empty(), "unix endpoint with a host");
     FUZZ_CHECK(e.port == 0, "unix endpoint with port %d", e.port);
   } else {
-    FUZZ_CHECK(url.substr(0, 8) == "redis://" || (cluster && url.substr(0, 16) == "redis-cluster://"),
+    // Schemes are case-insensitive.
+    FUZZ_CHECK(redlimit::has_scheme(url, "redis://") || (cluster && redlimit::has_scheme(url, "redis-cluster://")),
                "TCP endpoint from a URL with another scheme");
     FUZZ_CHECK(!e.host.empty(), "empty host");
     FUZZ_CHECK(e.port >= 1 && e.port <= 65535, "port %d out of range", e.port);
@@ -77,11 +78,20 @@ void check_endpoint(std::string_view url, const Endpoint& e, bool cluster) {
   FUZZ_CHECK(same(e, back), "round trip changed the endpoint (re-rendered as %s)", again.c_str());
 }
 
+// An error quotes the URL as redact_url writes it: nothing unprintable, whatever the input.
+void check_message(const redlimit::InvalidArgument& err) {
+  for (const char* p = err.what(); *p != '\0'; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    FUZZ_CHECK(c >= 0x20 && c < 0x7f, "unprintable byte 0x%02x in the message: %s", c, err.what());
+  }
+}
+
 void one(std::string_view url) {
   try {
     const Endpoint e = redlimit::parse_url(url);
     check_endpoint(url, e, false);
-  } catch (const redlimit::InvalidArgument&) {
+  } catch (const redlimit::InvalidArgument& err) {
+    check_message(err);
   }
   try {
     const redlimit::ClusterEndpoint c = redlimit::parse_cluster_url(url);
@@ -91,7 +101,8 @@ void one(std::string_view url) {
       FUZZ_CHECK(seed.username == c.seeds[0].username && seed.password == c.seeds[0].password,
                  "seeds with different credentials");
     }
-  } catch (const redlimit::InvalidArgument&) {
+  } catch (const redlimit::InvalidArgument& err) {
+    check_message(err);
   }
 }
 

@@ -103,8 +103,8 @@ class Parser {
     return end == text_.size() || !std::isalpha(static_cast<unsigned char>(text_[end]));
   }
   [[noreturn]] void fail(const std::string& why) const {
-    throw InvalidArgument(detail::message("rate \"{}\": {} at position {} (\"{}\")", whole_, why, offset_ + pos_,
-                                          text_.substr(std::min(pos_, text_.size()))));
+    throw InvalidArgument(detail::message("rate \"{}\": {} at position {} (\"{}\")", detail::printable(whole_), why,
+                                          offset_ + pos_, detail::printable(text_.substr(std::min(pos_, text_.size())))));
   }
 
   std::int64_t number(const char* what) {
@@ -152,7 +152,7 @@ class Parser {
       }
     }
     pos_ = start;
-    fail(detail::message("unknown time unit \"{}\"", unit));
+    fail(detail::message("unknown time unit \"{}\"", detail::printable(unit)));
   }
 
   std::string_view whole_;

@@ -69,7 +69,7 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
     const std::size_t amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
     const std::size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) bad(url, detail::message("query part \"{}\" has no '='", pair));
+    if (eq == std::string_view::npos) bad(url, detail::message("query part \"{}\" has no '='", detail::printable(pair)));
     const std::string_view name = pair.substr(0, eq), value = pair.substr(eq + 1);
     if (name == "db") {
       e.db = parse_int(url, value, "db", 0, 1 << 20);
@@ -78,7 +78,7 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
     } else if (name == "user" || name == "username") {
       e.username = decode(url, value);
     } else {
-      bad(url, detail::message("unknown query parameter \"{}\"", name));
+      bad(url, detail::message("unknown query parameter \"{}\"", detail::printable(name)));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
