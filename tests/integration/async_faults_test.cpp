@@ -29,6 +29,13 @@ TEST_F(AsyncTest, ServerSideKillFailsPendingCallsAndTheNextCallReconnects) {
     auto blocked = command(*redis, {"BLPOP", "redlimit-test:never", "25"});
     auto behind = fw.consume_future("k");
     const auto deadline = std::chrono::steady_clock::now() + kWait;
+    // The consume must be on the wire, behind the BLPOP, before the kill: the loop hands queued
+    // commands to hiredis when it wakes, and one still queued at the kill would go out later on the
+    // new connection (and be decided there). CLIENT ID and BLPOP are the first two.
+    while (redis->stats().commands < 3) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the consume was never handed to hiredis";
+      std::this_thread::sleep_for(1ms);
+    }
     while (server().command({"CLIENT", "LIST", "ID", std::to_string(id_reply.integer)}).str.find("cmd=blpop") ==
            std::string::npos) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the BLPOP never reached the server";
