@@ -29,6 +29,7 @@ struct PoolOptions {
   // Connections at most; they are opened on demand. 0 is taken as 1.
   std::size_t size = 4;
   // How long a caller waits for a free connection before TimeoutError; 0 = wait as long as it takes.
+  // A call never waits past its own deadline (Options::command_timeout) either, whichever is first.
   std::chrono::milliseconds wait_timeout{1000};
   // A connection idle for longer than this is PINGed before use, and reconnected if the PING fails
   // (a server restart or an idle-timeout kill is found before a decision depends on it). 0 = never.
@@ -41,9 +42,14 @@ struct Options {
   TimeSource time_source = TimeSource::client;
   // Used when time_source is client, and for blocking waits. nullptr = SystemClock.
   std::shared_ptr<Clock> clock;
-  // Deadline to establish a connection; 0 = wait as long as the OS does.
+  // Deadline to establish a connection; 0 = wait as long as the OS does. Within a call, connecting
+  // also stops at the call's deadline (command_timeout), whichever is first.
   std::chrono::milliseconds connect_timeout{1000};
-  // Deadline for one command's reply; 0 = no deadline.
+  // The deadline of one call, end to end: a decision (consume, consume_many, peek...) must finish
+  // within command_timeout of its start, pool wait, connecting, the round trip, the EVAL after
+  // NOSCRIPT and cluster redirects included; past it, TimeoutError (a ConnectionError: the failure
+  // policy answers). A command outside a decision (reset(), setup) has the same deadline of its own.
+  // With RedisAsync it bounds each reply instead (docs/reliability.md §7). 0 = no deadline.
   std::chrono::milliseconds command_timeout{1000};
   PoolOptions pool;
 

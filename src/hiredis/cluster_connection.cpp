@@ -6,6 +6,7 @@
 #include <cctype>
 #include <thread>
 
+#include "call_deadline.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
 
@@ -99,12 +100,17 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::stri
   return n;
 }
 
-void ClusterConnection::refresh() {
+void ClusterConnection::refresh() { refresh_avoiding(nullptr); }
+
+void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect) {
   std::lock_guard<std::mutex> one_at_a_time(refresh_mutex_);
   std::vector<Endpoint> candidates;
   {
     std::shared_lock<std::shared_mutex> lock(mutex_);
-    for (const auto& n : nodes_) candidates.push_back(n->endpoint);
+    for (const auto& n : nodes_) {
+      if (n != suspect) candidates.push_back(n->endpoint);
+    }
+    if (suspect) candidates.push_back(suspect->endpoint);
   }
   candidates.insert(candidates.end(), seeds_.seeds.begin(), seeds_.seeds.end());
   std::string last_error = "no node answered";
@@ -142,11 +148,46 @@ void ClusterConnection::refresh() {
   throw ConnectionError("cannot read the cluster's slot map: " + last_error);
 }
 
-void ClusterConnection::refresh_quietly() {
+void ClusterConnection::begin_call() { hiredis_detail::begin_call(options_.command_timeout); }
+void ClusterConnection::end_call() noexcept { hiredis_detail::end_call(); }
+
+namespace {
+
+// The time a call has left, or nullopt-like max() when it has no deadline.
+std::chrono::nanoseconds left_in_call(std::chrono::milliseconds command_timeout) {
+  const auto deadline = hiredis_detail::step_deadline(command_timeout);
+  if (deadline == hiredis_detail::no_deadline()) return std::chrono::nanoseconds::max();
+  return deadline - hiredis_detail::DeadlineClock::now();
+}
+
+}  // namespace
+
+void ClusterConnection::refresh_quietly(const std::shared_ptr<Node>& suspect) {
+  if (left_in_call(options_.command_timeout) <= std::chrono::nanoseconds::zero()) {
+    if (suspect) {
+      std::unique_lock<std::shared_mutex> lock(mutex_);
+      suspect_ = suspect;
+    }
+    return;
+  }
   try {
-    refresh();
+    refresh_avoiding(suspect);
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    if (suspect_ == suspect) suspect_.reset();
   } catch (const ConnectionError&) {
   }
+}
+
+std::shared_ptr<ClusterConnection::Node> ClusterConnection::route_fresh(std::uint16_t slot) {
+  auto target = route(slot);
+  bool suspect = false;
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    suspect = suspect_ && suspect_ == target;
+  }
+  if (!suspect) return target;
+  refresh_quietly(target);
+  return route(slot);
 }
 
 std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t slot) {
@@ -161,7 +202,7 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t 
 }
 
 Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_t slot) {
-  auto target = route(slot);
+  auto target = route_fresh(slot);
   bool asking = false;
   std::chrono::milliseconds backoff{10};
   for (int attempt = 0;; ++attempt) {
@@ -175,7 +216,7 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
       }
     } catch (const ConnectionError&) {
       // The outcome is unknown: do not replay. Learn the new topology for the next call.
-      refresh_quietly();
+      refresh_quietly(target);
       throw;
     }
     asking = false;
@@ -195,7 +236,11 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
       target = node(host, port);  // this command only; the slot is still being migrated
       asking = true;
     } else if (starts_with(reply.str, "TRYAGAIN") || starts_with(reply.str, "CLUSTERDOWN")) {
-      std::this_thread::sleep_for(backoff);  // bounded: max_redirects attempts, 10..160 ms
+      // Bounded: max_redirects attempts, 10..160 ms, and never past the call's deadline (then the
+      // reply goes to the caller as it is: an outage, for the failure policy).
+      const auto left = left_in_call(options_.command_timeout);
+      if (left <= std::chrono::nanoseconds(backoff)) return reply;
+      std::this_thread::sleep_for(backoff);
       backoff *= 2;
       if (starts_with(reply.str, "CLUSTERDOWN")) {
         refresh_quietly();
@@ -208,6 +253,7 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
 }
 
 Reply ClusterConnection::command(const std::vector<std::string>& argv) {
+  CallScope call(*this);  // a command outside any call is a call of its own
   const int slot = command_slot(argv);
   if (slot >= 0) return send(argv, static_cast<std::uint16_t>(slot));
   std::shared_ptr<Node> any;
@@ -226,12 +272,13 @@ Reply ClusterConnection::command(const std::vector<std::string>& argv) {
 
 std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
   // Split by node, one pipeline per node, answers back in the caller's order. A redirected command
-  // is resent on its own through command().
+  // is resent on its own through command(), within the same call's deadline.
+  CallScope call(*this);
   std::vector<Reply> out(commands.size());
   std::vector<std::pair<std::shared_ptr<Node>, std::vector<std::size_t>>> groups;
   for (std::size_t i = 0; i < commands.size(); ++i) {
     const int slot = command_slot(commands[i]);
-    const auto n = route(static_cast<std::uint16_t>(slot < 0 ? 0 : slot));
+    const auto n = route_fresh(static_cast<std::uint16_t>(slot < 0 ? 0 : slot));
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == n; });
     if (it == groups.end()) {
       groups.push_back({n, {}});
@@ -247,7 +294,7 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
     try {
       replies = n->pool->pipeline(batch);
     } catch (const ConnectionError&) {
-      refresh_quietly();
+      refresh_quietly(n);
       throw;
     }
     for (std::size_t j = 0; j < indices.size(); ++j) {

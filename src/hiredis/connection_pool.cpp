@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "call_deadline.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
@@ -37,12 +40,26 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, std::chrono::milliseconds conn
   }
 }
 
+void ConnectionPool::begin_call() { hiredis_detail::begin_call(command_timeout_); }
+void ConnectionPool::end_call() noexcept { hiredis_detail::end_call(); }
+
 ConnectionPool::Slot ConnectionPool::acquire() {
+  // Whichever comes first: wait_timeout, or the deadline of the call (or of this command alone).
+  using Steady = hiredis_detail::DeadlineClock;
+  const Steady::time_point deadline = hiredis_detail::step_deadline(command_timeout_);
+  const Steady::time_point waited_out = options_.wait_timeout.count() > 0
+                                           ? Steady::now() + options_.wait_timeout
+                                           : hiredis_detail::no_deadline();
+  const Steady::time_point until = std::min(deadline, waited_out);
   std::unique_lock<std::mutex> lock(mutex_);
   const auto ready = [&] { return !idle_.empty() || open_ < options_.size; };
-  if (options_.wait_timeout.count() == 0) {
+  if (until == hiredis_detail::no_deadline()) {
     available_.wait(lock, ready);
-  } else if (!available_.wait_for(lock, options_.wait_timeout, ready)) {
+  } else if (!available_.wait_until(lock, until, ready)) {
+    if (deadline <= waited_out) {
+      throw TimeoutError(fmt::format("no pooled connection free before the call's deadline ({} ms; {} in use)",
+                                     command_timeout_.count(), options_.size));
+    }
     throw TimeoutError(fmt::format("no pooled connection free within {} ms ({} in use)",
                                    options_.wait_timeout.count(), options_.size));
   }
@@ -74,12 +91,16 @@ void ConnectionPool::release(Slot slot) {
   available_.notify_one();
 }
 
+// A command outside any call (reset(), setup) is a call of its own: the wait for a connection and
+// the round trip share one deadline.
 Reply ConnectionPool::command(const std::vector<std::string>& argv) {
+  CallScope call(*this);
   Lease lease(*this);
   return (*lease).command(argv);
 }
 
 std::vector<Reply> ConnectionPool::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  CallScope call(*this);
   Lease lease(*this);
   return (*lease).pipeline(commands);
 }

@@ -1,9 +1,11 @@
 #include "redlimit/transport/redis_connection.hpp"
+#include "call_deadline.hpp"
 #include "hiredis_reply.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/time.h>
@@ -19,11 +21,21 @@ struct ReplyDeleter {
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
-timeval to_timeval(std::chrono::milliseconds d) {
+timeval to_timeval(std::chrono::microseconds d) {
   timeval tv{};
-  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(d.count() / 1000);
-  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((d.count() % 1000) * 1000);
+  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(d.count() / 1000000);
+  tv.tv_usec = static_cast<decltype(tv.tv_usec)>(d.count() % 1000000);
   return tv;
+}
+
+// The time left until `deadline`, at least 1 ms: a zero socket timeout would mean none at all.
+std::chrono::microseconds time_left(hiredis_detail::DeadlineClock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - hiredis_detail::DeadlineClock::now());
+  return std::max<std::chrono::microseconds>(left, std::chrono::milliseconds(1));
+}
+
+bool passed(hiredis_detail::DeadlineClock::time_point deadline) {
+  return deadline != hiredis_detail::no_deadline() && hiredis_detail::DeadlineClock::now() >= deadline;
 }
 
 
@@ -63,19 +75,33 @@ void RedisConnection::fail(const char* during) {
   throw ConnectionError(what);
 }
 
+void RedisConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }
+void RedisConnection::end_call() noexcept { hiredis_detail::end_call(); }
+
 redisContext& RedisConnection::context() {
   if (ctx_) return *ctx_;
+  // Connecting takes at most connect_timeout, and never past the call's deadline.
+  const auto deadline = hiredis_detail::step_deadline(command_timeout_);
+  if (passed(deadline)) {
+    throw TimeoutError(fmt::format("the call's deadline passed before connecting to {}", describe(endpoint_)));
+  }
+  std::chrono::microseconds limit = connect_timeout_;
+  if (deadline != hiredis_detail::no_deadline()) {
+    const auto left = time_left(deadline);
+    limit = limit.count() > 0 ? std::min(limit, left) : left;
+  }
   redisContext* raw = nullptr;
-  const timeval tv = to_timeval(connect_timeout_);
+  const timeval tv = to_timeval(limit);
   if (!endpoint_.unix_path.empty()) {
-    raw = connect_timeout_.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
-                                       : redisConnectUnix(endpoint_.unix_path.c_str());
+    raw = limit.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
+                            : redisConnectUnix(endpoint_.unix_path.c_str());
   } else {
-    raw = connect_timeout_.count() > 0 ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
-                                       : redisConnect(endpoint_.host.c_str(), endpoint_.port);
+    raw = limit.count() > 0 ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
+                            : redisConnect(endpoint_.host.c_str(), endpoint_.port);
   }
   if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
   ctx_.reset(raw);
+  shortened_ = false;
   if (ctx_->err) fail("connecting to");
   // Set on every new context: hiredis 0.14 does not carry it across reconnects.
   if (command_timeout_.count() > 0 && redisSetTimeout(ctx_.get(), to_timeval(command_timeout_)) != REDIS_OK) {
@@ -118,13 +144,37 @@ struct Argv {
 
 }  // namespace
 
+// The socket timeout is command_timeout on every context (set once, at connect). Only when the
+// call has less time left than that is it shortened for one round trip, and restored after: the
+// common case costs no setsockopt. After a failure the context is dropped, shortened or not.
+void RedisConnection::arm_deadline(redisContext& c) {
+  const auto deadline = hiredis_detail::step_deadline(command_timeout_);
+  if (deadline == hiredis_detail::no_deadline()) return;
+  if (passed(deadline)) {  // nothing sent: the context stays as it is
+    throw TimeoutError(fmt::format("the call's deadline passed before a command to {}", describe(endpoint_)));
+  }
+  const auto left = time_left(deadline);
+  if (command_timeout_.count() > 0 && left >= command_timeout_) return;
+  if (redisSetTimeout(&c, to_timeval(left)) != REDIS_OK) fail("setting the command timeout on");
+  shortened_ = true;
+}
+
+void RedisConnection::disarm_deadline(redisContext& c) {
+  if (!shortened_) return;
+  if (redisSetTimeout(&c, to_timeval(command_timeout_)) != REDIS_OK) fail("setting the command timeout on");
+  shortened_ = false;
+}
+
 Reply RedisConnection::command(const std::vector<std::string>& args) {
   if (args.empty()) throw InvalidArgument("empty command");
+  CallScope call(*this);  // a command outside any call is a call of its own
   redisContext& c = context();
+  arm_deadline(c);
   Argv argv(args);
   ReplyPtr reply(static_cast<redisReply*>(
       redisCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data())));
   if (!reply) fail("command to");
+  disarm_deadline(c);
   return detail::from_hiredis(*reply);
 }
 
@@ -136,7 +186,9 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::
   for (const auto& args : commands) {
     if (args.empty()) throw InvalidArgument("empty command in pipeline");
   }
+  CallScope call(*this);
   redisContext& c = context();
+  arm_deadline(c);
   for (const auto& args : commands) {
     Argv argv(args);
     if (redisAppendCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
@@ -150,6 +202,7 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::
     ReplyPtr reply(static_cast<redisReply*>(raw));
     out.push_back(detail::from_hiredis(*reply));
   }
+  disarm_deadline(c);
   return out;
 }
 

@@ -15,6 +15,9 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
   Context& ctx = path.context();
   std::vector<Reply> replies;
   try {
+    // The call's deadline starts here and bounds the whole send step: the pool's wait, connecting,
+    // the round trip and the EVAL after NOSCRIPT (docs/reliability.md §7).
+    CallScope call(*ctx.connection);
     std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
     if (!ctx.connection->thread_safe()) lock.lock();
     replies = send_script_calls(*ctx.connection, path.script(), calls);

@@ -4,7 +4,9 @@
 // comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. ASK is followed once
 // with ASKING; TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff. Reads stay on masters.
 // A command whose outcome is unknown (I/O error, timeout) is never replayed: the error goes to
-// the caller (and its failure policy), and the map is refreshed for the next call.
+// the caller (and its failure policy), and the map is refreshed for the next call. One call's
+// deadline (now + command_timeout) bounds everything it does: pool waits, redirects, the TRYAGAIN
+// backoff and a refresh (docs/reliability.md §7).
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +39,8 @@ class ClusterConnection final : public Connection {
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
   bool scripts_span_slots() const override { return false; }
+  void begin_call() override;
+  void end_call() noexcept override;
 
   // Re-reads CLUSTER SLOTS from any node that answers.
   void refresh();
@@ -56,7 +60,13 @@ class ClusterConnection final : public Connection {
   std::shared_ptr<Node> route(std::uint16_t slot);
   // refresh(), ignoring a failure (no node answered: the map stays as it was), for callers that go
   // on, or throw their own error, either way.
-  void refresh_quietly();
+  // Within the call's deadline: when the call has no time left, the refresh is left to the next
+  // call routed to `suspect` (the node that failed), which does it first.
+  void refresh_quietly(const std::shared_ptr<Node>& suspect = nullptr);
+  // refresh(), asking `suspect` last.
+  void refresh_avoiding(const std::shared_ptr<Node>& suspect);
+  // route(), after the refresh a previous call left to this node's next caller.
+  std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
 
   ClusterEndpoint seeds_;
@@ -65,6 +75,9 @@ class ClusterConnection final : public Connection {
   std::array<std::shared_ptr<Node>, 16384> slots_{};
   std::vector<std::shared_ptr<Node>> nodes_;  // every node we connected to, masters first
   std::mutex refresh_mutex_;
+  // A node whose call failed with no time left to refresh the map (guarded by mutex_): the next
+  // call routed to it refreshes first.
+  std::shared_ptr<Node> suspect_;
 };
 
 // The slot a command is routed by: its first key (EVAL/EVALSHA: after numkeys; otherwise argv[1]),

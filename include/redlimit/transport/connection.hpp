@@ -22,6 +22,15 @@ class Connection {
   // answers false, and batches are then split by slot.
   virtual bool scripts_span_slots() const { return true; }
 
+  // One call's deadline (docs/reliability.md §7): the decision path brackets each call's send step
+  // (EVALSHA, the EVAL after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
+  // CallScope. A transport with a command deadline starts it at begin_call() and makes every step
+  // of the call (waiting for a pooled connection, connecting, each round trip, cluster redirects)
+  // share it; a command outside any call has a deadline of its own. Calls may nest (a transport
+  // over another one): the outermost one sets the deadline. The defaults do nothing.
+  virtual void begin_call() {}
+  virtual void end_call() noexcept {}
+
   // Sends argv as one command (binary-safe) and returns its reply. Error replies are returned as
   // Reply::Type::error, not thrown; transport failures throw ConnectionError / TimeoutError.
   virtual Reply command(const std::vector<std::string>& argv) = 0;
@@ -33,6 +42,18 @@ class Connection {
     for (const auto& c : commands) out.push_back(command(c));
     return out;
   }
+};
+
+// Opens a call on `conn` for as long as it lives (Connection::begin_call / end_call).
+class CallScope {
+ public:
+  explicit CallScope(Connection& conn) : conn_(conn) { conn_.begin_call(); }
+  ~CallScope() { conn_.end_call(); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  Connection& conn_;
 };
 
 }  // namespace redlimit

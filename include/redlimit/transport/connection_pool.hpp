@@ -1,6 +1,7 @@
 #pragma once
 // A thread-safe Connection over up to `size` RedisConnections: each command leases one connection
-// for its round trip and gives it back (RAII), so N threads run N round trips at once.
+// for its round trip and gives it back (RAII), so N threads run N round trips at once. A caller
+// waits for a free connection at most PoolOptions::wait_timeout, and never past its call's deadline.
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -23,6 +24,9 @@ class ConnectionPool final : public Connection {
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
+  // A call's deadline (now + command_timeout) also bounds its wait for a free connection.
+  void begin_call() override;
+  void end_call() noexcept override;
 
   // Connections opened so far (idle or leased).
   std::size_t open_connections() const;

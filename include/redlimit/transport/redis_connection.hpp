@@ -1,7 +1,8 @@
 #pragma once
 // A Connection over one hiredis redisContext. Not thread-safe (neither is redisContext): the
 // RateLimiter serialises access. A broken context is dropped and the next command reconnects, so
-// a reply is never read out of step with its command.
+// a reply is never read out of step with its command. One call's deadline bounds connecting and
+// every round trip of the call (Connection::begin_call; docs/reliability.md §7).
 #include <chrono>
 #include <memory>
 #include <string>
@@ -26,6 +27,8 @@ class RedisConnection final : public Connection {
 
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
+  void begin_call() override;
+  void end_call() noexcept override;
 
   const Endpoint& endpoint() const { return endpoint_; }
 
@@ -37,11 +40,17 @@ class RedisConnection final : public Connection {
 
   redisContext& context();  // connects (or reconnects) on demand
   [[noreturn]] void fail(const char* during);
+  // Before a round trip: throws TimeoutError if the call's deadline has passed (nothing is sent),
+  // and shortens the socket timeout to the time left when that is less than command_timeout.
+  void arm_deadline(redisContext& c);
+  // After a round trip that succeeded: command_timeout again, if arm_deadline() shortened it.
+  void disarm_deadline(redisContext& c);
 
   Endpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds command_timeout_;
   ContextPtr ctx_;
+  bool shortened_ = false;  // the context's socket timeout is the time left, not command_timeout
 };
 
 }  // namespace redlimit

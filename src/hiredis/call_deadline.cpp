@@ -1,0 +1,35 @@
+#include "call_deadline.hpp"
+
+namespace redlimit::hiredis_detail {
+
+namespace {
+
+struct OpenCall {
+  DeadlineClock::time_point deadline = no_deadline();
+  int depth = 0;
+};
+
+// Per thread: a call runs on the caller's thread from start to end (the sync transports).
+thread_local OpenCall open_call;
+
+DeadlineClock::time_point after(std::chrono::milliseconds timeout) {
+  return timeout.count() > 0 ? DeadlineClock::now() + timeout : no_deadline();
+}
+
+}  // namespace
+
+void begin_call(std::chrono::milliseconds timeout) {
+  if (open_call.depth++ == 0) open_call.deadline = after(timeout);
+}
+
+void end_call() noexcept {
+  if (open_call.depth > 0 && --open_call.depth == 0) open_call.deadline = no_deadline();
+}
+
+DeadlineClock::time_point step_deadline(std::chrono::milliseconds timeout) {
+  return open_call.depth > 0 ? open_call.deadline : after(timeout);
+}
+
+bool in_call() { return open_call.depth > 0; }
+
+}  // namespace redlimit::hiredis_detail

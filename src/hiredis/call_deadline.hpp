@@ -1,0 +1,32 @@
+#pragma once
+// The deadline of the call this thread is making through a hiredis transport (docs/reliability.md
+// §7 "Deadlines"). The core opens a call around its send step (Connection::begin_call/end_call, via
+// CallScope); the outermost transport starts the deadline then, at now + its command_timeout, and
+// every step of the call below it reads the same deadline from here: the pool's wait for a
+// connection, connecting (min(connect_timeout, time left)), each round trip's socket timeout (the
+// time left when that is shorter than command_timeout), the NOSCRIPT reload, the cluster's
+// redirects and backoff. A command outside any call (setup, reset(), a test's raw connection) gets
+// a deadline of its own: now + command_timeout, as before.
+#include <chrono>
+
+namespace redlimit::hiredis_detail {
+
+using DeadlineClock = std::chrono::steady_clock;
+
+// No deadline (command_timeout 0).
+constexpr DeadlineClock::time_point no_deadline() { return DeadlineClock::time_point::max(); }
+
+// Opens a call on this thread with `timeout` (0 = none); a call already open keeps its deadline
+// (nested transports: a cluster over pools over connections).
+void begin_call(std::chrono::milliseconds timeout);
+// Closes what begin_call opened. noexcept: runs in destructors.
+void end_call() noexcept;
+
+// The deadline for a step started now: the open call's, or now + timeout outside any call;
+// no_deadline() when there is none.
+DeadlineClock::time_point step_deadline(std::chrono::milliseconds timeout);
+
+// True inside a call (begin_call without its end_call yet) on this thread.
+bool in_call();
+
+}  // namespace redlimit::hiredis_detail
