@@ -102,8 +102,18 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::stri
 
 void ClusterConnection::refresh() { refresh_avoiding(nullptr); }
 
-void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect) {
-  std::lock_guard<std::mutex> one_at_a_time(refresh_mutex_);
+void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, bool wait) {
+  std::unique_lock<std::timed_mutex> one_at_a_time(refresh_mutex_, std::defer_lock);
+  if (!wait) {
+    if (!one_at_a_time.try_lock()) return;  // another thread is refreshing the map right now
+  } else {
+    const auto deadline = hiredis_detail::step_deadline(options_.command_timeout);
+    if (deadline == hiredis_detail::no_deadline()) {
+      one_at_a_time.lock();
+    } else if (!one_at_a_time.try_lock_until(deadline)) {
+      throw TimeoutError("the call's deadline passed waiting for the cluster's slot map");
+    }
+  }
   std::vector<Endpoint> candidates;
   {
     std::shared_lock<std::shared_mutex> lock(mutex_);
@@ -171,7 +181,7 @@ void ClusterConnection::refresh_quietly(const std::shared_ptr<Node>& suspect) {
     return;
   }
   try {
-    refresh_avoiding(suspect);
+    refresh_avoiding(suspect, false);
     std::unique_lock<std::shared_mutex> lock(mutex_);
     if (suspect_ == suspect) suspect_.reset();
   } catch (const ConnectionError&) {

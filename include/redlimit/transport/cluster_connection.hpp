@@ -63,8 +63,9 @@ class ClusterConnection final : public Connection {
   // Within the call's deadline: when the call has no time left, the refresh is left to the next
   // call routed to `suspect` (the node that failed), which does it first.
   void refresh_quietly(const std::shared_ptr<Node>& suspect = nullptr);
-  // refresh(), asking `suspect` last.
-  void refresh_avoiding(const std::shared_ptr<Node>& suspect);
+  // refresh(), asking `suspect` last. With `wait` false, returns at once when another thread is
+  // refreshing already; otherwise waits for it until the call's deadline (then TimeoutError).
+  void refresh_avoiding(const std::shared_ptr<Node>& suspect, bool wait = true);
   // route(), after the refresh a previous call left to this node's next caller.
   std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
@@ -74,7 +75,7 @@ class ClusterConnection final : public Connection {
   mutable std::shared_mutex mutex_;
   std::array<std::shared_ptr<Node>, 16384> slots_{};
   std::vector<std::shared_ptr<Node>> nodes_;  // every node we connected to, masters first
-  std::mutex refresh_mutex_;
+  std::timed_mutex refresh_mutex_;  // one refresh at a time; waited for only until the call's deadline
   // A node whose call failed with no time left to refresh the map (guarded by mutex_): the next
   // call routed to it refreshes first.
   std::shared_ptr<Node> suspect_;
