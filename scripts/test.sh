@@ -12,16 +12,19 @@
 #
 # On Debian (12) it installs the missing build and test packages with apt-get (as root, or with sudo).
 # The integration tests start their own throwaway redis-server on free loopback ports (never a
-# server someone else runs, never 6379 on purpose); none of them survives this script.
+# server someone else runs, never 6379 on purpose); none of them survives this script. The plain
+# pass runs the integration and fault suites a second time on Valkey 8, unpacked from Debian 12's
+# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched).
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
 # (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with),
 # FUZZ_SECONDS (per fuzz target, default 15), FUZZ_BUILD_DIR (the fuzzers' clang build, default
 # $BUILD_DIR-fuzz: never the build directory itself), REDLIMIT_WERROR (ON: warnings in redlimit's own
-# code fail the build).
+# code fail the build), VALKEY_SERVER (a valkey-server binary to use instead of fetching one),
+# DEPS_DIR (where fetched packages go, default build-deps/).
 set -euo pipefail
 
 usage() {
-  sed -n '2,20s/^# \{0,1\}//p' "$0"
+  sed -n '2,23s/^# \{0,1\}//p' "$0"
 }
 
 SANITIZE=""
@@ -71,11 +74,33 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. Packages ---------------------------------------------------------------------------------
 PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
-  googletest redis-server redis-tools python3)
+  googletest redis-server redis-tools python3 libjemalloc2 liblzf1)  # the last two: Valkey's libraries
 
 # shellcheck source=SCRIPTDIR/lib/install.sh
 source "$ROOT/scripts/lib/install.sh"
 install_missing test.sh "$INSTALL" "${PACKAGES[@]}"
+
+# Valkey 8 for the plain pass (the sanitizer passes test against Redis only): Debian 12 has it in
+# its backports suite, fetched without touching the system's apt configuration.
+VALKEY_ARGS=()
+if [[ -z "$SANITIZE" ]]; then
+  if [[ -z "${VALKEY_SERVER:-}" ]]; then
+    deps="${DEPS_DIR:-$ROOT/build-deps}/valkey"
+    if [[ $INSTALL -eq 1 ]]; then
+      # shellcheck source=SCRIPTDIR/lib/extra_debs.sh
+      source "$ROOT/scripts/lib/extra_debs.sh"
+      extra_debs test.sh "$deps" bookworm-backports valkey-server valkey-tools || exit 1
+    fi
+    VALKEY_SERVER="$deps/root/usr/bin/valkey-server"
+  fi
+  if ! "$VALKEY_SERVER" --version >/dev/null 2>&1; then
+    echo "test.sh: no usable valkey-server at $VALKEY_SERVER (drop --no-install to fetch it, or set VALKEY_SERVER)" >&2
+    exit 1
+  fi
+  VALKEY_ARGS=("-DREDLIMIT_TEST_VALKEY_SERVER=$VALKEY_SERVER")
+else
+  VALKEY_ARGS=("-DREDLIMIT_TEST_VALKEY_SERVER=")
+fi
 
 # ---- 2. Configure and build ----------------------------------------------------------------------
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON "-DREDLIMIT_WERROR=${REDLIMIT_WERROR:-ON}")
@@ -112,7 +137,7 @@ else
 fi
 
 step "Configuring in $BUILD_DIR${SANITIZE:+ (sanitizer: $SANITIZE)}"
-cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR_ARGS[@]}" "${CMAKE_ARGS[@]}"
+cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR_ARGS[@]}" "${CMAKE_ARGS[@]}" "${VALKEY_ARGS[@]}"
 
 step "Building (-j${JOBS:-2})"
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}"
@@ -133,8 +158,8 @@ stop_leftover_servers() {
   for f in "$PIDDIR"/*; do
     [[ -e "$f" ]] || continue
     pid="$(basename "$f")"
-    if [[ "$pid" =~ ^[0-9]+$ ]] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == redis-server* ]]; then
-      echo "test.sh: stopping leftover test redis-server (pid $pid)" >&2
+    if [[ "$pid" =~ ^[0-9]+$ ]] && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" =~ ^(redis|valkey)-server ]]; then
+      echo "test.sh: stopping leftover test server (pid $pid)" >&2
       kill -TERM "$pid" 2>/dev/null || true
       for _ in $(seq 1 50); do
         kill -0 "$pid" 2>/dev/null || break
