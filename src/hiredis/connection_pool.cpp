@@ -22,6 +22,17 @@ class ConnectionPool::Lease {
   Lease& operator=(const Lease&) = delete;
   RedisConnection& operator*() { return *slot_.connection; }
 
+  // After a round trip: the pool's connect hook, once per new server connection.
+  void connected_check() noexcept {
+    const std::uint64_t connects = slot_.connection->connects();
+    if (connects == slot_.connects_seen || !pool_.on_connect_) return;
+    slot_.connects_seen = connects;
+    try {
+      pool_.on_connect_(*slot_.connection);
+    } catch (...) {  // a check of the server, never the caller's failure
+    }
+  }
+
  private:
   ConnectionPool& pool_;
   Slot slot_;
@@ -96,13 +107,17 @@ void ConnectionPool::release(Slot slot) {
 Reply ConnectionPool::command(const std::vector<std::string>& argv) {
   CallScope call(*this);
   Lease lease(*this);
-  return (*lease).command(argv);
+  Reply reply = (*lease).command(argv);
+  lease.connected_check();
+  return reply;
 }
 
 std::vector<Reply> ConnectionPool::pipeline(const std::vector<std::vector<std::string>>& commands) {
   CallScope call(*this);
   Lease lease(*this);
-  return (*lease).pipeline(commands);
+  std::vector<Reply> replies = (*lease).pipeline(commands);
+  lease.connected_check();
+  return replies;
 }
 
 std::size_t ConnectionPool::open_connections() const {

@@ -124,6 +124,7 @@ redisContext& RedisConnection::context() {
       throw AuthError(fmt::format("{} on {} failed: {}", cmd[0], describe(endpoint_), r.str));
     }
   }
+  ++connects_;
   return *ctx_;
 }
 

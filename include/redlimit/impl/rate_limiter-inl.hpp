@@ -1,6 +1,9 @@
 #pragma once
 // Bodies of redlimit/rate_limiter.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
 // with REDLIMIT_HEADER_ONLY).
+#include <atomic>
+#include <memory>
+
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/keys.hpp"
@@ -38,19 +41,18 @@ REDLIMIT_INLINE std::shared_ptr<Connection> make_fallback(const std::shared_ptr<
 // the policy until Redis answers (Counters::answered then starts counting). A server that answers
 // but refuses our AUTH or SELECT, or any reply that is not an outage, throws either way: that is
 // configuration, not an outage.
-// Returns whether Redis answered PONG.
-REDLIMIT_INLINE bool first_ping(Connection& conn, bool lazy) {
+REDLIMIT_INLINE void first_ping(Connection& conn, bool lazy) {
   Reply pong;
   try {
     pong = conn.command({"PING"});
   } catch (const AuthError&) {
     throw;
   } catch (const ConnectionError&) {
-    if (lazy) return false;
+    if (lazy) return;
     throw;
   }
-  if (!pong.is_error()) return true;
-  if (lazy && detail::is_outage_reply(pong.str)) return false;
+  if (!pong.is_error()) return;
+  if (lazy && detail::is_outage_reply(pong.str)) return;
   if (detail::is_outage_reply(pong.str)) throw UnavailableError("PING: " + detail::printable(pong.str));
   throw ReplyError("PING failed: " + detail::printable(pong.str));
 }
@@ -67,25 +69,28 @@ REDLIMIT_INLINE std::string info_field(const std::string& info, std::string_view
 
 // A server with a memory limit and an evicting policy (allkeys-*, and volatile-* too: every key we
 // write has a TTL) drops subjects' state under memory pressure, and a dropped state admits a full
-// quota again. Said once, through the metrics sink; INFO is readable by most ACL users, and a
-// server that refuses it is left alone.
-REDLIMIT_INLINE void warn_if_evicting(Connection& conn, const Options& options) {
+// quota again. Checked on every new server connection of the pool (the first, and each reconnect:
+// the server may have restarted with another configuration, or the limiter started lazily during an
+// outage) and said through the metrics sink once per change to an evicting policy, not once per
+// connection. INFO is readable by most ACL users; a server that refuses it is left alone.
+REDLIMIT_INLINE void watch_eviction(ConnectionPool& pool, const Options& options) {
   if (!options.metrics) return;
-  Reply info;
-  try {
-    info = conn.command({"INFO", "memory"});
-  } catch (const Error&) {
-    return;
-  }
-  if (info.is_error()) return;
-  const std::string policy = info_field(info.str, "maxmemory_policy");
-  const std::string limit = info_field(info.str, "maxmemory");
-  if (policy.empty() || policy == "noeviction" || limit.empty() || limit == "0") return;
-  options.metrics->on_warning(detail::message(
-      "the server evicts keys under memory pressure (maxmemory {} bytes, maxmemory-policy {}): an evicted "
-      "subject's state is forgotten and its quota admitted again; use noeviction or a dedicated Redis "
-      "(docs/reliability.md)",
-      detail::printable(limit), detail::printable(policy)));
+  // 0: not known yet, 1: not evicting, 2: evicting (said). Shared by the pool's connections.
+  auto said = std::make_shared<std::atomic<int>>(0);
+  pool.on_connect([said, metrics = options.metrics](Connection& conn) {
+    const Reply info = conn.command({"INFO", "memory"});
+    if (info.is_error()) return;
+    const std::string policy = info_field(info.str, "maxmemory_policy");
+    const std::string limit = info_field(info.str, "maxmemory");
+    if (policy.empty()) return;
+    const bool evicting = policy != "noeviction" && !limit.empty() && limit != "0";
+    if (said->exchange(evicting ? 2 : 1) == 2 || !evicting) return;
+    metrics->on_warning(detail::message(
+        "the server evicts keys under memory pressure (maxmemory {} bytes, maxmemory-policy {}): an evicted "
+        "subject's state is forgotten and its quota admitted again; use noeviction or a dedicated Redis "
+        "(docs/reliability.md)",
+        detail::printable(limit), detail::printable(policy)));
+  });
 }
 
 }  // namespace rate_limiter_impl
@@ -99,9 +104,8 @@ REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options o
   Endpoint endpoint = parse_url(url);
   auto conn = std::make_shared<ConnectionPool>(std::move(endpoint), options.connect_timeout, options.command_timeout,
                                                options.pool);
-  if (rate_limiter_impl::first_ping(*conn, options.on_failure != OnFailure::raise)) {
-    rate_limiter_impl::warn_if_evicting(*conn, options);
-  }
+  rate_limiter_impl::watch_eviction(*conn, options);  // first, so the first PING's connection is checked
+  rate_limiter_impl::first_ping(*conn, options.on_failure != OnFailure::raise);
   return RateLimiter(std::move(conn), std::move(options));
 }
 

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -31,10 +33,19 @@ class ConnectionPool final : public Connection {
   // Connections opened so far (idle or leased).
   std::size_t open_connections() const;
 
+  // Runs `hook` on a pooled connection after the first round trip it makes on a new server
+  // connection (the first connect, and every reconnect), before the connection goes back to the
+  // pool; the round trip's reply is already in hand. For checks of the server a reconnect may have
+  // changed (RateLimiter: the eviction policy). What the hook throws is ignored. Set it before the
+  // pool is shared between threads.
+  using ConnectHook = std::function<void(Connection&)>;
+  void on_connect(ConnectHook hook) { on_connect_ = std::move(hook); }
+
  private:
   struct Slot {
     std::unique_ptr<RedisConnection> connection;
     std::chrono::steady_clock::time_point last_used;
+    std::uint64_t connects_seen = 0;  // connection->connects() when the hook last ran
   };
   class Lease;
 
@@ -49,6 +60,7 @@ class ConnectionPool final : public Connection {
   std::condition_variable available_;
   std::vector<Slot> idle_;
   std::size_t open_ = 0;
+  ConnectHook on_connect_;
 };
 
 }  // namespace redlimit

@@ -4,6 +4,7 @@
 // a reply is never read out of step with its command. One call's deadline bounds connecting and
 // every round trip of the call (Connection::begin_call; docs/reliability.md §7).
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ class RedisConnection final : public Connection {
   void end_call() noexcept override;
 
   const Endpoint& endpoint() const { return endpoint_; }
+  // Connections made so far (the first, and every reconnect after a broken context), each counted
+  // once its AUTH and SELECT succeeded: a change tells the pool that the server may be another.
+  std::uint64_t connects() const { return connects_; }
 
  private:
   struct ContextDeleter {
@@ -51,6 +55,7 @@ class RedisConnection final : public Connection {
   std::chrono::milliseconds command_timeout_;
   ContextPtr ctx_;
   bool shortened_ = false;  // the context's socket timeout is the time left, not command_timeout
+  std::uint64_t connects_ = 0;
 };
 
 }  // namespace redlimit
