@@ -14,7 +14,8 @@
 # The integration tests start their own throwaway redis-server on free loopback ports (never a
 # server someone else runs, never 6379 on purpose); none of them survives this script. The plain
 # pass runs the integration and fault suites a second time on Valkey 8, unpacked from Debian 12's
-# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched).
+# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched),
+# and the unit and integration suites in a second build against hiredis 1.2 (Debian 13's packages).
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
 # (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with),
 # FUZZ_SECONDS (per fuzz target, default 15), FUZZ_BUILD_DIR (the fuzzers' clang build, default
@@ -215,7 +216,19 @@ if [[ -z "$SANITIZE" ]]; then
   JOBS="${JOBS:-2}" bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR" || status=1
 fi
 
-# ---- 5. Fuzz (bounded) ---------------------------------------------------------------------------
+# ---- 5. hiredis 1.2 ------------------------------------------------------------------------------
+# Newer systems have hiredis 1.x (Debian 13: 1.2.0, with libhiredis_ssl). A second build against it,
+# unpacked from Debian 13's packages into build-deps/ (the system keeps its 0.14), runs the unit and
+# integration suites. Plain pass only; HIREDIS1=0 skips it.
+if [[ -z "$SANITIZE" && "${HIREDIS1:-1}" == 1 ]]; then
+  step "hiredis 1.2 (Debian 13's libhiredis-dev): unit and integration tests"
+  # shellcheck source=SCRIPTDIR/lib/hiredis1.sh
+  source "$ROOT/scripts/lib/hiredis1.sh"
+  hiredis1_pass "${DEPS_DIR:-$ROOT/build-deps}/hiredis-1.2" "${BUILD_DIR%/}-hiredis1" "$INSTALL" "${RUN_ENV[@]}" ||
+    status=1
+fi
+
+# ---- 6. Fuzz (bounded) ---------------------------------------------------------------------------
 # The parsers and the reply decoder under libFuzzer with ASan+UBSan, FUZZ_SECONDS per target, built
 # with clang in a directory of their own (fuzz.sh reconfigures its BUILD_DIR with clang++).
 if [[ $FUZZ -eq 1 && -z "$SANITIZE" ]]; then

@@ -1,6 +1,7 @@
 #include "redlimit/transport/redis_connection.hpp"
 #include "call_deadline.hpp"
 #include "hiredis_reply.hpp"
+#include "tls.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
@@ -59,7 +60,25 @@ void RedisConnection::ContextDeleter::operator()(redisContext* c) const { redisF
 
 RedisConnection::RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
                                  std::chrono::milliseconds command_timeout)
-    : endpoint_(std::move(endpoint)), connect_timeout_(connect_timeout), command_timeout_(command_timeout) {}
+    : RedisConnection(endpoint, connect_timeout, command_timeout, hiredis_detail::Tls::make(endpoint)) {}
+
+RedisConnection::RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
+                                 std::chrono::milliseconds command_timeout,
+                                 std::shared_ptr<const hiredis_detail::Tls> tls)
+    : endpoint_(std::move(endpoint)),
+      connect_timeout_(connect_timeout),
+      command_timeout_(command_timeout),
+      tls_(std::move(tls)) {
+  if (endpoint_.tls.enabled && !tls_) tls_ = hiredis_detail::Tls::make(endpoint_);
+}
+
+bool RedisConnection::has_tls() {
+#ifdef REDLIMIT_HAVE_TLS
+  return true;
+#else
+  return false;
+#endif
+}
 
 RedisConnection::~RedisConnection() = default;
 RedisConnection::RedisConnection(RedisConnection&&) noexcept = default;
@@ -103,6 +122,16 @@ redisContext& RedisConnection::context() {
   ctx_.reset(raw);
   shortened_ = false;
   if (ctx_->err) fail("connecting to");
+  if (tls_) {
+    // The handshake is part of connecting: bounded by the same time as the connect.
+    if (limit.count() > 0 && redisSetTimeout(ctx_.get(), to_timeval(limit)) != REDIS_OK) {
+      fail("setting the connect timeout on");
+    }
+    if (!tls_->start(*ctx_)) fail("TLS handshake with");
+    if (command_timeout_.count() == 0 && limit.count() > 0 && redisSetTimeout(ctx_.get(), timeval{}) != REDIS_OK) {
+      fail("clearing the connect timeout on");  // no command deadline: none on the socket either
+    }
+  }
   // Set on every new context: hiredis 0.14 does not carry it across reconnects.
   if (command_timeout_.count() > 0 && redisSetTimeout(ctx_.get(), to_timeval(command_timeout_)) != REDIS_OK) {
     fail("setting the command timeout on");

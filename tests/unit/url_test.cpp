@@ -156,7 +156,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // scheme
         "", "localhost:6379", "http://localhost:6379", "redis:/localhost", "tcp://localhost",
-        "rediss://localhost:6379",  // no TLS in hiredis 0.14
+        // TLS parameters
+        "redis://localhost?tls_ca_file=/x", "unix:///tmp/x.sock?tls_ca_file=/x", "rediss://h?tls_bogus=1",
+        "rediss://h?tls_cert_file=/c", "rediss://h?tls_key_file=/k", "rediss://h?tls_ca_file=",
+        "rediss://h?tls_insecure_skip_verify=maybe", "rediss://h?db", "rediss://h?nope=1",
         // port
         "redis://localhost:abc", "redis://localhost:0", "redis://localhost:65536", "redis://localhost:-1",
         "redis://localhost:", "redis://localhost:99999999999", "redis://[::1]:", "redis://[::1]x",
@@ -171,12 +174,39 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://:pw%zz@host", "redis://:pw%4@host"),
     [](const ::testing::TestParamInfo<const char*>& info) { return "case" + std::to_string(info.index); });
 
-TEST(UrlTest, TlsSchemeIsExplainedNotJustRejected) {
+TEST(UrlTest, RedissParsesItsTlsOptions) {
+  const Endpoint plain = parse_url("rediss://cache.example.com");
+  EXPECT_TRUE(plain.tls.enabled);
+  EXPECT_EQ(plain.host, "cache.example.com");
+  EXPECT_EQ(plain.port, 6379);
+  EXPECT_FALSE(plain.tls.insecure_skip_verify);
+  EXPECT_TRUE(plain.tls.ca_file.empty());
+
+  const Endpoint e = parse_url(
+      "REDISS://app:pw@10.0.0.7:6380/2?tls_ca_file=/etc/ca%20s.pem&tls_ca_dir=/etc/cas&tls_cert_file=/c.pem"
+      "&tls_key_file=/k.pem&tls_server_name=redis.internal&tls_insecure_skip_verify=true");
+  EXPECT_TRUE(e.tls.enabled);
+  EXPECT_EQ(e.host, "10.0.0.7");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 2);
+  EXPECT_EQ(e.username, "app");
+  EXPECT_EQ(e.password, "pw");
+  EXPECT_EQ(e.tls.ca_file, "/etc/ca s.pem");
+  EXPECT_EQ(e.tls.ca_dir, "/etc/cas");
+  EXPECT_EQ(e.tls.cert_file, "/c.pem");
+  EXPECT_EQ(e.tls.key_file, "/k.pem");
+  EXPECT_EQ(e.tls.server_name, "redis.internal");
+  EXPECT_TRUE(e.tls.insecure_skip_verify);
+  EXPECT_FALSE(parse_url("redis://h").tls.enabled);
+  EXPECT_EQ(parse_url("redis://h?db=3&user=u&password=p").db, 3) << "query parameters on TCP URLs too";
+}
+
+TEST(UrlTest, TlsParametersNeedRedissAndExplainWhy) {
   try {
-    parse_url("rediss://localhost:6380");
-    FAIL() << "rediss:// was accepted";
+    parse_url("redis://localhost?tls_ca_file=/ca.pem");
+    FAIL() << "tls_ca_file was accepted on redis://";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("rediss"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rediss://"), std::string::npos) << e.what();
   }
 }
 

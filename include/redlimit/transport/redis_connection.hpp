@@ -16,10 +16,19 @@ struct redisContext;
 
 namespace redlimit {
 
+namespace hiredis_detail {
+class Tls;
+}
+
 class RedisConnection final : public Connection {
  public:
+  // A rediss:// endpoint makes its TLS context here: InvalidArgument, before any I/O, when this build
+  // has no TLS or a certificate file cannot be loaded.
   RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
                   std::chrono::milliseconds command_timeout);
+  // With the TLS context of the endpoint made once and shared (the pool's connections).
+  RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
+                  std::chrono::milliseconds command_timeout, std::shared_ptr<const hiredis_detail::Tls> tls);
   ~RedisConnection() override;
   RedisConnection(RedisConnection&&) noexcept;
   RedisConnection& operator=(RedisConnection&&) noexcept;
@@ -32,6 +41,8 @@ class RedisConnection final : public Connection {
   void end_call() noexcept override;
 
   const Endpoint& endpoint() const { return endpoint_; }
+  // Whether this build speaks TLS (rediss://): hiredis >= 1.0 with hiredis_ssl.
+  static bool has_tls();
   // Connections made so far (the first, and every reconnect after a broken context), each counted
   // once its AUTH and SELECT succeeded: a change tells the pool that the server may be another.
   std::uint64_t connects() const { return connects_; }
@@ -53,6 +64,7 @@ class RedisConnection final : public Connection {
   Endpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds command_timeout_;
+  std::shared_ptr<const hiredis_detail::Tls> tls_;  // null without TLS
   ContextPtr ctx_;
   bool shortened_ = false;  // the context's socket timeout is the time left, not command_timeout
   std::uint64_t connects_ = 0;
