@@ -132,6 +132,13 @@ REDLIMIT_INLINE RateLimiter::RateLimiter(std::shared_ptr<Connection> connection,
 }
 
 REDLIMIT_INLINE void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> async) {
+  // An async connection is one server: over a cluster it would send every call to that node, which
+  // answers MOVED for most keys. Refused until the async path routes by slot (issue 18).
+  if (!ctx_->connection->scripts_span_slots()) {
+    throw InvalidArgument(
+        "attach_async: this limiter is over a Redis Cluster (redis-cluster://), and the async API "
+        "does not route by slot yet; use the synchronous calls, or a limiter over one server");
+  }
   std::lock_guard<std::mutex> lock(ctx_->mutex);
   ctx_->async = std::move(async);
 }

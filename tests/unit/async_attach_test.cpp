@@ -1,0 +1,54 @@
+// RateLimiter::attach_async refuses a limiter over a Redis Cluster (issue 18, item 3): the async
+// connection is one server, and over a cluster it would send every call to that node.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/errors.hpp"
+#include "redlimit/rate_limiter.hpp"
+#include "unit/mock_connection.hpp"
+
+namespace {
+
+// Counts what it is asked to do: attach_async must not do any of it.
+class CountingAsync final : public redlimit::AsyncConnection {
+ public:
+  void command_async(std::vector<std::string> /*argv*/, ReplyCallback /*on_reply*/,
+                     ErrorCallback /*on_error*/) override {
+    ++commands;
+  }
+  void post(std::function<void()> /*task*/) override { ++posts; }
+  int commands = 0;
+  int posts = 0;
+};
+
+TEST(AttachAsync, RefusedOverAClusterBeforeAnyIo) {
+  auto conn = std::make_shared<::testing::StrictMock<MockConnection>>();  // no command expected
+  conn->span_slots = false;  // what ClusterConnection answers
+  redlimit::RateLimiter rl(conn);
+  auto async = std::make_shared<CountingAsync>();
+  try {
+    rl.attach_async(async);
+    FAIL() << "attach_async accepted a cluster limiter";
+  } catch (const redlimit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("Cluster"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(async->commands, 0);
+  EXPECT_EQ(async->posts, 0);
+  // Still not attached: an async call reports that, as on a limiter that never had one.
+  const auto fw = rl.fixed_window("c", redlimit::Limit::per_second(10));
+  EXPECT_THROW(fw.consume_async("s", 1, [](const redlimit::Decision&, std::exception_ptr) {}), redlimit::Error);
+  EXPECT_EQ(async->commands, 0);
+}
+
+TEST(AttachAsync, AcceptedOverOneServer) {
+  auto conn = std::make_shared<::testing::StrictMock<MockConnection>>();
+  redlimit::RateLimiter rl(conn);
+  auto async = std::make_shared<CountingAsync>();
+  EXPECT_NO_THROW(rl.attach_async(async));
+  EXPECT_EQ(async->commands, 0);
+}
+
+}  // namespace
