@@ -1,6 +1,6 @@
 // AsyncRedis over libuv: the adapter half of AsyncRedis::Core (wake-up, timer, release of the loop
-// resources) and AsyncRedis::attach_libuv. Without REDLIMIT_HAVE_LIBUV only the factory is left,
-// and it throws.
+// resources), our own hiredis adapter for libuv, and AsyncRedis::attach_libuv. Without
+// REDLIMIT_HAVE_LIBUV only the factory is left, and it throws.
 #include "async_core.hpp"
 
 #include <fmt/format.h>
@@ -8,8 +8,9 @@
 #include "redlimit/errors.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBUV
-#include <hiredis/adapters/libuv.h>
 #include <uv.h>
+
+#include <memory>
 #endif
 
 namespace redlimit {
@@ -17,6 +18,70 @@ namespace redlimit {
 #ifdef REDLIMIT_HAVE_LIBUV
 
 namespace {
+
+// Our hiredis adapter for libuv, in place of hiredis 0.14's (hiredis/adapters/libuv.h). libuv
+// reports a socket error (POLLERR: a reset or refused connection) as a negative status, and stops
+// the poll handle; that adapter then returns without telling hiredis, so hiredis never learns that
+// the connection broke: with no command deadline its callbacks never run, and with one they fail
+// only at the deadline. Here an error status runs hiredis's read and write handlers for the events
+// hiredis asked for, so it tries the socket, meets the error and fails what it holds at once.
+//
+// One UvPoll per context, owned by it: hiredis calls cleanup() when it frees the context, which
+// closes the handle; the UvPoll is freed in the close callback (libuv still holds the handle until
+// then).
+struct UvPoll {
+  uv_poll_t handle{};
+  redisAsyncContext* ac = nullptr;  // null once hiredis has freed the context
+  int events = 0;                   // UV_READABLE / UV_WRITABLE, as hiredis asked
+
+  static UvPoll* of(void* privdata) { return static_cast<UvPoll*>(privdata); }
+
+  void watch(int add, int remove) {
+    events = (events | add) & ~remove;
+    // Started again even when `events` did not change: libuv stops the handle after an error.
+    if (events != 0) {
+      uv_poll_start(&handle, events, &UvPoll::on_poll);
+    } else {
+      uv_poll_stop(&handle);
+    }
+  }
+
+  static void on_poll(uv_poll_t* h, int status, int ready) {
+    UvPoll* p = of(h->data);
+    if (status < 0) ready = p->events;  // let hiredis find the error itself
+    // Either handler may free the context (then cleanup() clears p->ac; p itself lives on).
+    if (p->ac != nullptr && (ready & UV_READABLE) != 0) redisAsyncHandleRead(p->ac);
+    if (p->ac != nullptr && (ready & UV_WRITABLE) != 0) redisAsyncHandleWrite(p->ac);
+  }
+
+  static void add_read(void* d) { of(d)->watch(UV_READABLE, 0); }
+  static void del_read(void* d) { of(d)->watch(0, UV_READABLE); }
+  static void add_write(void* d) { of(d)->watch(UV_WRITABLE, 0); }
+  static void del_write(void* d) { of(d)->watch(0, UV_WRITABLE); }
+  static void cleanup(void* d) {
+    UvPoll* p = of(d);
+    p->ac = nullptr;
+    uv_close(reinterpret_cast<uv_handle_t*>(&p->handle),
+             [](uv_handle_t* h) { delete of(h->data); });  // NOLINT: ours since attach_uv_poll
+  }
+};
+
+// Attaches `ac` to `loop` through a UvPoll. On failure nothing is attached and nothing leaks.
+bool attach_uv_poll(redisAsyncContext* ac, uv_loop_t* loop) {
+  if (ac->ev.data != nullptr) return false;  // attached already
+  auto p = std::make_unique<UvPoll>();
+  if (uv_poll_init(loop, &p->handle, ac->c.fd) != 0) return false;  // no handle was registered
+  p->handle.data = p.get();
+  p->ac = ac;
+  // Only these five: hiredis >= 1.0 has more hooks (scheduleTimer), which stay unset.
+  ac->ev.addRead = &UvPoll::add_read;
+  ac->ev.delRead = &UvPoll::del_read;
+  ac->ev.addWrite = &UvPoll::add_write;
+  ac->ev.delWrite = &UvPoll::del_write;
+  ac->ev.cleanup = &UvPoll::cleanup;
+  ac->ev.data = p.release();  // owned by the context from here: freed after cleanup()
+  return true;
+}
 
 // libuv: uv_async_send is libuv's one thread-safe call, made for this; a uv_timer_t keeps the
 // deadlines. Handles close asynchronously: the Core lives until both close callbacks ran.
@@ -33,7 +98,7 @@ class LibuvCore final : public AsyncRedis::Core {
   }
 
  protected:
-  bool attach(redisAsyncContext* ac) override { return redisLibuvAttach(ac, loop_) == REDIS_OK; }
+  bool attach(redisAsyncContext* ac) override { return attach_uv_poll(ac, loop_); }
 
   void wake() override { uv_async_send(&async_); }
 
