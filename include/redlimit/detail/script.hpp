@@ -1,8 +1,9 @@
 #pragma once
 // A Lua script known by its SHA1, and the send step of the decision path: EVALSHA; on NOSCRIPT
 // (after SCRIPT FLUSH, a restart or a failover) the call is sent once more with EVAL, which also
-// caches it. Only a NOSCRIPT reply triggers that second send: NOSCRIPT means the script did not run,
-// so nothing is counted twice. A transport error is thrown to the caller and never replayed,
+// caches it (the async step reloads once per connection instead: send_script_call_async). Only a
+// NOSCRIPT reply triggers that second send: NOSCRIPT means the script did not run, so nothing is
+// counted twice. A transport error is thrown to the caller and never replayed,
 // because the script may have run.
 #include <exception>
 #include <functional>
@@ -56,8 +57,12 @@ void check_script_reply(const Script& script, const Reply& reply, std::string_vi
 // caller judges them call by call); throws ConnectionError / TimeoutError when the round trip failed.
 std::vector<Reply> send_script_calls(Connection& conn, const Script& script, const std::vector<ScriptCall>& calls);
 
-// The asynchronous send step: the same for one call over an AsyncConnection. Exactly one of
-// on_reply / on_error runs later, on the connection's loop thread.
+// The asynchronous send step: one call over an AsyncConnection. Many calls are in flight at once,
+// so NOSCRIPT is handled per connection rather than per call: the first call to meet it queues one
+// SCRIPT LOAD and sends its EVALSHA again, behind the LOAD; every call meeting NOSCRIPT while that
+// LOAD is on its way only sends its EVALSHA again. A call meeting NOSCRIPT a second time falls back
+// to EVAL, so nothing loops. Exactly one of on_reply / on_error runs later, on the connection's loop
+// thread (or at once, if the first send throws: then neither runs and the exception propagates).
 void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script, const ScriptCall& call,
                             std::function<void(Reply)> on_reply, std::function<void(std::exception_ptr)> on_error);
 

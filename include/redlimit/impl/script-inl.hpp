@@ -96,22 +96,67 @@ REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Scr
   return replies;
 }
 
-REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script,
-                                            const ScriptCall& call, std::function<void(Reply)> on_reply,
-                                            std::function<void(std::exception_ptr)> on_error) {
-  // The EVAL is built only if NOSCRIPT comes back, from a copy of the call the callback keeps.
-  auto resend = [conn, &script, call, on_reply, on_error](Reply reply) mutable {
+namespace script_impl {
+
+// One async script call, shared by its sends (the EVALSHA, the one after a reload, the EVAL).
+struct AsyncScriptCall {
+  std::shared_ptr<AsyncConnection> conn;
+  const Script* script = nullptr;
+  ScriptCall call;
+  std::function<void(Reply)> on_reply;
+  std::function<void(std::exception_ptr)> on_error;
+};
+
+// Sends SCRIPT LOAD unless one is already on its way on this connection. A command queued after it
+// runs after it (one ordered connection), so an EVALSHA queued now finds the script. A LOAD that
+// cannot be queued, or fails, is not an error of the call: its EVALSHA meets NOSCRIPT once more and
+// falls back to EVAL.
+REDLIMIT_INLINE void load_script_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script) {
+  if (!conn->begin_script_load(script.sha1)) return;
+  auto done = [conn, sha1 = script.sha1] { conn->end_script_load(sha1); };
+  try {
+    conn->command_async({"SCRIPT", "LOAD", std::string(script.source)}, [done](const Reply&) { done(); },
+                        [done](const std::exception_ptr&) { done(); });
+  } catch (...) {
+    done();
+  }
+}
+
+// EVALSHA; on NOSCRIPT the first time, a reload and EVALSHA again; on NOSCRIPT the second time (the
+// script was flushed again meanwhile, or the LOAD failed), EVAL, which cannot meet NOSCRIPT: every
+// call ends after three sends at most.
+REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bool after_reload) {
+  auto on_reply = [c, after_reload](Reply reply) {
     if (!is_noscript(reply)) {
-      on_reply(std::move(reply));
+      c->on_reply(std::move(reply));
       return;
     }
     try {
-      conn->command_async(eval_command(script, call.keys, call.args), std::move(on_reply), std::move(on_error));
-    } catch (...) {
-      on_error(std::current_exception());
+      if (!after_reload) {
+        load_script_async(c->conn, *c->script);
+        evalsha_async(c, true);
+      } else {
+        c->conn->command_async(eval_command(*c->script, c->call.keys, c->call.args), c->on_reply, c->on_error);
+      }
+    } catch (...) {  // the next send was refused: nothing of this call is queued any more
+      c->on_error(std::current_exception());
     }
   };
-  conn->command_async(evalsha_command(script, call.keys, call.args), std::move(resend), on_error);
+  c->conn->command_async(evalsha_command(*c->script, c->call.keys, c->call.args), std::move(on_reply), c->on_error);
+}
+
+}  // namespace script_impl
+
+REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script,
+                                            const ScriptCall& call, std::function<void(Reply)> on_reply,
+                                            std::function<void(std::exception_ptr)> on_error) {
+  auto c = std::make_shared<script_impl::AsyncScriptCall>();
+  c->conn = conn;
+  c->script = &script;
+  c->call = call;
+  c->on_reply = std::move(on_reply);
+  c->on_error = std::move(on_error);
+  script_impl::evalsha_async(c, false);
 }
 
 REDLIMIT_INLINE Reply run_script(Connection& conn, const Script& script, const std::vector<std::string>& keys,

@@ -1,8 +1,10 @@
 #pragma once
 // The asynchronous seam: send a command, get its reply later through a callback that runs on the
 // event loop's thread. Many commands may be in flight on one connection; replies come back in order.
+#include <algorithm>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,25 @@ class AsyncConnection {
   // the caller: right for a connection whose callbacks may run on the caller's thread. A connection
   // with an event loop overrides it (AsyncRedis runs `task` on the loop's thread).
   virtual void post(std::function<void()> task) { task(); }
+
+  // The NOSCRIPT rule's bookkeeping on this connection (redlimit/detail/script.hpp): the scripts
+  // whose SCRIPT LOAD is on its way, by SHA1, so that one reload serves every call that met
+  // NOSCRIPT meanwhile. begin_script_load() answers true when the caller must send the LOAD (none
+  // is on its way), and the caller then calls end_script_load() once the LOAD is answered or failed.
+  bool begin_script_load(const std::string& sha1) {
+    std::lock_guard<std::mutex> lock(script_loads_mutex_);
+    if (std::find(script_loads_.begin(), script_loads_.end(), sha1) != script_loads_.end()) return false;
+    script_loads_.push_back(sha1);
+    return true;
+  }
+  void end_script_load(const std::string& sha1) {
+    std::lock_guard<std::mutex> lock(script_loads_mutex_);
+    script_loads_.erase(std::remove(script_loads_.begin(), script_loads_.end(), sha1), script_loads_.end());
+  }
+
+ private:
+  std::mutex script_loads_mutex_;
+  std::vector<std::string> script_loads_;  // a handful at most: one per script in use
 };
 
 }  // namespace redlimit
