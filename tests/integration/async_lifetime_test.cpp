@@ -1,0 +1,141 @@
+// Behaviours held under issue 18, on both loops: repeated kills lose or double no callback, and every
+// way of letting go of the client with calls in flight (dropping the limiter and the AsyncRedis,
+// close(), releasing the last reference inside a callback) still runs every callback exactly once
+// (fixture: async_fixture.hpp).
+#include "integration/async_fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+constexpr int kCalls = 5000;
+
+class AsyncLifetimeTest : public AsyncTest {
+ protected:
+  redlimit::Options no_breaker() const {
+    redlimit::Options o = options();
+    o.breaker_threshold = 0;
+    return o;
+  }
+
+  static void wait_handed(const AsyncRedis& redis, std::uint64_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (redis.stats().commands < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the calls were never handed to hiredis";
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  // Waits for every callback of `tally`, then checks none ran twice.
+  static void expect_each_once(const std::shared_ptr<Tally>& tally, std::future<void>& all_done) {
+    ASSERT_EQ(all_done.wait_for(kWait), std::future_status::ready) << tally->done << " of " << tally->expected;
+    std::this_thread::sleep_for(50ms);
+    std::lock_guard<std::mutex> lock(tally->mutex);
+    EXPECT_EQ(tally->done, tally->expected) << "a callback ran twice";
+  }
+
+  // Five CLIENT KILLs, each under kCalls calls in flight, with no command deadline.
+  template <class Loop>
+  void kill_cycles() {
+    constexpr int kCycles = 5;
+    Loop loop;
+    auto tally = std::make_shared<Tally>(kCycles * kCalls);
+    std::future<void> all_done = tally->all_done.get_future();
+    {
+      AsyncOptions o;
+      o.command_timeout = 0ms;
+      auto redis = loop.attach(endpoint_of(server()), o);
+      auto rl = redlimit::RateLimiter::connect(server().url(), no_breaker());
+      rl.attach_async(redis);
+      const auto fw = rl.fixed_window("async.cycles", Limit::per_minute(1000000));
+      loop.start();
+      for (int cycle = 0; cycle < kCycles; ++cycle) {
+        auto id = command(*redis, {"CLIENT", "ID"});
+        const Reply id_reply = get_within(id);
+        ASSERT_EQ(id_reply.type, Reply::Type::integer);
+        const auto handed = redis->stats().commands;
+        for (int i = 0; i < kCalls; ++i) {
+          fw.consume_async("c", 1, [tally](const Decision& d, std::exception_ptr e) { tally->record(d, e); });
+        }
+        wait_handed(*redis, handed + 500);
+        server().command({"CLIENT", "KILL", "ID", std::to_string(id_reply.integer)});
+        const auto deadline = std::chrono::steady_clock::now() + kWait;
+        while (true) {  // this cycle's calls all ended before the next kill
+          {
+            std::lock_guard<std::mutex> lock(tally->mutex);
+            if (tally->done >= (cycle + 1) * kCalls) break;
+          }
+          ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "cycle " << cycle << ": callbacks lost";
+          std::this_thread::sleep_for(1ms);
+        }
+      }
+      expect_each_once(tally, all_done);
+    }
+    loop.stop();
+  }
+
+  // kCalls in flight, then `let_go` (which drops or closes the client); every callback runs once.
+  template <class Loop, class LetGo>
+  void let_go_in_flight(LetGo let_go) {
+    Loop loop;
+    auto tally = std::make_shared<Tally>(kCalls);
+    std::future<void> all_done = tally->all_done.get_future();
+    std::weak_ptr<AsyncRedis> weak;
+    {
+      auto redis = loop.attach(endpoint_of(server()));
+      weak = redis;
+      {
+        auto rl = redlimit::RateLimiter::connect(server().url(), no_breaker());
+        rl.attach_async(redis);
+        const auto fw = rl.fixed_window("async.lifetime", Limit::per_minute(100));
+        loop.start();
+        for (int i = 0; i < kCalls; ++i) {
+          fw.consume_async("l", 1, [tally](const Decision& d, std::exception_ptr e) { tally->record(d, e); });
+        }
+      }  // the limiter is gone: only `redis` and the calls in flight hold the AsyncRedis
+      let_go(redis);
+    }  // unless let_go kept it, the AsyncRedis is only held by the calls in flight
+    expect_each_once(tally, all_done);
+    loop.stop();
+    EXPECT_TRUE(weak.expired());
+  }
+
+  template <class Loop>
+  void drop_close_release() {
+    // Dropped with the limiter: what was queued is still sent and decided.
+    let_go_in_flight<Loop>([](std::shared_ptr<AsyncRedis>&) {});
+    // close(): the same, and a call after it fails at once.
+    let_go_in_flight<Loop>([](std::shared_ptr<AsyncRedis>& redis) {
+      redis->close();
+      auto after = command(*redis, {"PING"});
+      EXPECT_THROW(get_within(after), redlimit::ConnectionError);
+    });
+    // Our reference released inside a callback, with the rest still in flight: the last one goes
+    // with the last decision's callback, also inside a hiredis callback.
+    let_go_in_flight<Loop>([](std::shared_ptr<AsyncRedis>& redis) {
+      auto holder = std::make_shared<std::shared_ptr<AsyncRedis>>(std::move(redis));
+      auto released = std::make_shared<std::promise<void>>();
+      auto f = released->get_future();
+      (*holder)->command_async(
+          {"PING"}, [holder, released](const Reply&) { holder->reset(); released->set_value(); },
+          [holder, released](std::exception_ptr) { holder->reset(); released->set_value(); });
+      EXPECT_EQ(f.wait_for(kWait), std::future_status::ready);
+    });
+  }
+};
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+TEST_F(AsyncLifetimeTest, LibeventKillCyclesLoseOrDoubleNoCallback) { kill_cycles<LibeventLoop>(); }
+TEST_F(AsyncLifetimeTest, LibeventDropCloseAndReleaseInCallbackRunEveryCallbackOnce) {
+  drop_close_release<LibeventLoop>();
+}
+#endif
+
+#ifdef REDLIMIT_HAVE_LIBUV
+TEST_F(AsyncLifetimeTest, LibuvKillCyclesLoseOrDoubleNoCallback) { kill_cycles<LibuvLoop>(); }
+TEST_F(AsyncLifetimeTest, LibuvDropCloseAndReleaseInCallbackRunEveryCallbackOnce) {
+  drop_close_release<LibuvLoop>();
+}
+#endif
+
+}  // namespace
+}  // namespace redlimit_test
