@@ -1,0 +1,159 @@
+// send_script_call_async (issue 18, item 4): NOSCRIPT is handled once per connection. The first call
+// to meet it queues one SCRIPT LOAD and sends its EVALSHA again behind it; calls meeting NOSCRIPT
+// while that LOAD is on its way only send EVALSHA again; a second NOSCRIPT falls back to EVAL; every
+// call ends in exactly one callback.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/detail/script.hpp"
+#include "redlimit/errors.hpp"
+
+namespace {
+
+using redlimit::Reply;
+using redlimit::detail::Script;
+using redlimit::detail::ScriptCall;
+
+const Reply kNoscript = Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
+
+// An ordered connection the test answers by hand, oldest command first.
+class HandAnswered final : public redlimit::AsyncConnection {
+ public:
+  struct Sent {
+    std::vector<std::string> argv;
+    ReplyCallback on_reply;
+    ErrorCallback on_error;
+  };
+
+  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override {
+    if (!refuse.empty() && argv[0] == refuse) throw redlimit::ConnectionError("refused: " + refuse);
+    sent.push_back({std::move(argv), std::move(on_reply), std::move(on_error)});
+    ++total;
+  }
+
+  // Answers the oldest command; returns its verb.
+  std::string answer(const Reply& r) {
+    Sent s = std::move(sent.front());
+    sent.pop_front();
+    s.on_reply(r);
+    return s.argv[0] == "SCRIPT" ? "SCRIPT " + s.argv[1] : s.argv[0];
+  }
+
+  std::deque<Sent> sent;
+  std::string refuse;  // a verb whose sends throw
+  int total = 0;
+};
+
+struct Outcome {
+  int replies = 0;
+  int errors = 0;
+  Reply last;
+};
+
+class ScriptAsync : public ::testing::Test {
+ protected:
+  void send(Outcome& o) {
+    ScriptCall call;
+    call.keys = {"k"};
+    call.args = {"1"};
+    redlimit::detail::send_script_call_async(
+        conn, script, call,
+        [&o](Reply r) {
+          ++o.replies;
+          o.last = std::move(r);
+        },
+        [&o](std::exception_ptr) { ++o.errors; });
+  }
+
+  Script script{"t", "return 1"};
+  std::shared_ptr<HandAnswered> conn = std::make_shared<HandAnswered>();
+};
+
+TEST_F(ScriptAsync, ManyCallsMeetingNoscriptShareOneLoad) {
+  std::vector<Outcome> out(3);
+  for (auto& o : out) send(o);
+  // All three EVALSHAs were pipelined before the flush was noticed.
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // queues SCRIPT LOAD + EVALSHA
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // LOAD on its way: EVALSHA only
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");
+  ASSERT_EQ(conn->sent.size(), 4u);
+  EXPECT_EQ(conn->sent[0].argv[0], "SCRIPT");
+  EXPECT_EQ(conn->sent[0].argv[2], "return 1");
+  EXPECT_EQ(conn->answer(Reply::make_string(script.sha1)), "SCRIPT LOAD");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(conn->answer(Reply::make_integer(i)), "EVALSHA");
+  EXPECT_TRUE(conn->sent.empty());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].replies, 1);
+    EXPECT_EQ(out[i].errors, 0);
+    EXPECT_EQ(out[i].last.integer, i);
+  }
+  EXPECT_EQ(conn->total, 3 + 1 + 3);
+  // The LOAD is answered: a later NOSCRIPT (another flush) reloads again.
+  Outcome later;
+  send(later);
+  conn->answer(kNoscript);
+  EXPECT_EQ(conn->sent.front().argv[0], "SCRIPT");
+}
+
+TEST_F(ScriptAsync, ASecondNoscriptFallsBackToEval) {
+  Outcome o;
+  send(o);
+  conn->answer(kNoscript);
+  conn->answer(Reply::make_string(script.sha1));  // SCRIPT LOAD
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");   // flushed again meanwhile
+  ASSERT_EQ(conn->sent.size(), 1u);
+  EXPECT_EQ(conn->sent.front().argv[0], "EVAL");
+  EXPECT_EQ(conn->answer(Reply::make_integer(7)), "EVAL");
+  EXPECT_EQ(o.replies, 1);
+  EXPECT_EQ(o.last.integer, 7);
+  EXPECT_EQ(o.errors, 0);
+}
+
+TEST_F(ScriptAsync, ARefusedLoadIsNotTheCallsErrorAndNothingLoops) {
+  conn->refuse = "SCRIPT";
+  Outcome o;
+  send(o);
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // no LOAD went out
+  EXPECT_EQ(conn->answer(Reply::make_integer(1)), "EVAL");
+  EXPECT_EQ(o.replies, 1);
+  EXPECT_EQ(o.errors, 0);
+  // The refused LOAD is not "on its way": the next NOSCRIPT tries again.
+  conn->refuse.clear();
+  Outcome next;
+  send(next);
+  conn->answer(kNoscript);
+  EXPECT_EQ(conn->sent.front().argv[0], "SCRIPT");
+}
+
+TEST_F(ScriptAsync, ARefusedResendEndsTheCallWithItsError) {
+  Outcome o;
+  send(o);
+  conn->refuse = "EVALSHA";
+  conn->answer(kNoscript);
+  EXPECT_EQ(o.errors, 1);
+  EXPECT_EQ(o.replies, 0);
+}
+
+TEST_F(ScriptAsync, AFailedLoadLetsTheNextNoscriptReloadAgain) {
+  Outcome o;
+  send(o);
+  conn->answer(kNoscript);
+  HandAnswered::Sent load = std::move(conn->sent.front());
+  conn->sent.pop_front();
+  load.on_error(std::make_exception_ptr(redlimit::ConnectionError("broken")));
+  Outcome next;
+  send(next);  // queued behind the re-sent EVALSHA
+  conn->answer(kNoscript);  // the first call's second NOSCRIPT: EVAL
+  conn->answer(kNoscript);  // the next call's first: a new LOAD
+  ASSERT_EQ(conn->sent.size(), 3u);
+  EXPECT_EQ(conn->sent[0].argv[0], "EVAL");
+  EXPECT_EQ(conn->sent[1].argv[0], "SCRIPT");
+  EXPECT_EQ(conn->sent[2].argv[0], "EVALSHA");
+}
+
+}  // namespace
