@@ -82,8 +82,9 @@ AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   redisAsyncSetConnectCallback(raw, &Core::on_connect);
   redisAsyncSetDisconnectCallback(raw, &Core::on_disconnect);
 #if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
-  // hiredis >= 1.0 also watches for a silent server itself (no reply for this long); our own
-  // per-command deadline stays, as it is what holds on hiredis 0.14.
+  // hiredis >= 1.0 also watches for a silent server itself (no reply for this long) where the
+  // adapter schedules its timer (libevent; our libuv adapter does not); our own per-command
+  // deadline stays, as it is what holds on hiredis 0.14 and on libuv.
   if (options_.command_timeout.count() > 0) {
     redisAsyncSetTimeout(raw, async_detail::to_timeval(
                                   std::chrono::duration_cast<std::chrono::microseconds>(options_.command_timeout)));

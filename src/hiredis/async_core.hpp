@@ -12,7 +12,8 @@
 //   async_core.cpp      the cross-thread queue, the backlog, the deadlines and the shutdown
 //   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop, an evtimer) and attach_libevent
-//   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t) and attach_libuv
+//   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t), our hiredis adapter for
+//                       libuv (a uv_poll_t per context; it reports socket errors) and attach_libuv
 //   redis_async.cpp     the public handle
 //
 // hiredis rules kept here:

@@ -16,8 +16,9 @@
 // loop's thread, or before the loop runs.
 //
 // Connection. Opened lazily by the first command (AUTH and SELECT from the Endpoint go first). When
-// it breaks, every command waiting for a reply fails with ConnectionError (its outcome is unknown:
-// nothing is replayed) and the next command opens a new connection. When the oldest command
+// it breaks (reset, closed, refused), every command waiting for a reply fails at once with
+// ConnectionError, on both loops and whatever the deadlines (its outcome is unknown: nothing is
+// replayed), and the next command opens a new connection. When the oldest command
 // waiting gets no reply within command_timeout (see AsyncOptions), it and every command behind it
 // fail with TimeoutError and the connection is dropped (a late reply could not be told apart from
 // the next command's); so does a connect that takes longer than connect_timeout. The host name is
@@ -65,7 +66,9 @@ class AsyncRedis final : public AsyncConnection {
   // negative timeout.
   static std::shared_ptr<AsyncRedis> attach_libevent(event_base* base, const Endpoint& endpoint,
                                                      AsyncOptions options = {});
-  // Over a libuv loop (hiredis/adapters/libuv.h); the same, with REDLIMIT_HAVE_LIBUV.
+  // Over a libuv loop, with redlimit's own hiredis adapter (a uv_poll_t per connection: hiredis
+  // 0.14's adapter does not report a socket error, so a broken connection went unnoticed); the
+  // same, with REDLIMIT_HAVE_LIBUV.
   static std::shared_ptr<AsyncRedis> attach_libuv(uv_loop_s* loop, const Endpoint& endpoint,
                                                   AsyncOptions options = {});
   // Whether this build of redlimit has each adapter.
