@@ -5,6 +5,7 @@
 // of its call, exactly once, and decisions must come from Redis again after the stall. Each test
 // prints what it measured (fixture: async_fixture.hpp).
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 #include "integration/async_fixture.hpp"
@@ -190,9 +191,61 @@ class AsyncDeadlineTest : public AsyncTest {
     }
     loop.stop();
   }
+
+  // A call whose deadline passes while its command is on the wire fails then; the reply that comes
+  // later is dropped (one callback), the command queued behind waits for it rather than pile onto a
+  // connection that may be stuck, and the connection is kept. A deadline already past fails the
+  // command without sending it.
+  template <class Loop>
+  void late_reply_dropped_and_passed_deadline_never_sent() {
+    Loop loop;
+    {
+      AsyncOptions o;
+      o.command_timeout = 5s;  // the connection's health rule stays out of this test
+      auto redis = loop.attach(endpoint_of(server()), o);
+      loop.start();
+      auto ping = command(*redis, {"PING"});
+      ASSERT_EQ(get_within(ping).str, "PONG");
+      auto replies = std::make_shared<std::atomic<int>>(0);
+      auto p = std::make_shared<std::promise<void>>();
+      auto timed_out = p->get_future();
+      redis->command_async_until(
+          {"BLPOP", "redlimit-test:never", "0.5"}, [replies](Reply) { ++*replies; },
+          [p](std::exception_ptr e) {
+            try {
+              std::rethrow_exception(e);
+            } catch (const redlimit::TimeoutError&) {
+              p->set_value();
+            } catch (...) {
+              p->set_exception(std::current_exception());
+            }
+          },
+          Clock::now() + 100ms);
+      get_within(timed_out);
+      auto behind = command(*redis, {"ECHO", "behind"});  // held until the BLPOP's late reply
+      EXPECT_EQ(get_within(behind).str, "behind");
+      EXPECT_EQ(replies->load(), 0) << "the late reply must be dropped";
+      EXPECT_EQ(redis->stats().connections, 1u);
+
+      const auto handed = redis->stats().commands;
+      auto passed = std::make_shared<std::promise<void>>();
+      auto never_sent = passed->get_future();
+      redis->command_async_until(
+          {"INCR", "redlimit-test:never-sent"}, [passed](Reply) { passed->set_value(); },
+          [passed](std::exception_ptr e) { passed->set_exception(e); }, Clock::now() - 1ms);
+      EXPECT_THROW(get_within(never_sent), redlimit::TimeoutError);
+      auto after = command(*redis, {"GET", "redlimit-test:never-sent"});
+      EXPECT_EQ(get_within(after).type, Reply::Type::nil);
+      EXPECT_EQ(redis->stats().commands, handed + 1) << "only the GET went out";
+    }
+    loop.stop();
+  }
 };
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
+TEST_F(AsyncDeadlineTest, LibeventLateReplyIsDroppedAndAPassedDeadlineNeverSent) {
+  late_reply_dropped_and_passed_deadline_never_sent<LibeventLoop>();
+}
 TEST_F(AsyncDeadlineTest, LibeventDebugSleepEveryCallbackWithinItsDeadline) {
   stalled_under_load<LibeventLoop>("libevent", Stall::debug_sleep);
 }
@@ -205,6 +258,9 @@ TEST_F(AsyncDeadlineTest, LibeventNoscriptReloadWithinTheFirstSendsDeadline) {
 #endif
 
 #ifdef REDLIMIT_HAVE_LIBUV
+TEST_F(AsyncDeadlineTest, LibuvLateReplyIsDroppedAndAPassedDeadlineNeverSent) {
+  late_reply_dropped_and_passed_deadline_never_sent<LibuvLoop>();
+}
 TEST_F(AsyncDeadlineTest, LibuvDebugSleepEveryCallbackWithinItsDeadline) {
   stalled_under_load<LibuvLoop>("libuv", Stall::debug_sleep);
 }
