@@ -81,6 +81,16 @@ std::thread stall(RedisServer& server, Stall how) {
   return sleeper;
 }
 
+// Whether one of a few calls is decided by Redis: each has its own short deadline, which a loaded box
+// (TSan) that stalls the loop for longer may pass while the call is still queued.
+bool decided_by_redis(const redlimit::FixedWindow& fw) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto f = fw.consume_future("after");
+    if (get_within(f).source == Source::primary) return true;
+  }
+  return false;
+}
+
 class AsyncDeadlineTest : public AsyncTest {
  protected:
   // Every call comes back with a decision (the failure policy's when it timed out); none is
@@ -146,8 +156,7 @@ class AsyncDeadlineTest : public AsyncTest {
         EXPECT_GT(lat->from_policy, 0) << "the stall timed nothing out";
         EXPECT_LT(ms(lat->worst), ms(kDeadline + kMargin));
       }
-      auto after = fw.consume_future("after");
-      EXPECT_EQ(get_within(after).source, Source::primary) << "decisions must come from Redis again";
+      EXPECT_TRUE(decided_by_redis(fw)) << "decisions must come from Redis again";
     }
     loop.stop();
   }
@@ -186,8 +195,7 @@ class AsyncDeadlineTest : public AsyncTest {
       EXPECT_EQ(d.source, Source::failure_policy) << d;
       EXPECT_LT(ms(took), ms(kLong + kMargin));
       EXPECT_THROW(get_within(behind), redlimit::TimeoutError);
-      auto after = fw.consume_future("after");
-      EXPECT_EQ(get_within(after).source, Source::primary) << "decisions must come from Redis again";
+      EXPECT_TRUE(decided_by_redis(fw)) << "decisions must come from Redis again";
     }
     loop.stop();
   }
