@@ -9,7 +9,8 @@
 //
 // Files.
 //   async_core.hpp      this declaration
-//   async_core.cpp      the cross-thread queue, the backlog, the deadlines and the shutdown
+//   async_core.cpp      the cross-thread queue, the backlog and the shutdown
+//   async_deadline.cpp  each call's deadline, the connect and health deadlines, and the timer
 //   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop, an evtimer) and attach_libevent
 //   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t), our hiredis adapter for
