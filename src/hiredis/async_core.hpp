@@ -177,7 +177,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   void check_connection(TimePoint now);
   std::optional<TimePoint> reply_due(const Conn& conn) const;
   std::optional<TimePoint> earliest_call_deadline() const;
-  void schedule_deadline();
+  void schedule_deadline(TimePoint fired);
   void arm_by(TimePoint at);
   void arm(TimePoint at);
 

@@ -21,7 +21,7 @@ void AsyncRedis::Core::on_timer() {
   expire_calls(now);
   check_connection(now);
   pump();
-  schedule_deadline();
+  schedule_deadline(now);
   maybe_finish();
 }
 
@@ -109,7 +109,10 @@ std::optional<AsyncRedis::Core::TimePoint> AsyncRedis::Core::earliest_call_deadl
   return earliest;
 }
 
-void AsyncRedis::Core::schedule_deadline() {
+// Re-arms the timer after it fired at `fired`, at the earliest deadline left but not within 1 ms of
+// `fired`: calls queued in a steady stream during a stall have deadlines microseconds apart, and
+// each firing scans the backlog; this way one scan fails a millisecond's worth of them.
+void AsyncRedis::Core::schedule_deadline(TimePoint fired) {
   std::optional<TimePoint> next = earliest_call_deadline();
   const auto consider = [&next](std::optional<TimePoint> t) {
     if (t && (!next || *t < *next)) next = t;
@@ -118,7 +121,7 @@ void AsyncRedis::Core::schedule_deadline() {
     if (!conn_->connected) consider(conn_->connect_deadline);
     consider(reply_due(*conn_));
   }
-  if (next) arm_by(*next);
+  if (next) arm_by(std::max(*next, fired + std::chrono::milliseconds(1)));
 }
 
 // Arms the timer for `at` unless it fires earlier already (on_timer re-arms for what is left).
