@@ -49,7 +49,8 @@ struct Options {
   // within command_timeout of its start, pool wait, connecting, the round trip, the EVAL after
   // NOSCRIPT and cluster redirects included; past it, TimeoutError (a ConnectionError: the failure
   // policy answers). A command outside a decision (reset(), setup) has the same deadline of its own.
-  // With RedisAsync it bounds each reply instead (docs/reliability.md §7). 0 = no deadline.
+  // An AsyncRedis has its own (AsyncOptions::command_timeout), with the same end-to-end meaning for
+  // an async call (docs/reliability.md §7). 0 = no deadline.
   std::chrono::milliseconds command_timeout{1000};
   PoolOptions pool;
 

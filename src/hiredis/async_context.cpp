@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "redlimit/errors.hpp"
@@ -31,6 +32,7 @@ void AsyncRedis::Core::send(Item& item, std::exception_ptr& connect_error) {
   auto pending = std::make_unique<Pending>();
   pending->on_reply = std::move(item.on_reply);
   pending->on_error = std::move(item.on_error);
+  pending->deadline = item.deadline;
   if (!issue(*conn, item.argv, pending.get())) {
     const std::string why = conn->ac && conn->ac->errstr ? conn->ac->errstr : "context unusable";
     fail(pending->on_error,
@@ -58,11 +60,24 @@ bool AsyncRedis::Core::issue(Conn& conn, const std::vector<std::string>& args, P
                             lens.data()) != REDIS_OK) {
     return false;
   }
-  conn.inflight.push_back(SteadyClock::now());
+  conn.inflight.push_back({SteadyClock::now(), pending});
   if (conn.inflight.size() == 1) {
-    if (const auto due = reply_due(conn); due && (!timer_armed_ || *due < timer_at_)) arm(*due);
+    if (const auto due = reply_due(conn)) arm_by(*due);
   }
+  if (has_deadline(pending->deadline)) arm_by(pending->deadline);
   return true;
+}
+
+// `pending` has had its callback: hiredis no longer holds it. It is the oldest (hiredis answers in
+// order, and frees a context's commands in order too); the search is a safeguard.
+void AsyncRedis::Core::forget(Conn& conn, const Pending* pending) {
+  auto& q = conn.inflight;
+  if (!q.empty() && q.front().pending == pending) {
+    q.pop_front();
+    return;
+  }
+  const auto it = std::find_if(q.begin(), q.end(), [pending](const Sent& s) { return s.pending == pending; });
+  if (it != q.end()) q.erase(it);
 }
 
 // The current connection, opened (with AUTH / SELECT queued first) if there is none.
@@ -93,7 +108,7 @@ AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   ++connections_;
   if (options_.connect_timeout.count() > 0) {
     conn->connect_deadline = SteadyClock::now() + options_.connect_timeout;
-    if (!timer_armed_ || *conn->connect_deadline < timer_at_) arm(*conn->connect_deadline);
+    arm_by(*conn->connect_deadline);
   }
   queue_setup(*conn);
   conn_ = std::move(conn);
@@ -145,12 +160,14 @@ void AsyncRedis::Core::collect_garbage() {
 
 void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const redisReply* reply,
                                std::unique_ptr<Pending> p) {
-  if (!conn.inflight.empty()) conn.inflight.pop_front();
+  forget(conn, p.get());
   if (reply != nullptr && options_.command_timeout.count() > 0) conn.last_reply = SteadyClock::now();
-  if (!backlog_.empty() && conn_.get() == &conn && conn.inflight.size() <= options_.max_in_flight / 2 &&
+  const bool room = options_.max_in_flight == 0 || conn.inflight.size() <= options_.max_in_flight / 2;
+  if (!backlog_.empty() && conn_.get() == &conn && room && !head_expired(conn) &&
       !(timer_armed_ && timer_at_ == TimePoint{})) {
     arm(TimePoint{});  // room again: the timer (at the top level) sends more of the backlog
   }
+  if (p->expired) return;  // failed at its deadline already (expire_calls): its outcome stays unknown
   if (p->setup != nullptr) {
     if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && conn.failure.empty()) {
       // The commands queued behind it must not run unauthenticated or on the wrong db.

@@ -1,11 +1,10 @@
 // AsyncRedis::Core, on the loop's side of the queue: taking what other threads queued, running it in
-// order (tasks, commands, the close marker), the reply and connect deadlines, and the shutdown that
-// ends with the loop resources released. See async_core.hpp for the shape and the hiredis rules.
+// order (tasks, commands, the close marker), and the shutdown that ends with the loop resources
+// released (the deadlines: async_deadline.cpp). See async_core.hpp for the shape and the hiredis rules.
 #include "async_core.hpp"
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "redlimit/errors.hpp"
@@ -62,6 +61,11 @@ AsyncRedis::Stats AsyncRedis::Core::stats() const {
   return s;
 }
 
+AsyncRedis::Core::TimePoint AsyncRedis::Core::call_deadline() const {
+  if (options_.command_timeout.count() == 0) return TimePoint{};
+  return SteadyClock::now() + options_.command_timeout;
+}
+
 void AsyncRedis::Core::on_wake() {
   collect_garbage();
   std::vector<Item> batch;
@@ -70,26 +74,14 @@ void AsyncRedis::Core::on_wake() {
     batch.swap(queue_);
     wake_pending_ = false;
   }
-  for (Item& item : batch) backlog_.push_back(std::move(item));
-  pump();
-  maybe_finish();
-}
-
-void AsyncRedis::Core::on_timer() {
-  timer_armed_ = false;
-  collect_garbage();
-  if (conn_) {
-    const TimePoint now = SteadyClock::now();
-    if (!conn_->connected && conn_->connect_deadline && now >= *conn_->connect_deadline) {
-      drop(fmt::format("connecting to {} took longer than {} ms", describe(endpoint_),
-                       options_.connect_timeout.count()),
-           true);
-    } else if (const auto due = reply_due(*conn_); due && *due <= now) {
-      drop(fmt::format("no reply from {} within {} ms", describe(endpoint_), options_.command_timeout.count()), true);
-    }
+  // A call left in the backlog (behind max_in_flight) is bounded by its deadline there too.
+  std::optional<TimePoint> earliest;
+  for (Item& item : batch) {
+    if (has_deadline(item.deadline) && (!earliest || item.deadline < *earliest)) earliest = item.deadline;
+    backlog_.push_back(std::move(item));
   }
   pump();
-  schedule_deadline();
+  if (earliest) arm_by(*earliest);
   maybe_finish();
 }
 
@@ -126,6 +118,7 @@ void AsyncRedis::Core::fail(const ErrorCallback& on_error, std::exception_ptr er
 // partial write: an unbounded flood would cost it quadratic time).
 void AsyncRedis::Core::pump() {
   std::exception_ptr connect_error;  // one failed connect fails the rest of this pass too
+  const TimePoint now = SteadyClock::now();
   while (!backlog_.empty()) {
     Item& front = backlog_.front();
     const bool command = !front.task && !front.close;
@@ -138,39 +131,25 @@ void AsyncRedis::Core::pump() {
       begin_shutdown();
     } else if (shutting_down_) {
       fail(item.on_error, closed_error(endpoint_));
+    } else if (overdue(item, now)) {
+      fail(item.on_error, deadline_error(false));  // its call's time is up: never sent
     } else {
       send(item, connect_error);
     }
   }
 }
 
+// Commands wait in the backlog while the connection holds max_in_flight of them, and while its
+// oldest one is past its call's deadline: a connection that has answered nothing for that long is
+// suspect (the health rule may drop it any moment), and a call sent behind that command would wait
+// for it. Its late reply, or the drop, lets the backlog go again.
 bool AsyncRedis::Core::at_capacity() const {
-  return conn_ && options_.max_in_flight > 0 && conn_->inflight.size() >= options_.max_in_flight;
+  if (!conn_) return false;
+  return head_expired(*conn_) || (options_.max_in_flight > 0 && conn_->inflight.size() >= options_.max_in_flight);
 }
 
-// When the oldest command waiting on `conn` is overdue: command_timeout after it was sent, or after
-// the reply before it arrived, whichever is later. Replies come in order, so a command deep in a
-// pipeline waits for the ones ahead of it; what the deadline catches is a connection that stops
-// answering, not a long (but moving) queue.
-std::optional<AsyncRedis::Core::TimePoint> AsyncRedis::Core::reply_due(const Conn& conn) const {
-  if (conn.inflight.empty() || options_.command_timeout.count() == 0) return std::nullopt;
-  return std::max(conn.inflight.front(), conn.last_reply) + options_.command_timeout;
-}
-
-void AsyncRedis::Core::schedule_deadline() {
-  if (!conn_) return;
-  std::optional<TimePoint> next;
-  if (!conn_->connected && conn_->connect_deadline) next = conn_->connect_deadline;
-  if (const auto due = reply_due(*conn_); due && (!next || *due < *next)) next = due;
-  if (next && (!timer_armed_ || *next < timer_at_)) arm(*next);
-}
-
-void AsyncRedis::Core::arm(TimePoint at) {
-  const auto delay = std::max(std::chrono::microseconds{0},
-                              std::chrono::duration_cast<std::chrono::microseconds>(at - SteadyClock::now()));
-  timer_armed_ = true;
-  timer_at_ = at;
-  arm_timer(delay);
+bool AsyncRedis::Core::head_expired(const Conn& conn) {
+  return !conn.inflight.empty() && conn.inflight.front().pending->expired;
 }
 
 void AsyncRedis::Core::begin_shutdown() {

@@ -9,7 +9,8 @@
 //
 // Files.
 //   async_core.hpp      this declaration
-//   async_core.cpp      the cross-thread queue, the backlog, the deadlines and the shutdown
+//   async_core.cpp      the cross-thread queue, the backlog and the shutdown
+//   async_deadline.cpp  each call's deadline, the connect and health deadlines, and the timer
 //   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop, an evtimer) and attach_libevent
 //   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t), our hiredis adapter for
@@ -24,6 +25,15 @@
 //   disconnect callbacks release our ownership (ContextPtr::release) so it is never freed twice.
 // - Every command handed to hiredis gets its callback exactly once: with the reply, or with a null
 //   reply when the context is freed (by hiredis after an error, or by us on a timeout or close).
+//
+// Deadlines (docs/reliability.md §7). Each call carries its own (Item::deadline, then
+// Pending::deadline), taken when it was queued; the timer fires at the earliest of them, of the
+// connect deadline and of the connection's health deadline. A call past its deadline fails with
+// TimeoutError wherever it is: in the backlog it is removed and never sent; in hiredis it is answered
+// at once and marked expired, and its reply (or null reply) is dropped when hiredis runs its callback
+// later, so the user still gets exactly one callback. While the oldest command hiredis holds is
+// expired, nothing more is handed to that connection (at_capacity()). Separately, a connection that
+// answers nothing for command_timeout while commands wait is dropped (the health rule, reply_due()).
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
@@ -80,6 +90,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     std::vector<std::string> argv;
     ReplyCallback on_reply;
     ErrorCallback on_error;
+    TimePoint deadline{};  // the command's call's; TimePoint{} = none
     std::function<void()> task;
     bool close = false;
   };
@@ -94,6 +105,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   // Any thread.
   void submit(Item item);
+  // The deadline of a call starting now: now + command_timeout; none when that is 0.
+  TimePoint call_deadline() const;
   const Endpoint& endpoint() const { return endpoint_; }
   Stats stats() const;
 
@@ -118,7 +131,15 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   struct Pending {
     ReplyCallback on_reply;
     ErrorCallback on_error;
+    TimePoint deadline{};         // the call's; none for setup commands
+    bool expired = false;         // failed at its deadline already: what hiredis hands back is dropped
     const char* setup = nullptr;  // "AUTH" / "SELECT": internal, no user callbacks
+  };
+
+  // A command hiredis holds: when it was sent, and its Pending (owned by hiredis until its callback).
+  struct Sent {
+    TimePoint at;
+    Pending* pending;
   };
 
   struct Conn {
@@ -131,28 +152,39 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     Core& core;
     bool connected = false;
     std::optional<TimePoint> connect_deadline;
-    std::deque<TimePoint> inflight;  // when each command hiredis holds was sent, oldest first
+    std::deque<Sent> inflight;       // the commands hiredis holds, in the order it answers them
     TimePoint last_reply{};          // when the last reply arrived
     std::string failure;             // set when we drop it: the pending commands fail with this
     bool timed_out = false;
     async_detail::ContextPtr ac;     // null once hiredis has freed the context itself
   };
 
-  // async_core.cpp: the backlog, the deadlines, the shutdown.
+  // async_core.cpp: the backlog and the shutdown.
   static void run_inline(Item& item);
   static void run_task(const std::function<void()>& task);
   static void fail(const ErrorCallback& on_error, std::exception_ptr error);
   void pump();
   bool at_capacity() const;
-  std::optional<TimePoint> reply_due(const Conn& conn) const;
-  void schedule_deadline();
-  void arm(TimePoint at);
+  static bool head_expired(const Conn& conn);
   void begin_shutdown();
   void maybe_finish();
+
+  // async_deadline.cpp: the deadlines and the timer.
+  static bool has_deadline(TimePoint t) { return t != TimePoint{}; }
+  static bool overdue(const Item& item, TimePoint now);
+  void expire_calls(TimePoint now);
+  std::exception_ptr deadline_error(bool sent) const;
+  void check_connection(TimePoint now);
+  std::optional<TimePoint> reply_due(const Conn& conn) const;
+  std::optional<TimePoint> earliest_call_deadline() const;
+  void schedule_deadline(TimePoint fired);
+  void arm_by(TimePoint at);
+  void arm(TimePoint at);
 
   // async_context.cpp: the hiredis context.
   void send(Item& item, std::exception_ptr& connect_error);
   bool issue(Conn& conn, const std::vector<std::string>& args, Pending* pending);
+  static void forget(Conn& conn, const Pending* pending);
   Conn* connection();
   void queue_setup(Conn& conn);
   void drop(std::string why, bool timed_out);

@@ -20,12 +20,20 @@ AsyncRedis::~AsyncRedis() {
 }
 
 void AsyncRedis::command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) {
+  command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), call_deadline());
+}
+
+AsyncRedis::Deadline AsyncRedis::call_deadline() const { return core_->call_deadline(); }
+
+void AsyncRedis::command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                                     Deadline deadline) {
   if (argv.empty()) throw InvalidArgument("empty command");
   if (!on_reply || !on_error) throw InvalidArgument("command_async needs both callbacks");
   Core::Item item;
   item.argv = std::move(argv);
   item.on_reply = std::move(on_reply);
   item.on_error = std::move(on_error);
+  item.deadline = deadline;
   core_->submit(std::move(item));
 }
 

@@ -81,8 +81,19 @@ TEST_F(AsyncTest, CommandTimeoutFailsPendingCallsAndDropsTheConnection) {
     error_of<redlimit::TimeoutError>(behind);
     EXPECT_LT(std::chrono::steady_clock::now() - started, 3s) << "the deadline should fire after ~200 ms";
 
-    auto next = fw.consume_future("t");
-    EXPECT_TRUE(get_within(next).allowed);
+    // The next call's own 200 ms deadline counts from when it is queued: a loaded box (TSan) that
+    // stalls the loop longer fails it in the queue, never sent and with no connection opened. One
+    // of the next few must go through, on a new connection.
+    Decision d;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto next = fw.consume_future("t");
+      try {
+        d = get_within(next);
+        break;
+      } catch (const redlimit::TimeoutError&) {
+      }
+    }
+    EXPECT_TRUE(d.allowed) << d;
     EXPECT_EQ(redis->stats().connections, 2u);
   }
   loop.stop();

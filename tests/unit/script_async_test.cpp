@@ -4,9 +4,11 @@
 // call ends in exactly one callback.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "redlimit/detail/script.hpp"
@@ -29,10 +31,23 @@ class HandAnswered final : public redlimit::AsyncConnection {
     ErrorCallback on_error;
   };
 
+  // A command with no deadline of its own (the shared SCRIPT LOAD).
   void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override {
+    command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), Deadline{});
+  }
+
+  void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                           Deadline deadline) override {
     if (!refuse.empty() && argv[0] == refuse) throw redlimit::ConnectionError("refused: " + refuse);
+    deadlines.emplace_back(argv[0], deadline);
     sent.push_back({std::move(argv), std::move(on_reply), std::move(on_error)});
     ++total;
+  }
+
+  // What a call starting now gets: whatever the test set last.
+  Deadline call_deadline() const override {
+    ++deadlines_taken;
+    return next_deadline;
   }
 
   // Answers the oldest command; returns its verb.
@@ -46,6 +61,9 @@ class HandAnswered final : public redlimit::AsyncConnection {
   std::deque<Sent> sent;
   std::string refuse;  // a verb whose sends throw
   int total = 0;
+  Deadline next_deadline{};
+  mutable int deadlines_taken = 0;
+  std::vector<std::pair<std::string, Deadline>> deadlines;  // every send's verb and deadline, in order
 };
 
 struct Outcome {
@@ -154,6 +172,35 @@ TEST_F(ScriptAsync, AFailedLoadLetsTheNextNoscriptReloadAgain) {
   EXPECT_EQ(conn->sent[0].argv[0], "EVAL");
   EXPECT_EQ(conn->sent[1].argv[0], "SCRIPT");
   EXPECT_EQ(conn->sent[2].argv[0], "EVALSHA");
+}
+
+// One deadline per call (docs/reliability.md §7): taken once when the call starts, and carried by
+// every send of it (the EVALSHA, the EVALSHA after the reload, the EVAL), however late they go out.
+// The shared SCRIPT LOAD is no call's: it has a deadline of its own.
+TEST_F(ScriptAsync, EverySendOfACallCarriesTheDeadlineTakenAtItsStart) {
+  using Deadline = redlimit::AsyncConnection::Deadline;
+  const Deadline first = Deadline{} + std::chrono::hours(1);
+  const Deadline second = first + std::chrono::seconds(1);
+  Outcome a, b;
+  conn->next_deadline = first;
+  send(a);
+  conn->next_deadline = second;
+  send(b);
+  conn->next_deadline = second + std::chrono::seconds(1);  // what a send taking a new deadline would get
+  conn->answer(kNoscript);                         // a: LOAD + EVALSHA
+  conn->answer(kNoscript);                         // b: EVALSHA
+  conn->answer(Reply::make_string(script.sha1));   // the LOAD
+  conn->answer(kNoscript);                         // a, flushed again meanwhile: EVAL
+  EXPECT_EQ(conn->answer(Reply::make_integer(2)), "EVALSHA");  // b
+  EXPECT_EQ(conn->answer(Reply::make_integer(1)), "EVAL");     // a
+  EXPECT_EQ(a.replies, 1);
+  EXPECT_EQ(b.replies, 1);
+  EXPECT_EQ(conn->deadlines_taken, 2) << "one deadline per call, not per send";
+  const std::vector<std::pair<std::string, Deadline>> expected = {
+      {"EVALSHA", first}, {"EVALSHA", second}, {"SCRIPT", Deadline{}},
+      {"EVALSHA", first}, {"EVALSHA", second}, {"EVAL", first},
+  };
+  EXPECT_EQ(conn->deadlines, expected);
 }
 
 }  // namespace

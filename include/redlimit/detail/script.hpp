@@ -61,8 +61,10 @@ std::vector<Reply> send_script_calls(Connection& conn, const Script& script, con
 // so NOSCRIPT is handled per connection rather than per call: the first call to meet it queues one
 // SCRIPT LOAD and sends its EVALSHA again, behind the LOAD; every call meeting NOSCRIPT while that
 // LOAD is on its way only sends its EVALSHA again. A call meeting NOSCRIPT a second time falls back
-// to EVAL, so nothing loops. Exactly one of on_reply / on_error runs later, on the connection's loop
-// thread (or at once, if the first send throws: then neither runs and the exception propagates).
+// to EVAL, so nothing loops. The call takes one deadline when it starts (conn->call_deadline()) and
+// every send of it carries that one (command_async_until): the reload and re-send get what is left.
+// Exactly one of on_reply / on_error runs later, on the connection's loop thread (or at once, if the
+// first send throws: then neither runs and the exception propagates).
 void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script, const ScriptCall& call,
                             std::function<void(Reply)> on_reply, std::function<void(std::exception_ptr)> on_error);
 

@@ -103,6 +103,9 @@ struct AsyncScriptCall {
   std::shared_ptr<AsyncConnection> conn;
   const Script* script = nullptr;
   ScriptCall call;
+  // Taken once, when the call starts: every send of the call carries it, so a reload after NOSCRIPT
+  // gets what is left of the call's time, not a deadline of its own (docs/reliability.md §7).
+  AsyncConnection::Deadline deadline{};
   std::function<void(Reply)> on_reply;
   std::function<void(std::exception_ptr)> on_error;
 };
@@ -110,7 +113,8 @@ struct AsyncScriptCall {
 // Sends SCRIPT LOAD unless one is already on its way on this connection. A command queued after it
 // runs after it (one ordered connection), so an EVALSHA queued now finds the script. A LOAD that
 // cannot be queued, or fails, is not an error of the call: its EVALSHA meets NOSCRIPT once more and
-// falls back to EVAL.
+// falls back to EVAL. The LOAD serves every call waiting for it, so it is no call's and keeps a
+// deadline of its own (command_async); a call whose deadline passes first still ends then.
 REDLIMIT_INLINE void load_script_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script) {
   if (!conn->begin_script_load(script.sha1)) return;
   auto done = [conn, sha1 = script.sha1] { conn->end_script_load(sha1); };
@@ -136,13 +140,15 @@ REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bo
         load_script_async(c->conn, *c->script);
         evalsha_async(c, true);
       } else {
-        c->conn->command_async(eval_command(*c->script, c->call.keys, c->call.args), c->on_reply, c->on_error);
+        c->conn->command_async_until(eval_command(*c->script, c->call.keys, c->call.args), c->on_reply, c->on_error,
+                                     c->deadline);
       }
     } catch (...) {  // the next send was refused: nothing of this call is queued any more
       c->on_error(std::current_exception());
     }
   };
-  c->conn->command_async(evalsha_command(*c->script, c->call.keys, c->call.args), std::move(on_reply), c->on_error);
+  c->conn->command_async_until(evalsha_command(*c->script, c->call.keys, c->call.args), std::move(on_reply),
+                               c->on_error, c->deadline);
 }
 
 }  // namespace script_impl
@@ -152,6 +158,7 @@ REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnectio
                                             std::function<void(std::exception_ptr)> on_error) {
   auto c = std::make_shared<script_impl::AsyncScriptCall>();
   c->conn = conn;
+  c->deadline = conn->call_deadline();
   c->script = &script;
   c->call = call;
   c->on_reply = std::move(on_reply);

@@ -2,10 +2,12 @@
 // The asynchronous seam: send a command, get its reply later through a callback that runs on the
 // event loop's thread. Many commands may be in flight on one connection; replies come back in order.
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "redlimit/reply.hpp"
@@ -16,13 +18,31 @@ class AsyncConnection {
  public:
   using ReplyCallback = std::function<void(Reply)>;
   using ErrorCallback = std::function<void(std::exception_ptr)>;
+  // A call's deadline (docs/reliability.md §7); a default-constructed Deadline means none.
+  using Deadline = std::chrono::steady_clock::time_point;
 
   virtual ~AsyncConnection() = default;
 
   // Queues argv. Exactly one of on_reply / on_error runs later on the loop thread: on_reply with
   // the reply (error replies included), on_error with a ConnectionError when the connection broke
-  // before the reply arrived (its outcome is then unknown). Thread-safe to call from any thread.
+  // before the reply arrived, or a TimeoutError (a ConnectionError too) when the connection's own
+  // deadline passed first (the outcome is then unknown). Thread-safe to call from any thread.
   virtual void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) = 0;
+
+  // The deadline a call starting now gets. A call made of several commands (EVALSHA, then after
+  // NOSCRIPT a reload and EVALSHA or EVAL again) takes it once and sends each of its commands with
+  // command_async_until, so that one deadline bounds the whole call. This default: none.
+  virtual Deadline call_deadline() const { return {}; }
+
+  // command_async bounded by the call's `deadline` (Deadline{}: none) rather than one of its own:
+  // once it passes, on_error gets a TimeoutError, whether the command still waits to be sent (it is
+  // then never sent) or waits for its reply (a late reply is dropped). This default ignores the
+  // deadline and calls command_async: right for a connection that keeps no deadlines.
+  virtual void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                                   Deadline deadline) {
+    (void)deadline;
+    command_async(std::move(argv), std::move(on_reply), std::move(on_error));
+  }
 
   // Runs `task` on the thread where this connection's callbacks run, in order with the commands
   // queued around it (the order they are sent in; their replies come later). The strategies deliver

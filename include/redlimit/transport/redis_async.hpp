@@ -18,15 +18,21 @@
 // Connection. Opened lazily by the first command (AUTH and SELECT from the Endpoint go first). When
 // it breaks (reset, closed, refused), every command waiting for a reply fails at once with
 // ConnectionError, on both loops and whatever the deadlines (its outcome is unknown: nothing is
-// replayed), and the next command opens a new connection. When the oldest command
-// waiting gets no reply within command_timeout (see AsyncOptions), it and every command behind it
-// fail with TimeoutError and the connection is dropped (a late reply could not be told apart from
-// the next command's); so does a connect that takes longer than connect_timeout. The host name is
-// resolved on the loop's thread (blocking): prefer an address. As with any hiredis client, ignore
-// SIGPIPE in the process: a write to a connection the server just closed would raise it.
+// replayed), and the next command opens a new connection. The host name is resolved on the loop's
+// thread (blocking): prefer an address. As with any hiredis client, ignore SIGPIPE in the process: a
+// write to a connection the server just closed would raise it.
+//
+// Deadlines (docs/reliability.md §7). Every call gets one deadline when it is queued: now +
+// command_timeout (see AsyncOptions). A decision's call keeps it across all its commands (the
+// EVALSHA, and after NOSCRIPT the reload and the EVALSHA or EVAL sent again). Past it the call fails
+// with TimeoutError wherever it is: still queued behind max_in_flight or a connect (it is then never
+// sent), or waiting for its reply (a late reply is dropped: the outcome is unknown, nothing is
+// replayed). The connection is dropped, failing every command on it with TimeoutError, when it
+// answers nothing for command_timeout while commands wait, or when a connect takes longer than
+// connect_timeout.
 //
 // Lifetime. The loop must outlive the AsyncRedis. Destroying the last shared_ptr (or close()) stops
-// new commands; what was queued before is still sent and answered (within command_timeout), then
+// new commands; what was queued before is still sent and answered (within its deadline), then
 // the connection and the loop resources (wake-up event, timer) are released on the loop's thread,
 // after which a loop with nothing else to do returns from event_base_dispatch / uv_run. Keep running
 // the loop until then before freeing it. A callback may release the last reference: the teardown
@@ -50,9 +56,9 @@ namespace redlimit {
 struct AsyncOptions {
   // Deadline to establish the connection; 0 = wait as long as the OS does.
   std::chrono::milliseconds connect_timeout{1000};
-  // Deadline for a reply; 0 = no deadline. Replies come in order, so it is counted from when the
-  // command was sent or from the reply before it, whichever is later: a command deep in a pipeline
-  // may wait longer in all, but the connection never goes this long without answering one.
+  // Deadline of one call, end to end (queued, connecting, sent, answered; a decision's NOSCRIPT
+  // reload included), counted from when it was queued; 0 = no deadline. It is also the connection's
+  // health deadline: a connection that answers nothing this long while commands wait is dropped.
   std::chrono::milliseconds command_timeout{1000};
   // Commands handed to hiredis (sent, or in its output buffer) at most; later ones wait in order in
   // the AsyncRedis's queue until replies make room. 0 = no cap.
@@ -79,11 +85,20 @@ class AsyncRedis final : public AsyncConnection {
   AsyncRedis(const AsyncRedis&) = delete;
   AsyncRedis& operator=(const AsyncRedis&) = delete;
 
-  // Queues argv (throws InvalidArgument, at once, when it is empty). Exactly one callback runs later
-  // on the loop's thread. An exception escaping a callback cannot cross hiredis's C frames: it is
-  // caught and dropped, so callbacks should not throw. After close() has completed on the loop,
-  // on_error runs at once on the calling thread with a ConnectionError.
+  // Queues argv (throws InvalidArgument, at once, when it is empty), as a call of its own: bounded
+  // by call_deadline(). Exactly one callback runs later on the loop's thread. An exception escaping a
+  // callback cannot cross hiredis's C frames: it is caught and dropped, so callbacks should not
+  // throw. After close() has completed on the loop, on_error runs at once on the calling thread with
+  // a ConnectionError.
   void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override;
+
+  // now + command_timeout; none (Deadline{}) when command_timeout is 0.
+  Deadline call_deadline() const override;
+
+  // command_async bounded by `deadline` (Deadline{}: none), a deadline taken earlier for the call
+  // this command is part of. One already past fails the command with TimeoutError without sending it.
+  void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                           Deadline deadline) override;
 
   // Runs `task` on the loop's thread, in order with the commands queued around it (the strategies
   // use it to deliver decisions made without Redis, such as a local-cache rejection). Runs at once
