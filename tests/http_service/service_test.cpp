@@ -1,7 +1,7 @@
 // examples/http_service run as users run it, against a real redis-server of its own, and asked with
 // a real HTTP client (cpp-httplib's): the headers of draft-11 on every answer, 429 with Retry-After
 // after the limit, a retry after Retry-After admitted, and Redis killed -> the failure policy
-// (fail_open: admitted, no quota claimed) and /healthz saying so.
+// (fail_open: admitted, no quota claimed) and /healthz saying so; and the same service in memory.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -149,6 +149,31 @@ TEST(HttpServiceTest, HeadersRejectionRetryAndRedisDown) {
   EXPECT_EQ(health->status, 503);
   EXPECT_THAT(health->body, HasSubstr(R"("redis":"down")"));
   EXPECT_THAT(health->body, ::testing::Not(HasSubstr("127.0.0.1")));
+}
+
+// REDIS_URL=memory: the same service on the in-memory backend, the same fields and statuses.
+TEST(HttpServiceTest, InMemoryBackend) {
+  Service service("memory", free_port());
+  ASSERT_TRUE(service.ready()) << "the service did not start";
+  httplib::Client http("127.0.0.1", service.port());
+  http.set_connection_timeout(2);
+  http.set_read_timeout(5);
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  start_of_a_second();
+  const httplib::Headers key{{"X-API-Key", "m"}};
+  for (int i = 1; i <= 10; ++i) {
+    auto r = http.Get("/api/search", key);
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, 200) << i;
+    EXPECT_EQ(r->get_header_value("X-RateLimit-Source"), "primary");
+  }
+  auto rejected = http.Get("/api/search", key);
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(rejected->status, 429);
+  EXPECT_THAT(rejected->get_header_value("RateLimit"), MatchesRegex("\"10/1s\";r=0;t=[12], \"300/1m\";r=290;t=[0-9]+"));
+  EXPECT_THAT(rejected->get_header_value("Retry-After"), MatchesRegex("[12]"));
 }
 
 }  // namespace
