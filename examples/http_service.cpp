@@ -109,10 +109,10 @@ int main() {
       }
       const redlimit::Counters c = limiter.counters();
       res.status = up ? 200 : 503;
-      res.set_content(std::string("{\"redis\":\"") + (up ? "up" : "down") + "\",\"errors\":" +
-                          std::to_string(c.errors) + ",\"breaker_short_circuits\":" +
-                          std::to_string(c.breaker_short_circuits) + ",\"from_failure_policy\":" +
-                          std::to_string(c.from_failure_policy) + "}\n",
+      res.set_content(std::string("{\"redis\":\"") + (up ? "up" : "down") +
+                          "\",\"errors\":" + std::to_string(c.errors) +
+                          ",\"breaker_short_circuits\":" + std::to_string(c.breaker_short_circuits) +
+                          ",\"from_failure_policy\":" + std::to_string(c.from_failure_policy) + "}\n",
                       "application/json");
     });
     const std::string bind = env("BIND", "127.0.0.1");

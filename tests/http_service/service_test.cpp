@@ -3,6 +3,8 @@
 // after the limit, a retry after Retry-After admitted, and Redis killed -> the failure policy
 // (fail_open: admitted, no quota claimed) and /healthz saying so; and the same service in memory.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,9 +12,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -110,8 +109,8 @@ TEST(HttpServiceTest, HeadersRejectionRetryAndRedisDown) {
     EXPECT_EQ(r->get_header_value("RateLimit-Policy"), R"("10/1s";q=10;w=1, "300/1m";q=300;w=60)");
     // The 1 s limit is full again within 2 s; the minute's reset depends on the second of the minute.
     EXPECT_THAT(r->get_header_value("RateLimit"),
-                MatchesRegex("\"10/1s\";r=" + std::to_string(10 - i) + ";t=[12], \"300/1m\";r=" +
-                             std::to_string(300 - i) + ";t=[0-9]+"));
+                MatchesRegex("\"10/1s\";r=" + std::to_string(10 - i) +
+                             ";t=[12], \"300/1m\";r=" + std::to_string(300 - i) + ";t=[0-9]+"));
     EXPECT_FALSE(r->has_header("Retry-After"));
   }
   auto rejected = http.Get("/api/search", key);

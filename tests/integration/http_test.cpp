@@ -2,6 +2,7 @@
 // remaining and reset, as lua/policy.lua returns them (the unit suite holds the same strings for the
 // memory backend, 20 s into a minute; kT0 is on a whole hour).
 #include "redlimit/http.hpp"
+
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -28,9 +29,9 @@ TEST_F(HttpTest, PolicyItemsAreEachLimitsOwnOnRedis) {
                     {"Retry-After", "2"}}));
   // A blocked subject: every limit has nothing left until the block ends.
   api.block("k", std::chrono::seconds(30));
-  EXPECT_EQ(redlimit::http::headers(api.consume("k"), quotas, o),
-            (Fields{{"RateLimit", R"("10/1s";r=0;t=30, "300/1m";r=0;t=30, "1000/1h";r=0;t=30)"},
-                    {"Retry-After", "30"}}));
+  EXPECT_EQ(
+      redlimit::http::headers(api.consume("k"), quotas, o),
+      (Fields{{"RateLimit", R"("10/1s";r=0;t=30, "300/1m";r=0;t=30, "1000/1h";r=0;t=30)"}, {"Retry-After", "30"}}));
 }
 
 }  // namespace

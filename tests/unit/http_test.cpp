@@ -30,8 +30,8 @@ using redlimit::LimitState;
 using redlimit::Source;
 using redlimit::http::Field;
 using redlimit::http::HeaderOptions;
-using redlimit::http::Quota;
 using redlimit::http::headers;
+using redlimit::http::Quota;
 using namespace std::chrono_literals;
 using Fields = std::vector<Field>;
 
@@ -65,15 +65,13 @@ TEST(HttpTest, LastUnitAdmittedSaysRemainingZeroWithoutRetryAfter) {
 // than Retry-After: the two fields agree on when to come back.
 TEST(HttpTest, RejectionRoundsWaitsUpAndKeepsTNotPastRetryAfter) {
   const Quota q = redlimit::http::quota(Limit::per_second(10));
-  EXPECT_EQ(headers(decision(false, 10, 0, 600ms, 1'877'000us), q),
-            (Fields{{"RateLimit-Policy", R"("10/1s";q=10;w=1)"},
-                    {"RateLimit", R"("10/1s";r=0;t=1)"},
-                    {"Retry-After", "1"}}));
+  EXPECT_EQ(
+      headers(decision(false, 10, 0, 600ms, 1'877'000us), q),
+      (Fields{{"RateLimit-Policy", R"("10/1s";q=10;w=1)"}, {"RateLimit", R"("10/1s";r=0;t=1)"}, {"Retry-After", "1"}}));
   EXPECT_EQ(headers(decision(false, 10, 0, 1us, 1us), q).at(2), (Field{"Retry-After", "1"}));
-  EXPECT_EQ(headers(decision(false, 10, 0, 1'000'001us, 1'500'000us), q),
-            (Fields{{"RateLimit-Policy", R"("10/1s";q=10;w=1)"},
-                    {"RateLimit", R"("10/1s";r=0;t=2)"},
-                    {"Retry-After", "2"}}));
+  EXPECT_EQ(
+      headers(decision(false, 10, 0, 1'000'001us, 1'500'000us), q),
+      (Fields{{"RateLimit-Policy", R"("10/1s";q=10;w=1)"}, {"RateLimit", R"("10/1s";r=0;t=2)"}, {"Retry-After", "2"}}));
   // A limit with quota left (the request cost more than it has) keeps its own reset.
   EXPECT_EQ(headers(decision(false, 10, 3, 500ms, 1'900'000us), q).at(1), (Field{"RateLimit", R"("10/1s";r=3;t=2)"}));
   // A rejection that names no wait still tells the client to wait a second, not to come back at once.
@@ -98,7 +96,7 @@ TEST(HttpTest, NamesAreEscapedSfStrings) {
 
 TEST(HttpTest, NamesOutsidePrintableAsciiAreRejected) {
   for (const std::string& bad : {std::string("a\r\nSet-Cookie: x"), std::string("tab\there"), std::string("del\x7f"),
-                                std::string("caf\xc3\xa9"), std::string("nul\0x", 5), std::string()}) {
+                                 std::string("caf\xc3\xa9"), std::string("nul\0x", 5), std::string()}) {
     SCOPED_TRACE(bad);
     EXPECT_THROW(headers(decision(true, 5, 4, 0us, 1s), Quota{bad, 5, 1s}), InvalidArgument);
   }
@@ -171,11 +169,12 @@ TEST(HttpTest, PolicyOfThreeLimitsFromTheLimiter) {
   HeaderOptions o;
   o.legacy = true;
   o.policy_field = false;
-  EXPECT_EQ(headers(d, quotas, o), (Fields{{"RateLimit", R"("10/1s";r=0;t=2, "300/1m";r=290;t=100, "1000/1h";r=990;t=6400)"},
-                                           {"Retry-After", "2"},
-                                           {"X-RateLimit-Limit", "10"},
-                                           {"X-RateLimit-Remaining", "0"},
-                                           {"X-RateLimit-Reset", "2"}}));
+  EXPECT_EQ(headers(d, quotas, o),
+            (Fields{{"RateLimit", R"("10/1s";r=0;t=2, "300/1m";r=290;t=100, "1000/1h";r=990;t=6400)"},
+                    {"Retry-After", "2"},
+                    {"X-RateLimit-Limit", "10"},
+                    {"X-RateLimit-Remaining", "0"},
+                    {"X-RateLimit-Reset", "2"}}));
   EXPECT_EQ(redlimit::http::status(d), 429);
   // A sliding window is a policy of one limit: its decisions carry that limit's state too.
   const auto sw = limiter.sliding_window("sw", Limit::per_minute(100));
@@ -306,7 +305,8 @@ TEST(HttpTest, ExceptionsMapToStatusesAndBodiesWithoutTheirText) {
     }
   }
   EXPECT_EQ(redlimit::http::error_response(InvalidArgument("x")).body, R"({"error":"bad request"})");
-  EXPECT_EQ(redlimit::http::error_response(redlimit::TimeoutError("x")).body, R"({"error":"rate limiter unavailable"})");
+  EXPECT_EQ(redlimit::http::error_response(redlimit::TimeoutError("x")).body,
+            R"({"error":"rate limiter unavailable"})");
   EXPECT_EQ(redlimit::http::error_response(std::logic_error("x")).body, R"({"error":"internal error"})");
 }
 
