@@ -32,11 +32,21 @@ class CannedConnection final : public redlimit::Connection {
     benchmark::DoNotOptimize(argv.data());
     using R = redlimit::Reply;
     // One decision per request of the call (two keys each): allowed, remaining, retry_after,
-    // reset_after, delay, deciding limit (1-based).
-    const std::size_t n = argv.size() > 2 ? std::stoul(argv[2]) / 2 : 1;
+    // reset_after, delay; the policy script adds the deciding limit (1-based) and each of its m
+    // limits' remaining and reset (m is its ARGV[4], after the keys and now, cost, mode).
+    const std::size_t keys = argv.size() > 2 ? std::stoul(argv[2]) : 2;
+    const std::size_t n = keys / 2;
+    const bool policy = argv.size() > 1 && argv[1] == redlimit::detail::scripts::policy().sha1;
+    const std::size_t m = policy ? std::stoul(argv.at(3 + keys + 3)) : 0;
     R out = R::make_array({});
     for (std::size_t i = 0; i < n; ++i) {
-      for (std::int64_t v : {1, 99, 0, 60000000, 0, 1}) out.elements.push_back(R::make_integer(v));
+      for (std::int64_t v : {1, 99, 0, 60000000, 0}) out.elements.push_back(R::make_integer(v));
+      if (!policy) continue;
+      out.elements.push_back(R::make_integer(1));
+      for (std::size_t j = 0; j < m; ++j) {
+        out.elements.push_back(R::make_integer(99));
+        out.elements.push_back(R::make_integer(60000000));
+      }
     }
     return out;
   }

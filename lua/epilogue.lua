@@ -2,13 +2,40 @@
 -- (cmake/embed_lua.cmake). Runs the call's n requests through decide(), in order, and returns their
 -- decisions. What the script sets before this:
 --   decide(key, cost, value) -> allowed, remaining, retry_after, reset_after, delay, deciding
---       limit, new value, ttl_ms: judges one request (as values, not a table: a batch makes no
---       garbage per request). A string state gets its current value (nil when missing) and
+--       limit, new value, ttl_ms, each: judges one request (as values, not a table: a batch makes
+--       no garbage per request). A string state gets its current value (nil when missing) and
 --       returns what to write: a new value with its TTL, false to delete the key, nil to leave it;
---       other states read and write their own keys.
+--       other states read and write their own keys. `each` (policies only): every limit's own
+--       remaining and reset_after, one pair a limit.
 --   state_is_string: whether the state is such a string;
---   width: the length of a decision (5, or 6 with a policy's deciding limit).
+--   width: the length of a decision (5, or 6 + 2m for a policy of m limits: the deciding limit,
+--       then `each`).
 local n = #KEYS / 2
+
+-- What a block says of each limit of a policy: nothing left, until the block ends.
+local function blocked_each(wait)
+  local each = {}
+  for i = 1, width - 6, 2 do
+    each[i] = 0
+    each[i + 1] = wait
+  end
+  return each
+end
+
+-- A decision as the reply's integers, appended to `out` from position m + 1. One by one, in
+-- order: a multiple assignment stores right to left, and keys past the end of the array part land
+-- in the hash part, to be moved at the next resize.
+local function put(out, m, a, rem, retry, reset, delay, decider, each)
+  out[m + 1] = a
+  out[m + 2] = rem
+  out[m + 3] = retry
+  out[m + 4] = reset
+  out[m + 5] = delay
+  if width > 5 then
+    out[m + 6] = decider
+    for i = 1, width - 6 do out[m + 6 + i] = each[i] end
+  end
+end
 
 -- The wait a block marker imposes now, or nil. A blocked subject is rejected until the block
 -- ends, whatever its quota; refunds still apply.
@@ -27,19 +54,20 @@ if n == 1 then
   else
     marker = redis.call('GET', KEYS[2])
   end
+  local out = {}
   local wait = marker and blocked(marker)
   if wait then
-    if width == 6 then return {0, 0, wait, wait, 0, 1} end
-    return {0, 0, wait, wait, 0}
+    put(out, 0, 0, 0, wait, wait, 0, 1, blocked_each(wait))
+    return out
   end
-  local a, rem, retry, reset, delay, decider, new, ttl = decide(KEYS[1], tonumber(ARGV[2]), value)
+  local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
   if new then
     redis.call('PSETEX', KEYS[1], ttl, new)
   elseif new == false then
     redis.call('DEL', KEYS[1])
   end
-  if width == 6 then return {a, rem, retry, reset, delay, decider} end
-  return {a, rem, retry, reset, delay}
+  put(out, 0, a, rem, retry, reset, delay, decider, each)
+  return out
 end
 
 -- A batch. One MGET reads every block marker and, for string states, every state: one command
@@ -63,17 +91,18 @@ for i = 1, n do
   local cost = tonumber(i == 1 and ARGV[2] or ARGV[first_cost + i])
   local seen = rejected[key]
   local memo = seen and seen[cost]
-  local a, rem, retry, reset, delay, decider
+  local a, rem, retry, reset, delay, decider, each
   if memo then
-    a, rem, retry, reset, delay, decider = 0, memo[1], memo[2], memo[3], memo[4], memo[5]
+    a, rem, retry, reset, delay, decider, each = 0, memo[1], memo[2], memo[3], memo[4], memo[5], memo[6]
   else
     local marker = values[KEYS[2 * i]]
     local wait = marker and blocked(marker)
     if wait then
       a, rem, retry, reset, delay, decider = 0, 0, wait, wait, 0, 1
+      if width > 5 then each = blocked_each(wait) end
     else
       local new, ttl
-      a, rem, retry, reset, delay, decider, new, ttl = decide(key, cost, values[key] or nil)
+      a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, values[key] or nil)
       if new ~= nil then
         if writes[key] == nil then order[#order + 1] = key end
         values[key], writes[key], ttls[key] = new, new, ttl
@@ -84,19 +113,12 @@ for i = 1, n do
         seen = {}
         rejected[key] = seen
       end
-      seen[cost] = {rem, retry, reset, delay, decider}
+      seen[cost] = {rem, retry, reset, delay, decider, each}
     elseif seen then
       rejected[key] = nil
     end
   end
-  -- One by one, in order: a multiple assignment stores right to left, and keys past the end of the
-  -- array part land in the hash part, to be moved at the next resize.
-  out[m + 1] = a
-  out[m + 2] = rem
-  out[m + 3] = retry
-  out[m + 4] = reset
-  out[m + 5] = delay
-  if width == 6 then out[m + 6] = decider end
+  put(out, m, a, rem, retry, reset, delay, decider, each)
   m = m + width
 end
 for _, key in ipairs(order) do

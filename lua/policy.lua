@@ -7,7 +7,10 @@
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  m: number of limits; then four arguments per limit i = 1..m, from ARGV[5 + 4(i-1)]:
 --          tag, limit (units per window), window (us), precision (us, divides the window)
--- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0, deciding limit 1..m}
+-- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0, deciding limit 1..m,
+--          then for each limit i = 1..m: its own remaining, its own reset_after_us}: the first six
+--          are the policy's (least remaining, longest reset), the pairs let a caller state every
+--          limit truthfully (RateLimit header items, one per limit)
 --
 -- Time math, per limit: P = precision, n = window / P, r = now mod P, b = (now - r) / P is the
 -- current bucket. The window (now - window, now] holds buckets b-n+1 .. b entirely, and bucket
@@ -19,7 +22,7 @@
 -- All-or-nothing: nothing is recorded unless every limit has room. A refund takes units back from
 -- each limit's newest buckets, exact when it follows the request it refunds.
 local m = tonumber(ARGV[4])
-local state_is_string, width = false, 6
+local state_is_string, width = false, 6 + 2 * m
 
 -- The limits, read once per call (a batch decides many requests with them): what depends on the
 -- request is reset at the start of each decide().
@@ -131,11 +134,16 @@ local function decide(key, cost)
   -- all of them have room: usage only falls while nothing is admitted); when admitted, the one with
   -- the least quota left.
   local remaining, retry, reset, decider = nil, 0, 0, 1
+  local each = {} -- remaining and reset_after of every limit, in order
   for i, l in ipairs(limits) do
     local rem = max(0, floor_div(l.limit * l.P - l.usedP, l.P))
     local wait = 0
     if not allowed and not l.allowed then wait = retry_after(l) end
-    if l.newest then reset = max(reset, (l.newest + l.n + 1) * l.P - now) end
+    local own_reset = 0
+    if l.newest then own_reset = max(0, (l.newest + l.n + 1) * l.P - now) end
+    each[2 * i - 1] = rem
+    each[2 * i] = own_reset
+    reset = max(reset, own_reset)
     if allowed then
       if not remaining or rem < remaining then decider = i end
     elseif wait > retry then
@@ -148,5 +156,5 @@ local function decide(key, cost)
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.
     redis.call('PEXPIRE', key, ttl_ms(reset))
   end
-  return allowed and 1 or 0, remaining, retry, reset, 0, decider
+  return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
 end

@@ -74,7 +74,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. Packages ---------------------------------------------------------------------------------
 PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
-  googletest redis-server redis-tools python3 libjemalloc2 liblzf1)  # the last two: Valkey's libraries
+  googletest redis-server redis-tools python3 libcpp-httplib-dev libjemalloc2 liblzf1)  # the last two: Valkey's libraries
 
 # shellcheck source=SCRIPTDIR/lib/install.sh
 source "$ROOT/scripts/lib/install.sh"

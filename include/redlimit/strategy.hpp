@@ -86,8 +86,10 @@ class Strategy {
 
  protected:
   // `limits`: the count of each limit (one, or several for a policy); cost may not exceed the least.
+  // `windows`: each limit's window, for the strategies whose script reports every limit (policies).
   Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind, const detail::Script& script,
-           std::vector<std::int64_t> limits, std::vector<std::string> params);
+           std::vector<std::int64_t> limits, std::vector<std::string> params,
+           std::vector<std::chrono::microseconds> windows = {});
 
  private:
   // One request's script call (checks the subject): KEYS state and block marker; ARGV now (or

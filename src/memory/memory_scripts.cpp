@@ -115,7 +115,10 @@ class Out {
     push(d.retry_after);
     push(d.reset_after);
     push(d.delay);
-    if (width_ == 6) push(d.decider);
+    if (width_ > 5) {
+      push(d.decider);
+      for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
+    }
   }
   Reply done() { return Reply::make_array(std::move(items_)); }
 
@@ -127,13 +130,18 @@ class Out {
 };
 
 // blocked(marker): the decision a block marker imposes now, if any. Only a number blocks
-// (tonumber() of a pack2 string is nil), and a refund goes through.
-bool blocked(const Call& c, const Entry* marker, Decided& d) {
+// (tonumber() of a pack2 string is nil), and a refund goes through. For a policy (width 6 + 2m),
+// blocked_each(): every limit has nothing left until the block ends.
+bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {
   if (c.refund || marker == nullptr) return false;
   const auto* m = std::get_if<Marker>(&marker->state);
   if (m == nullptr || m->until <= c.now) return false;
   d = Decided{};
   d.retry_after = d.reset_after = m->until - c.now;
+  for (int i = 6; i < width; i += 2) {
+    d.each.push_back(0);
+    d.each.push_back(d.reset_after);
+  }
   return true;
 }
 
@@ -184,9 +192,9 @@ template <class Twin>
 Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Tables& tables) {
   KeyRef state(tables.of(keys[0]), keys[0], c.now);
   KeyRef marker(tables.of(keys[1]), keys[1], c.now);
-  Out out(1, Twin::width);
+  Out out(1, Twin::width());
   Decided d;
-  if (!blocked(c, marker.get(), d)) {
+  if (!blocked(c, marker.get(), Twin::width(), d)) {
     Write w;
     d = twin.decide(c.num(2), packed(state.get()), w);
     apply(state, w, c.now);
@@ -223,7 +231,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
     return s.write.kind == Write::Kind::set ? &*s.staged : nullptr;
   };
 
-  Out out(n, Twin::width);
+  Out out(n, Twin::width());
   std::vector<std::size_t> order;
   Memo memo;
   for (std::size_t i = 0; i < n; ++i) {
@@ -232,7 +240,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (!blocked(c, view(slots[index[keys[2 * i + 1]]]), d)) {
+    } else if (!blocked(c, view(slots[index[keys[2 * i + 1]]]), Twin::width(), d)) {
       Slot& s = slots[index[key]];
       Write w;
       d = twin.decide(cost, packed(view(s)), w);
@@ -266,7 +274,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
       }
     }
   }
-  Out out(n, Twin::width);
+  Out out(n, twin.width());
   Memo memo;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[2 * i];
@@ -274,7 +282,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (!blocked(c, markers[i] ? &*markers[i] : nullptr, d)) {
+    } else if (!blocked(c, markers[i] ? &*markers[i] : nullptr, twin.width(), d)) {
       KeyRef state(tables.of(key), key, c.now);
       d = twin.decide(state, cost);
     }

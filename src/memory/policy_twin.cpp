@@ -166,12 +166,17 @@ void PolicyTwin::take(KeyRef& key, std::int64_t cost, const std::vector<std::str
 Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed) const {
   std::optional<std::int64_t> remaining;
   Decided d;
+  d.each.reserve(2 * limits_.size());
   for (std::size_t i = 0; i < limits_.size(); ++i) {
     const Limit& l = limits_[i];
     const std::int64_t rem = std::max<std::int64_t>(0, floor_div(l.limit * l.P - l.usedP, l.P));
     std::int64_t wait = 0;
     if (!allowed && !l.allowed) wait = retry_after(l, cost, c_.now);
-    if (l.newest) d.reset_after = std::max(d.reset_after, (*l.newest + l.n + 1) * l.P - c_.now);
+    std::int64_t own_reset = 0;
+    if (l.newest) own_reset = std::max<std::int64_t>(0, (*l.newest + l.n + 1) * l.P - c_.now);
+    d.each.push_back(rem);
+    d.each.push_back(own_reset);
+    d.reset_after = std::max(d.reset_after, own_reset);
     if (allowed) {
       if (!remaining || rem < *remaining) d.decider = static_cast<std::int64_t>(i) + 1;
     } else if (wait > d.retry_after) {

@@ -85,6 +85,7 @@ struct Decided {
   std::int64_t delay = 0;
   std::int64_t decider = 1;
   bool has_remaining = true;
+  std::vector<std::int64_t> each;  // policies: every limit's remaining and reset_after, in pairs
 };
 
 // decide()'s new value for a string state: leave it, write it with a TTL, or delete the key.
@@ -101,7 +102,7 @@ class FixedWindowTwin {
  public:
   explicit FixedWindowTwin(const Call& c);
   Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
-  static constexpr int width = 5;
+  static constexpr int width() { return 5; }
 
  private:
   const Call& c_;
@@ -112,7 +113,7 @@ class TokenBucketTwin {
  public:
   explicit TokenBucketTwin(const Call& c);
   Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
-  static constexpr int width = 5;
+  static constexpr int width() { return 5; }
 
  private:
   const Call& c_;
@@ -123,7 +124,7 @@ class LeakyBucketTwin {
  public:
   explicit LeakyBucketTwin(const Call& c);
   Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
-  static constexpr int width = 5;
+  static constexpr int width() { return 5; }
 
  private:
   const Call& c_;
@@ -137,7 +138,7 @@ class SlidingLogTwin {
  public:
   explicit SlidingLogTwin(const Call& c);
   Decided decide(KeyRef& key, std::int64_t cost) const;
-  static constexpr int width = 5;
+  static constexpr int width() { return 5; }
 
  private:
   const Call& c_;
@@ -148,7 +149,8 @@ class PolicyTwin {
  public:
   explicit PolicyTwin(const Call& c);
   Decided decide(KeyRef& key, std::int64_t cost);
-  static constexpr int width = 6;
+  // 6 + 2m: the deciding limit, then each limit's remaining and reset_after (policy.lua's width).
+  int width() const { return 6 + 2 * static_cast<int>(limits_.size()); }
 
   // One limit of the policy: its parameters (P = precision, n = buckets a window, r = now mod P,
   // b = the current bucket), then what decide() learns of it for the request at hand.

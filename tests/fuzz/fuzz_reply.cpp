@@ -3,8 +3,9 @@
 // converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors,
 // and with detail::decode_decisions as the reply of a batch.
 // Only ReplyError may escape; decode_decision must accept exactly the documented shape
-// ({allowed, remaining, retry_after_us, reset_after_us, delay_us[, deciding 1..m]}, non-negative
-// integers, allowed in {0, 1}) and copy its fields faithfully.
+// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, or a policy's 6 + 2m with the
+// deciding limit 1..m and each limit's remaining and reset; non-negative integers, allowed in
+// {0, 1}) and copy its fields faithfully.
 //
 // The conversion is the library's own detail::from_hiredis, the one both connections use.
 #include <hiredis/hiredis.h>
@@ -39,16 +40,19 @@ void* capped_create_array(const redisReadTask* task, int elements) {
   return g_hiredis_fn->createArray(task, elements);
 }
 
+std::size_t policy_width(const std::vector<std::int64_t>& limits) { return 6 + 2 * limits.size(); }
+
 bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   if (reply.type != Reply::Type::array) return false;
   const auto& v = reply.elements;
-  if (v.size() != 5 && v.size() != 6) return false;
+  const bool policy = v.size() == policy_width(limits);
+  if (v.size() != 5 && !policy) return false;
   for (const Reply& e : v) {
     if (e.type != Reply::Type::integer || e.integer < 0) return false;
   }
   if (v[0].integer > 1) return false;
   if (limits.empty()) return false;
-  if (v.size() == 6 && (v[5].integer < 1 || static_cast<std::uint64_t>(v[5].integer) > limits.size())) return false;
+  if (policy && (v[5].integer < 1 || static_cast<std::uint64_t>(v[5].integer) > limits.size())) return false;
   return true;
 }
 
@@ -68,17 +72,24 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   FUZZ_CHECK(d.retry_after.count() == v[2].integer && d.retry_after.count() >= 0, "retry_after");
   FUZZ_CHECK(d.reset_after.count() == v[3].integer && d.reset_after.count() >= 0, "reset_after");
   FUZZ_CHECK(d.delay.count() == v[4].integer && d.delay.count() >= 0, "delay");
-  const std::size_t index = v.size() == 6 ? static_cast<std::size_t>(v[5].integer - 1) : 0;
+  const bool policy = v.size() == policy_width(limits);
+  const std::size_t index = policy ? static_cast<std::size_t>(v[5].integer - 1) : 0;
   FUZZ_CHECK(d.limit_index == index && index < limits.size(), "limit_index %zu", d.limit_index);
   FUZZ_CHECK(d.limit == limits[index], "limit");
+  FUZZ_CHECK(d.limits.size() == (policy ? limits.size() : 0), "per-limit states");
+  for (std::size_t i = 0; i < d.limits.size(); ++i) {
+    FUZZ_CHECK(d.limits[i].limit == limits[i] && d.limits[i].remaining == v[6 + 2 * i].integer &&
+                   d.limits[i].reset_after.count() == v[7 + 2 * i].integer,
+               "limit %zu's state", i);
+  }
   FUZZ_CHECK(d.source == redlimit::Source::primary && !d.shadow_rejected, "source or shadow flag set");
 }
 
 // A batch reply (n decisions one after the other): accepted exactly when it is an array of n equal
-// slices of 5 or 6 elements, each a well-formed decision, and then decoded slice by slice.
+// slices of 5 or 6 + 2m elements, each a well-formed decision, and then decoded slice by slice.
 void decode_batch(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits) {
   bool valid = reply.type == Reply::Type::array && reply.elements.size() % n == 0 &&
-               (reply.elements.size() / n == 5 || reply.elements.size() / n == 6);
+               (reply.elements.size() / n == 5 || reply.elements.size() / n == policy_width(limits));
   std::vector<Reply> slices;
   if (valid) {
     const std::size_t w = reply.elements.size() / n;

@@ -19,6 +19,11 @@ void expect_same(const Decision& batched, const Decision& single, const std::str
   EXPECT_EQ(batched.reset_after, single.reset_after) << where;
   EXPECT_EQ(batched.delay, single.delay) << where;
   EXPECT_EQ(batched.limit_index, single.limit_index) << where;
+  ASSERT_EQ(batched.limits.size(), single.limits.size()) << where;
+  for (std::size_t i = 0; i < batched.limits.size(); ++i) {  // the memo of rejections keeps them too
+    EXPECT_EQ(batched.limits[i].remaining, single.limits[i].remaining) << where << " limit " << i;
+    EXPECT_EQ(batched.limits[i].reset_after, single.limits[i].reset_after) << where << " limit " << i;
+  }
 }
 
 class BatchTest : public StrictRedisTest {

@@ -204,6 +204,11 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
       EXPECT_EQ(a.limit_index, b.limit_index) << context();
       EXPECT_EQ(static_cast<int>(a.source), static_cast<int>(b.source)) << context();
       EXPECT_EQ(a.shadow_rejected, b.shadow_rejected) << context();
+      ASSERT_EQ(a.limits.size(), b.limits.size()) << context();
+      for (std::size_t i = 0; i < a.limits.size(); ++i) {  // each limit's own state (policies)
+        EXPECT_EQ(a.limits[i].remaining, b.limits[i].remaining) << "limit " << i << context();
+        EXPECT_EQ(a.limits[i].reset_after, b.limits[i].reset_after) << "limit " << i << context();
+      }
     }
 
     // The TTLs: the memory backend sets a deadline exactly where the script set a TTL.

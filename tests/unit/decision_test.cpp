@@ -1,5 +1,5 @@
-// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us[, deciding limit 1..m]} -> Decision;
-// anything else is a ReplyError.
+// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us} -> Decision, or a policy's
+// {..., deciding limit 1..m, then each limit's remaining and reset_us}; anything else is a ReplyError.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -80,6 +80,9 @@ TEST(DecisionTest, WrongLength) {
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 1, 1}), {10, 20}), ReplyError);
+  // A policy's decision without every limit's pair (the shape before per-limit states) is refused.
+  EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 9, 0}), {10, 20}), ReplyError);
 }
 
 TEST(DecisionTest, SingleLimitStrategiesReportLimitIndexZeroAndPrimarySource) {
@@ -94,7 +97,8 @@ TEST(DecisionTest, PolicyReplyNamesTheDecidingLimit) {
   const std::vector<std::int64_t> limits{10, 120, 240};
   for (std::int64_t deciding = 1; deciding <= 3; ++deciding) {
     SCOPED_TRACE(deciding);
-    const Decision d = decode_decision(ints({0, 0, 700, 3'600'000'000, 0, deciding}), limits);
+    const Decision d =
+        decode_decision(ints({0, 0, 700, 3'600'000'000, 0, deciding, 0, 1, 0, 2, 5, 3'600'000'000}), limits);
     EXPECT_FALSE(d.allowed);
     EXPECT_EQ(d.limit_index, static_cast<std::size_t>(deciding - 1));
     EXPECT_EQ(d.limit, limits[static_cast<std::size_t>(deciding - 1)]);
@@ -104,20 +108,47 @@ TEST(DecisionTest, PolicyReplyNamesTheDecidingLimit) {
 }
 
 TEST(DecisionTest, PolicyReplyOfOneLimit) {
-  const Decision d = decode_decision(ints({1, 99, 0, 60'000'000, 0, 1}), {100});
+  const Decision d = decode_decision(ints({1, 99, 0, 60'000'000, 0, 1, 99, 60'000'000}), {100}, {microseconds(60'000'000)});
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.limit, 100);
   EXPECT_EQ(d.limit_index, 0u);
   EXPECT_EQ(d.remaining, 99);
+  ASSERT_EQ(d.limits.size(), 1u);
+  EXPECT_EQ(d.limits[0].limit, 100);
+  EXPECT_EQ(d.limits[0].window, microseconds(60'000'000));
+  EXPECT_EQ(d.limits[0].remaining, 99);
+  EXPECT_EQ(d.limits[0].reset_after, microseconds(60'000'000));
+}
+
+// Each limit's own remaining and reset, in order: a 1 s limit does not carry the hour's reset.
+TEST(DecisionTest, PolicyReplyCarriesEveryLimitsOwnState) {
+  const std::vector<std::int64_t> limits{10, 120, 240};
+  const std::vector<microseconds> windows{microseconds(1'000'000), microseconds(60'000'000),
+                                          microseconds(3'600'000'000)};
+  const Decision d = decode_decision(
+      ints({1, 9, 0, 3'600'000'000, 0, 1, 9, 1'000'000, 119, 60'000'000, 239, 3'600'000'000}), limits, windows);
+  ASSERT_EQ(d.limits.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(d.limits[i].limit, limits[i]);
+    EXPECT_EQ(d.limits[i].window, windows[i]);
+    EXPECT_EQ(d.limits[i].remaining, limits[i] - 1);
+    EXPECT_EQ(d.limits[i].reset_after, windows[i]);
+  }
+  // Without windows (a caller that has none) the states are there, windows 0.
+  EXPECT_EQ(decode_decision(ints({1, 9, 0, 5, 0, 1, 9, 1, 119, 2, 239, 5}), limits).limits[2].window, microseconds(0));
+  // Single-limit strategies have no per-limit states: the decision's own fields are their limit.
+  EXPECT_TRUE(decode_decision(decision_reply(1, 4, 0, 10), {5}).limits.empty());
 }
 
 TEST(DecisionTest, DecidingIndexOutOfRange) {
   const std::vector<std::int64_t> limits{10, 120, 240};
-  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 0}), limits), ReplyError);
-  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 4}), limits), ReplyError);
-  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, -1}), limits), ReplyError);
-  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 2}), {10}), ReplyError);
-  Reply r = ints({1, 0, 0, 0, 0, 1});
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}), limits), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0}), limits), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}), limits), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 2, 0, 0}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 0, 0, 0, 0, 1, 0, -1}), {10}), ReplyError);  // a negative reset
+  Reply r = ints({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0});
   r.elements[5] = Reply::make_string("1");
   EXPECT_THROW(decode_decision(r, limits), ReplyError);
 }

@@ -21,7 +21,9 @@ class EveryStrategyTest : public StrategyTestBase, public ::testing::TestWithPar
   Reply reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us, std::int64_t reset_us,
               std::int64_t delay_us = 0) const {
     Reply r = decision_reply(allowed, remaining, retry_us, reset_us, delay_us);
-    if (c().policy_reply) r.elements.push_back(Reply::make_integer(1));
+    if (c().policy_reply) {  // the deciding limit, then its own remaining and reset
+      for (const std::int64_t v : {std::int64_t{1}, remaining, reset_us}) r.elements.push_back(Reply::make_integer(v));
+    }
     return r;
   }
 };

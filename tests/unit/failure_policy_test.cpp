@@ -46,9 +46,11 @@ TEST_F(ResilienceTest, FailOpenAdmitsWhenRedisIsUnreachable) {
   const Decision d = tb.consume("u", 3);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.source, Source::failure_policy);
+  EXPECT_EQ(d.limit, 0);  // unknown, like every quota field: not "0 left of 10"
   EXPECT_EQ(d.remaining, 0);
   EXPECT_EQ(d.retry_after, 0us);
   EXPECT_EQ(d.reset_after, 0us);
+  EXPECT_TRUE(d.limits.empty());
   const Counters c = limiter.counters();
   EXPECT_EQ(c.errors, 1u);
   EXPECT_EQ(c.from_failure_policy, 1u);
@@ -90,6 +92,9 @@ TEST_F(ResilienceTest, FailClosedRejectsForOneSecondWithoutABreaker) {
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 1s);
   EXPECT_EQ(d.source, Source::failure_policy);
+  EXPECT_EQ(d.limit, 0);  // the quota is unknown: only the wait is the policy's own
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.reset_after, 0us);
   EXPECT_EQ(limiter.counters().rejected, 1u);
   EXPECT_EQ(limiter.counters().from_failure_policy, 1u);
 }

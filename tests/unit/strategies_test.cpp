@@ -178,7 +178,7 @@ TEST_F(StrategiesTest, PolicySendsEveryLimitInOrder) {
                                       "1s", "10", "1000000", "1000000",               //
                                       "1m", "120", "60000000", "60000000",            //
                                       "1h@1m", "240", "3600000000", "60000000"})))
-      .WillOnce(Return(policy_reply(1, 9, 0, 3'600'000'000, 1)));
+      .WillOnce(Return(policy_reply(1, 9, 0, 3'600'000'000, 1, 3)));
   const Decision d = pol.consume("u");
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.limit_index, 0u);
@@ -190,8 +190,8 @@ TEST_F(StrategiesTest, PolicyDecisionNamesTheDecidingLimit) {
   const RateLimiter limiter = make_limiter();
   const auto pol = limiter.policy("api", redlimit::parse_limits("10/s, 120/m, 240/h"));
   EXPECT_CALL(*mock, command(_))
-      .WillOnce(Return(policy_reply(0, 0, 12'000'000, 3'600'000'000, 2)))
-      .WillOnce(Return(policy_reply(0, 0, 1'800'000'000, 3'600'000'000, 3)));
+      .WillOnce(Return(policy_reply(0, 0, 12'000'000, 3'600'000'000, 2, 3)))
+      .WillOnce(Return(policy_reply(0, 0, 1'800'000'000, 3'600'000'000, 3, 3)));
   Decision d = pol.consume("u");
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.limit_index, 1u);
@@ -211,7 +211,7 @@ TEST_F(StrategiesTest, PolicyCostIsCappedByTheSmallestLimit) {
     EXPECT_THROW(pol.peek("u", 11), InvalidArgument);
     ::testing::Mock::VerifyAndClearExpectations(mock.get());
   }
-  EXPECT_CALL(*mock, command(_)).WillOnce(Return(policy_reply(1, 0, 0, 1'000'000, 2)));
+  EXPECT_CALL(*mock, command(_)).WillOnce(Return(policy_reply(1, 0, 0, 1'000'000, 2, 3)));
   EXPECT_EQ(pol.consume("u", 10).limit, 10);
 }
 

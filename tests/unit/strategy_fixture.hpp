@@ -63,11 +63,16 @@ Argv script_command(const char* verb, std::string_view body, const Argv& keys, c
 Argv evalsha(const Script& s, const Argv& keys, const Argv& args) { return script_command("EVALSHA", s.sha1, keys, args); }
 Argv eval(const Script& s, const Argv& keys, const Argv& args) { return script_command("EVAL", s.source, keys, args); }
 
-// The policy script (which also runs SlidingWindow) appends the deciding limit's 1-based index.
+// The policy script (which also runs SlidingWindow) appends the deciding limit's 1-based index, then
+// each of its m limits' remaining and reset (here all alike: the decision's own).
 Reply policy_reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us, std::int64_t reset_us,
-                   std::int64_t deciding) {
+                   std::int64_t deciding, std::size_t m = 1) {
   Reply r = decision_reply(allowed, remaining, retry_us, reset_us, 0);
   r.elements.push_back(Reply::make_integer(deciding));
+  for (std::size_t i = 0; i < m; ++i) {
+    r.elements.push_back(Reply::make_integer(remaining));
+    r.elements.push_back(Reply::make_integer(reset_us));
+  }
   return r;
 }
 
@@ -78,7 +83,7 @@ struct Case {
   Argv params;         // ARGV[4..]
   std::int64_t limit;  // Decision::limit: the limit's count or the bucket's capacity
   const char* kind;    // the key's kind suffix
-  bool policy_reply;   // replies carry a 6th element (deciding limit)
+  bool policy_reply;   // replies carry the deciding limit and one limit's state (policies of one)
 };
 
 std::vector<Case> cases() {

@@ -38,6 +38,7 @@ struct StrategySpec {
   std::vector<std::int64_t> limits;  // each limit's count (several for a policy)
   std::int64_t least_limit;          // the smallest of them: the most a request may cost
   std::vector<std::string> params;   // the script's ARGV after now, cost and mode
+  std::vector<std::chrono::microseconds> windows;  // each limit's window (policies: Decision::limits)
 };
 
 class DecisionPath {

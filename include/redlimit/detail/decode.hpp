@@ -1,5 +1,6 @@
 #pragma once
 // Decoding of the strategy scripts' common reply.
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -9,14 +10,19 @@
 
 namespace redlimit::detail {
 
-// Decodes {allowed, remaining, retry_after_us, reset_after_us, delay_us[, deciding limit 1..m]} into
-// a Decision whose `limit` is limits[deciding - 1]. Throws ReplyError for an error reply, or anything
-// but 5 (6 for policies) non-negative integers with allowed in {0, 1} and a deciding index in range.
-Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits);
+// Decodes {allowed, remaining, retry_after_us, reset_after_us, delay_us} into a Decision whose
+// `limit` is limits[0]; or a policy's {..., deciding limit 1..m, then each limit's remaining and
+// reset_after_us} (6 + 2m integers, m = limits.size()) into one whose `limit` is limits[deciding - 1]
+// and whose `limits` holds every limit's state, with windows[i] as its window (0 when `windows`
+// is shorter). Throws ReplyError for an error reply, or anything but those shapes of non-negative
+// integers with allowed in {0, 1} and a deciding index in range.
+Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
+                         const std::vector<std::chrono::microseconds>& windows = {});
 
 // Decodes the reply of a script call that decided n requests: one decision for n = 1, otherwise
-// n decisions of 5 (or 6) integers each, one after the other.
-std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits);
+// n decisions of 5 (or 6 + 2m) integers each, one after the other.
+std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits,
+                                       const std::vector<std::chrono::microseconds>& windows = {});
 
 }  // namespace redlimit::detail
 

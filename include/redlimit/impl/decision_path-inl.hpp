@@ -124,7 +124,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
       const auto& ids = members_[k];
       try {
         check_script_reply(*script_, replies[k], spec_->name);
-        const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits);
+        const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits, spec_->windows);
         for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
         answered = true;
       } catch (const UnavailableError& e) {
@@ -171,8 +171,9 @@ REDLIMIT_INLINE void DecisionPath::failed(const std::exception& error, std::size
 
 REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, ScriptCall& call) const {
   const Context& ctx = *ctx_;
+  // fail_open and fail_closed know nothing of the subject's quota: every quota field stays 0
+  // (unknown), so that nothing built from the decision (http.hpp) claims a quota it cannot back.
   Decision d;
-  d.limit = spec_->least_limit;
   switch (ctx.options.on_failure) {
     case OnFailure::raise:
       if (const auto* t = dynamic_cast<const TimeoutError*>(&error)) throw *t;
@@ -193,7 +194,7 @@ REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, S
   }
   // The fallback keeps its own state on the limiter's clock (Redis TIME is what just failed).
   if (ctx.options.time_source == TimeSource::redis) call.args[0] = std::to_string(ctx.clock->now().count());
-  d = decode_decision(run_script(*ctx.fallback, *script_, call.keys, call.args), spec_->limits);
+  d = decode_decision(run_script(*ctx.fallback, *script_, call.keys, call.args), spec_->limits, spec_->windows);
   d.source = Source::fallback;
   return d;
 }

@@ -8,10 +8,19 @@
 
 namespace redlimit::detail {
 
-REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits) {
+namespace decode_impl {
+
+// The length of a policy's decision: allowed .. delay, the deciding limit, a pair per limit.
+inline std::size_t policy_width(std::size_t m) { return 6 + 2 * m; }
+
+}  // namespace decode_impl
+
+REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
+                                         const std::vector<std::chrono::microseconds>& windows) {
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
-  if (reply.type != Reply::Type::array || (reply.elements.size() != 5 && reply.elements.size() != 6)) {
-    throw ReplyError("a strategy script must return an array of 5 or 6 integers");
+  const std::size_t policy = decode_impl::policy_width(limits.size());
+  if (reply.type != Reply::Type::array || (reply.elements.size() != 5 && reply.elements.size() != policy)) {
+    throw ReplyError(message("a strategy script must return an array of 5 or {} integers", policy));
   }
   for (const auto& e : reply.elements) {
     if (e.type != Reply::Type::integer || e.integer < 0) {
@@ -20,15 +29,23 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
   }
   const auto& v = reply.elements;
   if (v[0].integer > 1) throw ReplyError("the allowed flag must be 0 or 1");
+  if (limits.empty()) throw ReplyError("no limits to decode against");
   std::size_t index = 0;
-  if (v.size() == 6) {
+  Decision d;
+  if (v.size() == policy) {
     if (v[5].integer < 1 || static_cast<std::uint64_t>(v[5].integer) > limits.size()) {
       throw ReplyError(message("deciding limit {} is not in 1..{}", v[5].integer, limits.size()));
     }
     index = static_cast<std::size_t>(v[5].integer - 1);
+    d.limits.resize(limits.size());
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+      LimitState& s = d.limits[i];
+      s.limit = limits[i];
+      if (i < windows.size()) s.window = windows[i];
+      s.remaining = v[6 + 2 * i].integer;
+      s.reset_after = std::chrono::microseconds{v[7 + 2 * i].integer};
+    }
   }
-  if (limits.empty()) throw ReplyError("no limits to decode against");
-  Decision d;
   d.allowed = v[0].integer == 1;
   d.limit = limits[index];
   d.remaining = v[1].integer;
@@ -40,12 +57,15 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
 }
 
 REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n,
-                                                       const std::vector<std::int64_t>& limits) {
-  if (n == 1) return {decode_decision(reply, limits)};
+                                                       const std::vector<std::int64_t>& limits,
+                                                       const std::vector<std::chrono::microseconds>& windows) {
+  if (n == 1) return {decode_decision(reply, limits, windows)};
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
   const std::size_t total = reply.elements.size();
-  if (reply.type != Reply::Type::array || total % n != 0 || (total / n != 5 && total / n != 6)) {
-    throw ReplyError(message("a strategy script deciding {} requests must return {} or {} integers", n, 5 * n, 6 * n));
+  const std::size_t policy = decode_impl::policy_width(limits.size());
+  if (reply.type != Reply::Type::array || n == 0 || total % n != 0 || (total / n != 5 && total / n != policy)) {
+    throw ReplyError(message("a strategy script deciding {} requests must return {} or {} integers", n, 5 * n,
+                             policy * n));
   }
   const std::size_t width = total / n;
   std::vector<Decision> out;
@@ -55,7 +75,7 @@ REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::
   one.elements.resize(width);
   for (std::size_t i = 0; i < n; ++i) {
     std::copy_n(reply.elements.begin() + static_cast<std::ptrdiff_t>(i * width), width, one.elements.begin());
-    out.push_back(decode_decision(one, limits));
+    out.push_back(decode_decision(one, limits, windows));
   }
   return out;
 }

@@ -121,6 +121,13 @@ REDLIMIT_INLINE std::vector<Limit> checked_policy(std::vector<Limit> limits) {
   return limits;
 }
 
+REDLIMIT_INLINE std::vector<std::chrono::microseconds> windows(const std::vector<Limit>& limits) {
+  std::vector<std::chrono::microseconds> out;
+  out.reserve(limits.size());
+  for (const auto& l : limits) out.push_back(l.window());
+  return out;
+}
+
 REDLIMIT_INLINE std::vector<std::int64_t> counts(const std::vector<Limit>& limits) {
   std::vector<std::int64_t> out;
   for (const auto& l : limits) out.push_back(l.count());
@@ -142,12 +149,14 @@ REDLIMIT_INLINE SlidingLog::SlidingLog(std::shared_ptr<detail::Context> ctx, std
 
 REDLIMIT_INLINE SlidingWindow::SlidingWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
     : Strategy(std::move(ctx), std::move(resource), "sw", detail::scripts::policy(),
-               {strategies_impl::checked_sliding_window(limit).count()}, strategies_impl::policy_args({limit})),
+               {strategies_impl::checked_sliding_window(limit).count()}, strategies_impl::policy_args({limit}),
+               {limit.window()}),
       limit_(limit) {}
 
 REDLIMIT_INLINE Policy::Policy(std::shared_ptr<detail::Context> ctx, std::string resource, std::vector<Limit> limits)
     : Strategy(std::move(ctx), std::move(resource), "pol", detail::scripts::policy(),
-               strategies_impl::counts(strategies_impl::checked_policy(limits)), strategies_impl::policy_args(limits)),
+               strategies_impl::counts(strategies_impl::checked_policy(limits)), strategies_impl::policy_args(limits),
+               strategies_impl::windows(limits)),
       limits_(std::move(limits)) {}
 
 REDLIMIT_INLINE TokenBucket::TokenBucket(std::shared_ptr<detail::Context> ctx, std::string resource,

@@ -46,14 +46,14 @@ REDLIMIT_INLINE const char* mode_of(Operation op) {
 
 REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind,
                                    const detail::Script& script, std::vector<std::int64_t> limits,
-                                   std::vector<std::string> params)
+                                   std::vector<std::string> params, std::vector<std::chrono::microseconds> windows)
     : ctx_(std::move(ctx)) {
   detail::check_resource(resource);
   const std::int64_t least = *std::min_element(limits.begin(), limits.end());
   std::string name = strategy_impl::display_name(kind, resource);
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           std::move(params)});
+                           std::move(params), std::move(windows)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
