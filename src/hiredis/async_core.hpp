@@ -84,7 +84,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     bool close = false;
   };
 
-  Core(Endpoint endpoint, AsyncOptions options) : endpoint_(std::move(endpoint)), options_(options) {}
+  // Throws InvalidArgument for a rediss:// endpoint: the async client does not speak TLS yet.
+  Core(Endpoint endpoint, AsyncOptions options);
   virtual ~Core() = default;
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
