@@ -9,6 +9,7 @@
 #   expired.{crt,key}       signed by ca, for the same names, expired a day ago (x509 -days -1:
 #                           notAfter before notBefore is what OpenSSL 3.0 offers without faketime;
 #                           the verifier reports it as expired)
+#   dnsonly.{crt,key}       signed by ca, for localhost only: no IP address in it
 #   client.{crt,key}        signed by ca, a client certificate (mutual TLS)
 #
 # EC P-256 keys: quick to make, and what managed services commonly use. Nothing secret: the keys
@@ -43,6 +44,7 @@ extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost"
 sign server localhost 2 "$server_ext"
 sign expired localhost -1 "$server_ext"
+sign dnsonly localhost 2 "${server_ext%%subjectAltName=*}subjectAltName=DNS:localhost"
 sign client redlimit-client 2 "basicConstraints=CA:FALSE
 keyUsage=digitalSignature
 extendedKeyUsage=clientAuth"

@@ -70,8 +70,10 @@ class TlsTest : public ::testing::Test {
     server_ = tls_server(*certs_, "server", "optional").release();
     mutual_ = tls_server(*certs_, "server", "yes").release();
     expired_ = tls_server(*certs_, "expired", "optional").release();
+    dns_only_ = tls_server(*certs_, "dnsonly", "optional").release();
   }
   static void TearDownTestSuite() {
+    delete dns_only_;
     delete expired_;
     delete mutual_;
     delete server_;
@@ -117,12 +119,14 @@ class TlsTest : public ::testing::Test {
   static RedisServer* server_;
   static RedisServer* mutual_;
   static RedisServer* expired_;
+  static RedisServer* dns_only_;  // its certificate names localhost, not 127.0.0.1
 };
 
 Certificates* TlsTest::certs_ = nullptr;
 RedisServer* TlsTest::server_ = nullptr;
 RedisServer* TlsTest::mutual_ = nullptr;
 RedisServer* TlsTest::expired_ = nullptr;
+RedisServer* TlsTest::dns_only_ = nullptr;
 
 TEST_F(TlsTest, ThisBuildHasTls) { EXPECT_TRUE(redlimit::RedisConnection::has_tls()); }
 
@@ -176,6 +180,16 @@ TEST_F(TlsTest, AnotherHostNameIsRefusedClearly) {
   EXPECT_NE(what.find("the server's certificate was refused: hostname mismatch (verified against redis.example.com)"),
             std::string::npos)
       << what;
+}
+
+TEST_F(TlsTest, AnIpHostIsVerifiedAsAnAddress) {
+  // The URL's host 127.0.0.1 must be an IP entry of the certificate: a DNS name is not enough...
+  const std::string what = tls_error(url(*dns_only_, ca()));
+  EXPECT_NE(what.find("the server's certificate was refused: IP address mismatch (verified against 127.0.0.1)"),
+            std::string::npos)
+      << what;
+  // ...and with the name the certificate holds, the same server is accepted.
+  decides(*dns_only_, url(*dns_only_, ca() + "&tls_server_name=localhost"), "dns-only");
 }
 
 TEST_F(TlsTest, VerificationFailuresAreThrownWhateverTheFailurePolicy) {
