@@ -36,16 +36,8 @@ std::exception_ptr closed_error(const Endpoint& e) {
 
 }  // namespace
 
-// TLS on the async client would need the handshake driven by the loop and its failures reported
-// through the callbacks (docs/connecting.md, "What is not there yet"): refused before any I/O rather
-// than sent in clear.
-AsyncRedis::Core::Core(Endpoint endpoint, AsyncOptions options) : endpoint_(std::move(endpoint)), options_(options) {
-  if (endpoint_.tls.enabled) {
-    throw InvalidArgument(fmt::format("AsyncRedis to {}: TLS (rediss://) is not supported by the async client yet; "
-                                      "use the synchronous RateLimiter over rediss://",
-                                      describe(endpoint_)));
-  }
-}
+AsyncRedis::Core::Core(Endpoint endpoint, AsyncOptions options)
+    : endpoint_(std::move(endpoint)), options_(options), tls_(hiredis_detail::Tls::make(endpoint_)) {}
 
 void AsyncRedis::Core::submit(Item item) {
   std::unique_lock<std::mutex> lock(mutex_);

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "redlimit/transport/redis_async.hpp"
+#include "tls.hpp"
 
 namespace redlimit {
 
@@ -84,7 +85,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     bool close = false;
   };
 
-  // Throws InvalidArgument for a rediss:// endpoint: the async client does not speak TLS yet.
+  // A rediss:// endpoint makes its TLS context here: InvalidArgument, before any I/O, when this build
+  // has no TLS or a file the URL names cannot be loaded.
   Core(Endpoint endpoint, AsyncOptions options);
   virtual ~Core() = default;
   Core(const Core&) = delete;
@@ -137,6 +139,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     std::string failure;             // set when we drop it: the pending commands fail with this
     bool timed_out = false;
     async_detail::ContextPtr ac;     // null once hiredis has freed the context itself
+    ssl_st* ssl = nullptr;           // rediss://: the context's SSL object (hiredis owns it)
   };
 
   // async_core.cpp: the backlog, the deadlines, the shutdown.
@@ -167,6 +170,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   const Endpoint endpoint_;
   const AsyncOptions options_;
+  std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss:// only
 
   // Shared with other threads, under mutex_.
   std::mutex mutex_;

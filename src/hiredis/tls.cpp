@@ -112,7 +112,13 @@ std::shared_ptr<const Tls> Tls::make(const Endpoint& endpoint) {
   return std::shared_ptr<const Tls>(new Tls(std::move(state)));
 }
 
-Tls::Start Tls::start(redisContext& c, std::string& why) const {
+std::string Tls::refusal(const ssl_st& ssl) {
+  const long verify = SSL_get_verify_result(&ssl);
+  if (verify == X509_V_OK) return {};
+  return detail::message("the server's certificate was refused: {}", X509_verify_cert_error_string(verify));
+}
+
+Tls::Start Tls::start(redisContext& c, std::string& why, ssl_st** started) const {
   std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(state_->ctx.get()));
   if (!ssl) {
     why = "cannot create an SSL object: " + reason_or("no reason given");
@@ -133,6 +139,7 @@ Tls::Start Tls::start(redisContext& c, std::string& why) const {
     }
   }
   if (redisInitiateSSL(&c, ssl.get()) == REDIS_OK) {
+    if (started != nullptr) *started = ssl.get();
     (void)ssl.release();  // hiredis owns it now, and frees it with the context
     return Start::ok;
   }
@@ -160,10 +167,12 @@ std::shared_ptr<const Tls> Tls::make(const Endpoint& endpoint) {
       "(docs/connecting.md)");
 }
 
-Tls::Start Tls::start(redisContext& /*c*/, std::string& why) const {
+Tls::Start Tls::start(redisContext& /*c*/, std::string& why, ssl_st** /*started*/) const {
   why = "no TLS in this build";
   return Start::failed;
 }
+
+std::string Tls::refusal(const ssl_st& /*ssl*/) { return {}; }
 
 std::string Tls::last_error() { return {}; }
 

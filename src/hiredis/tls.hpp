@@ -18,6 +18,7 @@
 #include "redlimit/url.hpp"
 
 struct redisContext;
+struct ssl_st;
 
 namespace redlimit::hiredis_detail {
 
@@ -36,8 +37,14 @@ class Tls {
     failed,   // c.err / c.errstr say why (a broken connection, a timeout, an alert from the server)
     refused,  // the server's certificate failed verification: `why` says which check
   };
-  // Starts TLS on a connected, blocking context: the handshake, bounded by its socket timeout.
-  Start start(redisContext& c, std::string& why) const;
+  // Starts TLS on a context. A blocking, connected one: the handshake, bounded by its socket
+  // timeout. A non-blocking one (the async client's): only begun, hiredis finishes it as the socket
+  // becomes ready, and a refusal shows later as a broken connection: refusal(*ssl) then says why.
+  // `ssl` (if given) receives the SSL object on success; hiredis owns it, and frees it with `c`.
+  Start start(redisContext& c, std::string& why, ssl_st** ssl = nullptr) const;
+
+  // Why verification refused the server's certificate on `ssl`, or "" if it did not.
+  static std::string refusal(const ssl_st& ssl);
 
   // OpenSSL's reason for the last error of this thread ("tlsv13 alert certificate required"),
   // or "" when there is none; clears the queue. Used to explain a failed read or write: hiredis

@@ -8,6 +8,9 @@
 #ifdef REDLIMIT_HAVE_LIBEVENT
 #include <event2/event.h>
 #endif
+#ifdef REDLIMIT_HAVE_LIBUV
+#include <uv.h>
+#endif
 
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -233,15 +237,106 @@ TEST_F(TlsTest, ThePoolSpeaksTlsFromManyThreads) {
 }
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
-TEST_F(TlsTest, AsyncRefusesTlsClearly) {
-  // AsyncRedis does not speak TLS yet: refused before any I/O, never sent in clear.
-  std::unique_ptr<event_base, void (*)(event_base*)> base(event_base_new(), &event_base_free);
-  try {
-    redlimit::AsyncRedis::attach_libevent(base.get(), redlimit::parse_url(url(*server_, ca())));
-    FAIL() << "AsyncRedis accepted rediss://";
-  } catch (const redlimit::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("TLS (rediss://) is not supported by the async client"), std::string::npos)
-        << e.what();
+// A libevent loop on a thread of its own, with one AsyncRedis attached before it runs. The loop
+// returns once the AsyncRedis is released (every reference dropped).
+class AsyncLoop {
+ public:
+  explicit AsyncLoop(const std::string& u) : base_(event_base_new()) {
+    redis_ = redlimit::AsyncRedis::attach_libevent(base_, redlimit::parse_url(u));
+    thread_ = std::thread([b = base_] { event_base_dispatch(b); });
+  }
+  ~AsyncLoop() {
+    redis_.reset();
+    thread_.join();
+    event_base_free(base_);
+  }
+  AsyncLoop(const AsyncLoop&) = delete;
+  AsyncLoop& operator=(const AsyncLoop&) = delete;
+  std::shared_ptr<redlimit::AsyncRedis>& redis() { return redis_; }
+
+ private:
+  event_base* base_;
+  std::shared_ptr<redlimit::AsyncRedis> redis_;
+  std::thread thread_;
+};
+
+TEST_F(TlsTest, AsyncDecidesOverMutualTls) {
+  const std::string u = url(*mutual_, ca() + client_cert());
+  AsyncLoop loop(u);
+  {
+    auto limiter = redlimit::RateLimiter::connect(u);
+    limiter.attach_async(loop.redis());
+    auto fw = limiter.fixed_window("async", Limit::per_minute(2));
+    std::vector<std::future<redlimit::Decision>> decisions;
+    for (int i = 0; i < 3; ++i) decisions.push_back(fw.consume_future("async-tls"));
+    int allowed = 0;
+    for (auto& f : decisions) {
+      ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+      allowed += f.get().allowed ? 1 : 0;
+    }
+    EXPECT_EQ(allowed, 2);
+  }
+  EXPECT_EQ(loop.redis()->stats().connections, 1u);
+}
+
+TEST_F(TlsTest, AsyncRefusesAnotherCaClearly) {
+  AsyncLoop loop(url(*server_, "tls_ca_file=" + (*certs_)("other-ca.crt")));
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto f = done->get_future();
+  loop.redis()->command_async(
+      {"PING"}, [done](redlimit::Reply) { done->set_value("answered"); },
+      [done](std::exception_ptr e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const redlimit::TlsError& err) {
+          done->set_value(std::string("TlsError: ") + err.what());
+        } catch (const std::exception& err) {
+          done->set_value(std::string("other: ") + err.what());
+        }
+      });
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  const std::string what = f.get();
+  EXPECT_EQ(what.rfind("TlsError: ", 0), 0u) << what;
+  EXPECT_NE(what.find("the server's certificate was refused"), std::string::npos) << what;
+}
+#endif
+
+#ifdef REDLIMIT_HAVE_LIBUV
+// The same over libuv (redlimit's own hiredis adapter for it).
+TEST_F(TlsTest, AsyncOnLibuvDecidesAndRefusesAnotherCa) {
+  for (const bool trusted : {true, false}) {
+    SCOPED_TRACE(trusted ? "trusted CA" : "another CA");
+    uv_loop_t loop;
+    ASSERT_EQ(uv_loop_init(&loop), 0);
+    const std::string ca_file = (*certs_)(trusted ? "ca.crt" : "other-ca.crt");
+    auto redis =
+        redlimit::AsyncRedis::attach_libuv(&loop, redlimit::parse_url(url(*server_, "tls_ca_file=" + ca_file)));
+    std::thread runner([&loop] { uv_run(&loop, UV_RUN_DEFAULT); });
+    auto done = std::make_shared<std::promise<std::string>>();
+    auto f = done->get_future();
+    redis->command_async(
+        {"PING"}, [done](redlimit::Reply r) { done->set_value("answered " + r.str); },
+        [done](std::exception_ptr e) {
+          try {
+            std::rethrow_exception(e);
+          } catch (const redlimit::TlsError& err) {
+            done->set_value(std::string("TlsError: ") + err.what());
+          } catch (const std::exception& err) {
+            done->set_value(std::string("other: ") + err.what());
+          }
+        });
+    const bool ready = f.wait_for(10s) == std::future_status::ready;
+    redis.reset();
+    runner.join();
+    EXPECT_EQ(uv_loop_close(&loop), 0);
+    ASSERT_TRUE(ready);
+    const std::string what = f.get();
+    if (trusted) {
+      EXPECT_EQ(what, "answered PONG");
+    } else {
+      EXPECT_EQ(what.rfind("TlsError: ", 0), 0u) << what;
+      EXPECT_NE(what.find("the server's certificate was refused"), std::string::npos) << what;
+    }
   }
 }
 #endif
