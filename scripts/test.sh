@@ -14,7 +14,9 @@
 # The integration tests start their own throwaway redis-server on free loopback ports (never a
 # server someone else runs, never 6379 on purpose); none of them survives this script. The plain
 # pass runs the integration and fault suites a second time on Valkey 8, unpacked from Debian 12's
-# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched).
+# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched),
+# and the unit, integration and TLS suites in a second build ($BUILD_DIR-hiredis1) against hiredis
+# 1.2 with TLS, from Debian 13's packages (scripts/lib/hiredis1.sh).
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
 # (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with),
 # FUZZ_SECONDS (per fuzz target, default 15), FUZZ_BUILD_DIR (the fuzzers' clang build, default
@@ -24,7 +26,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,23s/^# \{0,1\}//p' "$0"
+  sed -n '2,25s/^# \{0,1\}//p' "$0"
 }
 
 SANITIZE=""
@@ -74,7 +76,8 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. Packages ---------------------------------------------------------------------------------
 PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
-  googletest redis-server redis-tools python3 libcpp-httplib-dev libjemalloc2 liblzf1)  # the last two: Valkey's libraries
+  googletest redis-server redis-tools python3 libcpp-httplib-dev libjemalloc2 liblzf1  # these two: Valkey's libraries
+  libssl-dev openssl)  # the hiredis 1.2 + TLS pass: OpenSSL's headers, and the tool that makes its certificates
 
 # shellcheck source=SCRIPTDIR/lib/install.sh
 source "$ROOT/scripts/lib/install.sh"
@@ -215,7 +218,27 @@ if [[ -z "$SANITIZE" ]]; then
   JOBS="${JOBS:-2}" bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR" || status=1
 fi
 
-# ---- 5. Fuzz (bounded) ---------------------------------------------------------------------------
+# ---- 5. hiredis 1.2 and TLS ----------------------------------------------------------------------
+# Newer systems have hiredis 1.x (Debian 13: 1.2.0, with libhiredis_ssl), the only hiredis redlimit
+# speaks TLS (rediss://) on. A second build against it, unpacked from Debian 13's packages into
+# build-deps/ (scripts/lib/hiredis1.sh; the system keeps its 0.14 and its apt sources), runs the
+# unit and integration suites and the TLS suite (tests/tls: redis-server 7.0 with --tls-port and
+# certificates made by openssl for the run). Plain pass only; a package that cannot be fetched
+# fails the run.
+if [[ -z "$SANITIZE" ]]; then
+  step "hiredis 1.2 (Debian 13's libhiredis-dev) and TLS: unit, integration and TLS tests"
+  hiredis1_start=$SECONDS
+  # shellcheck source=SCRIPTDIR/lib/hiredis1.sh
+  source "$ROOT/scripts/lib/hiredis1.sh"
+  hiredis1_status=0
+  hiredis1_pass "${DEPS_DIR:-$ROOT/build-deps}/hiredis-1.2" "${BUILD_DIR%/}-hiredis1" "$INSTALL" "${RUN_ENV[@]}" ||
+    hiredis1_status=1
+  printf '==> hiredis 1.2 + TLS pass: %d s wall time, %s\n' "$((SECONDS - hiredis1_start))" \
+    "$([[ $hiredis1_status -eq 0 ]] && echo ok || echo FAILED)"
+  [[ $hiredis1_status -eq 0 ]] || status=1
+fi
+
+# ---- 6. Fuzz (bounded) ---------------------------------------------------------------------------
 # The parsers and the reply decoder under libFuzzer with ASan+UBSan, FUZZ_SECONDS per target, built
 # with clang in a directory of their own (fuzz.sh reconfigures its BUILD_DIR with clang++).
 if [[ $FUZZ -eq 1 && -z "$SANITIZE" ]]; then

@@ -42,6 +42,14 @@ class AuthError : public ConnectionError {
   explicit AuthError(const std::string& what) : ConnectionError(what) {}
 };
 
+// TLS (rediss://): the server's certificate was refused (signed by a CA we do not trust, expired, or
+// naming another host). Configuration, like AuthError, so connect() throws it whatever the failure
+// policy; docs/connecting.md lists the messages.
+class TlsError : public AuthError {
+ public:
+  explicit TlsError(const std::string& what) : AuthError("TLS: " + what) {}
+};
+
 // Redis answered with an error reply, or with a reply whose shape we do not expect.
 class ReplyError : public Error {
  public:

@@ -1,11 +1,26 @@
 #pragma once
 // Where the server is: redis://[:password@]host[:port][/db], redis://user:password@host,
 // unix:///path/to.sock[?db=N&password=P]. IPv6 hosts go in brackets: redis://[::1]:6379.
+// TLS: rediss://host[:port][/db][?tls_ca_file=...&...] (the parameters are TlsOptions' fields, below;
+// docs/connecting.md). Any URL takes ?db=, ?user= and ?password= too.
 #include "redlimit/detail/config.hpp"
 #include <string>
 #include <string_view>
 
 namespace redlimit {
+
+// TLS (rediss://), when redlimit is built on hiredis >= 1.0 with hiredis_ssl (RedisConnection::has_tls()
+// tells). The server's certificate is verified against the CA file/directory (the system's CAs when
+// neither is given), and so is its name: server_name, else the URL's host (a DNS name or an IP).
+struct TlsOptions {
+  bool enabled = false;              // rediss://
+  std::string ca_file;               // tls_ca_file=: PEM bundle of trusted CAs
+  std::string ca_dir;                // tls_ca_dir=: OpenSSL hashed directory of CAs
+  std::string cert_file;             // tls_cert_file=: client certificate chain (mutual TLS), PEM
+  std::string key_file;              // tls_key_file=: its private key, PEM (required with cert_file)
+  std::string server_name;           // tls_server_name=: SNI and the name verified (default: the host)
+  bool insecure_skip_verify = false;  // tls_insecure_skip_verify=true: no verification. Tests only.
+};
 
 struct Endpoint {
   std::string host;         // empty for unix sockets
@@ -14,6 +29,7 @@ struct Endpoint {
   std::string username;     // Redis 6 ACL user; empty = default user
   std::string password;     // empty = no AUTH
   int db = 0;
+  TlsOptions tls;
 };
 
 // Throws InvalidArgument naming what is wrong (quoting the URL as redact_url() writes it). The scheme

@@ -90,6 +90,14 @@ AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
   conn->ac.reset(raw);
   if (raw->err) throw ConnectionError(fmt::format("connecting to {}: {}", describe(endpoint_), raw->errstr));
+  if (tls_) {
+    // Only begun here (the socket is still connecting): hiredis's SSL read and write handlers finish
+    // the handshake, and a refused certificate shows as a broken connection (reply_error says why).
+    std::string why;
+    if (tls_->start(raw->c, why, &conn->ssl) != hiredis_detail::Tls::Start::ok) {
+      throw ConnectionError(fmt::format("TLS with {}: {}", describe(endpoint_), why));
+    }
+  }
   raw->data = conn.get();
   if (!attach(raw)) {
     throw ConnectionError(fmt::format("cannot attach the connection to {} to the event loop", describe(endpoint_)));
@@ -197,6 +205,11 @@ std::exception_ptr AsyncRedis::Core::reply_error(const Conn& conn, const redisAs
                           : std::make_exception_ptr(ConnectionError(conn.failure));
   }
   if (reply != nullptr) return nullptr;
+  if (conn.ssl != nullptr) {  // alive until hiredis frees the context, after these callbacks
+    if (const std::string refused = hiredis_detail::Tls::refusal(*conn.ssl); !refused.empty()) {
+      return std::make_exception_ptr(TlsError(fmt::format("handshake with {}: {}", describe(endpoint_), refused)));
+    }
+  }
   const std::string why = ac->err ? ac->errstr : "connection closed";
 #ifdef REDIS_ERR_TIMEOUT
   if (ac->err == REDIS_ERR_TIMEOUT) {

@@ -35,6 +35,9 @@ std::exception_ptr closed_error(const Endpoint& e) {
 
 }  // namespace
 
+AsyncRedis::Core::Core(Endpoint endpoint, AsyncOptions options)
+    : endpoint_(std::move(endpoint)), options_(options), tls_(hiredis_detail::Tls::make(endpoint_)) {}
+
 void AsyncRedis::Core::submit(Item item) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (released_) {

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "redlimit/transport/redis_async.hpp"
+#include "tls.hpp"
 
 namespace redlimit {
 
@@ -95,7 +96,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     bool close = false;
   };
 
-  Core(Endpoint endpoint, AsyncOptions options) : endpoint_(std::move(endpoint)), options_(options) {}
+  // A rediss:// endpoint makes its TLS context here: InvalidArgument, before any I/O, when this build
+  // has no TLS or a file the URL names cannot be loaded.
+  Core(Endpoint endpoint, AsyncOptions options);
   virtual ~Core() = default;
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -157,6 +160,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     std::string failure;             // set when we drop it: the pending commands fail with this
     bool timed_out = false;
     async_detail::ContextPtr ac;     // null once hiredis has freed the context itself
+    ssl_st* ssl = nullptr;           // rediss://: the context's SSL object (hiredis owns it)
   };
 
   // async_core.cpp: the backlog and the shutdown.
@@ -198,6 +202,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   const Endpoint endpoint_;
   const AsyncOptions options_;
+  std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss:// only
 
   // Shared with other threads, under mutex_.
   std::mutex mutex_;

@@ -28,6 +28,9 @@ ClusterEndpoint parse_cluster_url(std::string_view url) {
   if (rest.find('/') != std::string_view::npos) {
     throw InvalidArgument(fmt::format("URL \"{}\": a cluster has only database 0; no /db part", redact_url(url)));
   }
+  if (rest.find('?') != std::string_view::npos) {  // each seed would take it as its own
+    throw InvalidArgument(fmt::format("URL \"{}\": a cluster URL takes no query parameters", redact_url(url)));
+  }
   ClusterEndpoint out;
   while (true) {
     const std::size_t comma = rest.find(',');

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "call_deadline.hpp"
+#include "tls.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
@@ -43,7 +44,8 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, std::chrono::milliseconds conn
     : endpoint_(std::move(endpoint)),
       connect_timeout_(connect_timeout),
       command_timeout_(command_timeout),
-      options_(options) {
+      options_(options),
+      tls_(hiredis_detail::Tls::make(endpoint_)) {  // before any I/O: a TLS error is the caller's
   if (options_.size == 0) options_.size = 1;
   if (options_.wait_timeout.count() < 0) throw InvalidArgument("pool wait_timeout must not be negative");
   if (options_.health_check_interval.count() < 0) {
@@ -77,7 +79,7 @@ ConnectionPool::Slot ConnectionPool::acquire() {
   if (idle_.empty()) {
     ++open_;
     lock.unlock();
-    return Slot{std::make_unique<RedisConnection>(endpoint_, connect_timeout_, command_timeout_),
+    return Slot{std::make_unique<RedisConnection>(endpoint_, connect_timeout_, command_timeout_, tls_),
                 std::chrono::steady_clock::now()};
   }
   Slot slot = std::move(idle_.back());

@@ -1,6 +1,7 @@
 #include "redlimit/transport/redis_connection.hpp"
 #include "call_deadline.hpp"
 #include "hiredis_reply.hpp"
+#include "tls.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
@@ -59,17 +60,50 @@ void RedisConnection::ContextDeleter::operator()(redisContext* c) const { redisF
 
 RedisConnection::RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
                                  std::chrono::milliseconds command_timeout)
-    : endpoint_(std::move(endpoint)), connect_timeout_(connect_timeout), command_timeout_(command_timeout) {}
+    : RedisConnection(endpoint, connect_timeout, command_timeout, hiredis_detail::Tls::make(endpoint)) {}
+
+RedisConnection::RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
+                                 std::chrono::milliseconds command_timeout,
+                                 std::shared_ptr<const hiredis_detail::Tls> tls)
+    : endpoint_(std::move(endpoint)),
+      connect_timeout_(connect_timeout),
+      command_timeout_(command_timeout),
+      tls_(std::move(tls)) {
+  if (endpoint_.tls.enabled && !tls_) tls_ = hiredis_detail::Tls::make(endpoint_);
+}
+
+bool RedisConnection::has_tls() {
+#ifdef REDLIMIT_HAVE_TLS
+  return true;
+#else
+  return false;
+#endif
+}
 
 RedisConnection::~RedisConnection() = default;
 RedisConnection::RedisConnection(RedisConnection&&) noexcept = default;
 RedisConnection& RedisConnection::operator=(RedisConnection&&) noexcept = default;
 
-void RedisConnection::fail(const char* during) {
+void RedisConnection::fail(const char* during, const std::string& why) {
   // An error on a redisContext is sticky and the stream may hold half a reply: drop the context so
   // the next command starts on a fresh connection, never reading an old reply as its own.
   const bool timeout = ctx_ && is_timeout(*ctx_);
-  const std::string what = fmt::format("{} {}: {}", during, describe(endpoint_), ctx_ ? ctx_->errstr : "no context");
+  std::string what = fmt::format("{} {}: {}", during, describe(endpoint_),
+                                 !why.empty() ? why : ctx_ ? ctx_->errstr : "no context");
+  // hiredis reports a TLS alert from the server (a client certificate it refused or did not get) as
+  // a bare I/O error: OpenSSL knows the reason.
+  if (tls_) {
+    if (const std::string reason = hiredis_detail::Tls::last_error(); !reason.empty()) {
+      what += " (TLS: " + reason + ")";
+    } else if (unanswered_) {
+      // Often the socket is reset before the alert is read: the likely reason, as a hint.
+      what += endpoint_.tls.cert_file.empty()
+                  ? " (TLS: the server dropped the connection before its first reply: does it require a client "
+                    "certificate? tls_cert_file and tls_key_file)"
+                  : " (TLS: the server dropped the connection before its first reply: did it refuse our client "
+                    "certificate?)";
+    }
+  }
   ctx_.reset();
   if (timeout) throw TimeoutError(what);
   throw ConnectionError(what);
@@ -77,6 +111,24 @@ void RedisConnection::fail(const char* during) {
 
 void RedisConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }
 void RedisConnection::end_call() noexcept { hiredis_detail::end_call(); }
+
+// The TLS handshake on the new context, part of connecting: bounded by the same time as the connect.
+// A refused certificate is a TlsError (configuration); anything else a ConnectionError or TimeoutError.
+void RedisConnection::start_tls(std::chrono::microseconds limit) {
+  if (limit.count() > 0 && redisSetTimeout(ctx_.get(), to_timeval(limit)) != REDIS_OK) {
+    fail("setting the connect timeout on");
+  }
+  std::string why;
+  const auto started = tls_->start(*ctx_, why);
+  if (started == hiredis_detail::Tls::Start::refused) {
+    ctx_.reset();
+    throw TlsError(fmt::format("handshake with {}: {}", describe(endpoint_), why));
+  }
+  if (started == hiredis_detail::Tls::Start::failed) fail("TLS handshake with", why);
+  if (command_timeout_.count() == 0 && limit.count() > 0 && redisSetTimeout(ctx_.get(), timeval{}) != REDIS_OK) {
+    fail("clearing the connect timeout on");  // no command deadline: none on the socket either
+  }
+}
 
 redisContext& RedisConnection::context() {
   if (ctx_) return *ctx_;
@@ -102,7 +154,9 @@ redisContext& RedisConnection::context() {
   if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
   ctx_.reset(raw);
   shortened_ = false;
+  unanswered_ = true;
   if (ctx_->err) fail("connecting to");
+  if (tls_) start_tls(limit);
   // Set on every new context: hiredis 0.14 does not carry it across reconnects.
   if (command_timeout_.count() > 0 && redisSetTimeout(ctx_.get(), to_timeval(command_timeout_)) != REDIS_OK) {
     fail("setting the command timeout on");
@@ -175,6 +229,7 @@ Reply RedisConnection::command(const std::vector<std::string>& args) {
   ReplyPtr reply(static_cast<redisReply*>(
       redisCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data())));
   if (!reply) fail("command to");
+  unanswered_ = false;
   disarm_deadline(c);
   return detail::from_hiredis(*reply);
 }
@@ -201,6 +256,7 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::
     void* raw = nullptr;
     if (redisGetReply(&c, &raw) != REDIS_OK || raw == nullptr) fail("reading pipelined replies from");
     ReplyPtr reply(static_cast<redisReply*>(raw));
+    unanswered_ = false;
     out.push_back(detail::from_hiredis(*reply));
   }
   disarm_deadline(c);

@@ -285,7 +285,8 @@ TEST_F(HostileInput, OutOfRangeLimitsWindowsAndCostsAreRejectedBeforeIo) {
 TEST_F(HostileInput, MalformedUrlsRatesAndOptionsAreInvalidArguments) {
   for (const std::string url : {"", "redis", "http://127.0.0.1:6379", "redis://", "redis://127.0.0.1:abc",
                                 "redis://127.0.0.1:99999", "redis://127.0.0.1:-1", "redis://127.0.0.1:6379/x",
-                                "redis://127.0.0.1:6379/-1", "unix://", "redis://[::1", "rediss://127.0.0.1:6379"}) {
+                                "redis://127.0.0.1:6379/-1", "unix://", "redis://[::1",
+                                "rediss://127.0.0.1:6379?tls_cert_file=/no-key.pem"}) {
     expect_invalid("URL " + ::testing::PrintToString(url), [&] { redlimit::RateLimiter::connect(url); });
   }
   for (const std::string rate : {"", "abc", "0/s", "-1/s", "10/", "/s", "10/0s", "10/-1s", "10/1m@7s",

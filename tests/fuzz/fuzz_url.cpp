@@ -1,10 +1,12 @@
 // parse_url and parse_cluster_url on arbitrary bytes. They must either throw InvalidArgument or
 // return an endpoint that makes sense: a TCP endpoint has a host and a port in 1..65535, a unix
-// endpoint an absolute path, db is in [0, 2^20]. A parsed endpoint, written back as a URL with its
-// user and password percent-encoded, parses to the same endpoint (the decoder loses nothing).
+// endpoint an absolute path, db is in [0, 2^20], TLS only from rediss://. A parsed endpoint, written
+// back as a URL with its user, password and TLS parameters percent-encoded, parses to the same
+// endpoint (the decoder loses nothing).
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <string_view>
 
 #include "fuzz_check.hpp"
@@ -17,8 +19,12 @@ namespace {
 using redlimit::Endpoint;
 
 bool same(const Endpoint& a, const Endpoint& b) {
+  const auto& s = a.tls;
+  const auto& t = b.tls;
   return a.host == b.host && a.port == b.port && a.unix_path == b.unix_path && a.username == b.username &&
-         a.password == b.password && a.db == b.db;
+         a.password == b.password && a.db == b.db && s.enabled == t.enabled && s.ca_file == t.ca_file &&
+         s.ca_dir == t.ca_dir && s.cert_file == t.cert_file && s.key_file == t.key_file &&
+         s.server_name == t.server_name && s.insecure_skip_verify == t.insecure_skip_verify;
 }
 
 std::string encode(std::string_view s) {
@@ -42,10 +48,19 @@ std::string to_url(const Endpoint& e) {
     return "unix://" + e.unix_path + "?db=" + std::to_string(e.db) + "&password=" + encode(e.password) +
            "&username=" + encode(e.username);
   }
-  std::string url = "redis://" + encode(e.username) + ":" + encode(e.password) + "@";
+  std::string url = (e.tls.enabled ? "rediss://" : "redis://") + encode(e.username) + ":" + encode(e.password) + "@";
   const bool bracket = e.host.find(':') != std::string::npos || e.host[0] == '[';
   url += bracket ? "[" + e.host + "]" : e.host;
   url += ":" + std::to_string(e.port) + "/" + std::to_string(e.db);
+  if (e.tls.enabled) {
+    url += "?tls_insecure_skip_verify=" + std::string(e.tls.insecure_skip_verify ? "true" : "false");
+    const std::pair<const char*, const std::string*> fields[] = {
+        {"tls_ca_file", &e.tls.ca_file},     {"tls_ca_dir", &e.tls.ca_dir},   {"tls_cert_file", &e.tls.cert_file},
+        {"tls_key_file", &e.tls.key_file}, {"tls_server_name", &e.tls.server_name}};
+    for (const auto& [name, value] : fields) {
+      if (!value->empty()) url += std::string("&") + name + "=" + encode(*value);
+    }
+  }
   return url;
 }
 
@@ -59,8 +74,11 @@ void check_endpoint(std::string_view url, const Endpoint& e, bool cluster) {
     FUZZ_CHECK(e.port == 0, "unix endpoint with port %d", e.port);
   } else {
     // Schemes are case-insensitive.
-    FUZZ_CHECK(redlimit::has_scheme(url, "redis://") || (cluster && redlimit::has_scheme(url, "redis-cluster://")),
+    FUZZ_CHECK(redlimit::has_scheme(url, "redis://") || redlimit::has_scheme(url, "rediss://") ||
+                   (cluster && redlimit::has_scheme(url, "redis-cluster://")),
                "TCP endpoint from a URL with another scheme");
+    FUZZ_CHECK(cluster || e.tls.enabled == redlimit::has_scheme(url, "rediss://"), "TLS from another scheme");
+    FUZZ_CHECK(e.tls.cert_file.empty() == e.tls.key_file.empty(), "a client certificate without its key");
     FUZZ_CHECK(!e.host.empty(), "empty host");
     FUZZ_CHECK(e.port >= 1 && e.port <= 65535, "port %d out of range", e.port);
     FUZZ_CHECK(e.host.find('/') == std::string::npos, "host holds a '/'");

@@ -135,7 +135,15 @@ std::string temp_base() {
 
 }  // namespace
 
-RedisServer::RedisServer() {
+RedisServer::RedisServer() { start(); }
+
+RedisServer::RedisServer(std::vector<std::string> tls_args, bool plain_too)
+    : tls_args_(std::move(tls_args)), plain_too_(plain_too) {
+  if (tls_args_.empty()) throw std::runtime_error("a TLS server needs at least its certificate arguments");
+  start();
+}
+
+void RedisServer::start() {
   std::string tmpl = temp_base() + "/redlimit-test-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error(errno_text(("mkdtemp " + tmpl).c_str()));
   dir_ = tmpl;
@@ -166,12 +174,13 @@ RedisServer::RedisServer() {
 bool RedisServer::start_once(std::string& error) {
   const std::string binary = find_binary();
   port_ = free_port();
+  plain_port_ = !tls_args_.empty() && plain_too_ ? free_port() : 0;
   ::unlink(unix_path_.c_str());
 
   // Everything the child needs is prepared before fork(): after it, only async-signal-safe calls.
   std::vector<std::string> args = {
       binary,
-      "--port", std::to_string(port_),
+      "--port", std::to_string(tls_args_.empty() ? port_ : plain_port_),
       "--bind", "127.0.0.1",
       "--unixsocket", unix_path_,
       "--unixsocketperm", "700",
@@ -183,6 +192,10 @@ bool RedisServer::start_once(std::string& error) {
       "--logfile", "",
       "--databases", "16",
   };
+  if (!tls_args_.empty()) {
+    args.insert(args.end(), {"--tls-port", std::to_string(port_)});
+    args.insert(args.end(), tls_args_.begin(), tls_args_.end());
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -233,7 +246,8 @@ bool RedisServer::start_once(std::string& error) {
               "; log:\n" + log_text;
       // A port someone grabbed between free_port() and redis' bind(): try another one.
       if (log_text.find("Address already in use") != std::string::npos ||
-          log_text.find("Could not create server TCP listening socket") != std::string::npos) {
+          log_text.find("Could not create server TCP listening socket") != std::string::npos ||
+          log_text.find("Failed listening on port") != std::string::npos) {
         return false;
       }
       throw std::runtime_error(error);
@@ -250,9 +264,10 @@ bool RedisServer::start_once(std::string& error) {
   }
 
   // Redis binds TCP before it serves the unix socket, and exits if it cannot. Still, make sure the
-  // TCP port leads to our process and not to a server someone else started there.
-  conn_ = std::make_unique<redlimit::RedisConnection>(redlimit::parse_url(url()), std::chrono::milliseconds(5000),
-                                                      std::chrono::milliseconds(30000));
+  // TCP port leads to our process and not to a server someone else started there. A TLS server's
+  // port is checked by its tests' own handshakes; the harness talks to it over the unix socket.
+  conn_ = std::make_unique<redlimit::RedisConnection>(redlimit::parse_url(tls_args_.empty() ? url() : unix_url()),
+                                                      std::chrono::milliseconds(5000), std::chrono::milliseconds(30000));
   const long served_by = info_pid(conn_->command({"INFO", "server"}));
   if (served_by != static_cast<long>(pid_)) {
     conn_.reset();
@@ -302,7 +317,7 @@ void RedisServer::kill_and_reap() {
 }
 
 std::string RedisServer::url(int db) const {
-  return "redis://127.0.0.1:" + std::to_string(port_) + "/" + std::to_string(db);
+  return "redis://127.0.0.1:" + std::to_string(tls_args_.empty() ? port_ : plain_port_) + "/" + std::to_string(db);
 }
 
 std::string RedisServer::unix_url() const { return "unix://" + unix_path_; }

@@ -32,6 +32,10 @@ class RedisServer {
   // Starts the server and waits (at most ~10 s) until it answers PING, retrying with another port if
   // the one picked was taken meanwhile. Throws std::runtime_error (with the server's log) on failure.
   RedisServer();
+  // A TLS server: `--port 0 --tls-port PORT` plus `tls_args` (--tls-cert-file and the like), so
+  // port() is the TLS port and nothing listens in clear on TCP, unless `plain_too` (then url() names
+  // a plain port of the same server). The harness's own connection (command()) uses the unix socket.
+  explicit RedisServer(std::vector<std::string> tls_args, bool plain_too = false);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -41,7 +45,7 @@ class RedisServer {
   // The private directory holding the socket and the log.
   const std::string& dir() const { return dir_; }
   const std::string& unix_path() const { return unix_path_; }
-  // "redis://127.0.0.1:PORT/DB".
+  // "redis://127.0.0.1:PORT/DB" (a TLS server's plain port, if it has one).
   std::string url(int db = 0) const;
   // "unix:///tmp/redlimit-test-XXXXXX/redis.sock" (db 0).
   std::string unix_url() const;
@@ -64,6 +68,7 @@ class RedisServer {
   std::string log() const;
 
  private:
+  void start();
   bool start_once(std::string& error);
   void kill_and_reap();
 
@@ -71,7 +76,10 @@ class RedisServer {
   std::string unix_path_;
   std::string log_path_;
   std::string pid_file_;
+  std::vector<std::string> tls_args_;  // empty: a plain TCP server
+  bool plain_too_ = false;
   int port_ = 0;
+  int plain_port_ = 0;  // a TLS server's clear port (plain_too), else 0
   pid_t pid_ = -1;
   std::mutex mutex_;
   std::unique_ptr<redlimit::RedisConnection> conn_;

@@ -29,7 +29,9 @@ TEST(UrlSecrets, ErrorsNeverQuoteThePassword) {
   for (const std::string url : {"redis://user:s3cret@127.0.0.1:99999", "redis://:s3cret@127.0.0.1:0/1",
                                 "redis://s3cret@[::1:6379", "redis://user:s3c@ret@host:port",
                                 "redis://user:s3c/ret@host:1/x", "unix:///tmp/r.sock?password=s3cret&db=x",
-                                "rediss://user:s3cret@host:6380"}) {
+                                "rediss://user:s3cret@host:6380?tls_bogus=1", "redis://:s3c?ret@host",
+                                "redis://:s3c?r@et@host:1/x", "rediss://host?password=s3c@ret&tls_bogus=1",
+                                "redis://host?user=u&password=s3cret&db=x"}) {
     SCOPED_TRACE(url);
     const std::string what = error_of(url);
     EXPECT_EQ(what.find("s3c"), std::string::npos) << what;

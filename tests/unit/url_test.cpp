@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "redlimit/errors.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 
 namespace {
 
@@ -156,7 +158,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // scheme
         "", "localhost:6379", "http://localhost:6379", "redis:/localhost", "tcp://localhost",
-        "rediss://localhost:6379",  // no TLS in hiredis 0.14
+        // TLS parameters
+        "redis://localhost?tls_ca_file=/x", "unix:///tmp/x.sock?tls_ca_file=/x", "rediss://h?tls_bogus=1",
+        "rediss://h?tls_cert_file=/c", "rediss://h?tls_key_file=/k", "rediss://h?tls_ca_file=",
+        "rediss://h?tls_insecure_skip_verify=maybe", "rediss://h?db", "rediss://h?nope=1",
         // port
         "redis://localhost:abc", "redis://localhost:0", "redis://localhost:65536", "redis://localhost:-1",
         "redis://localhost:", "redis://localhost:99999999999", "redis://[::1]:", "redis://[::1]x",
@@ -171,12 +176,69 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://:pw%zz@host", "redis://:pw%4@host"),
     [](const ::testing::TestParamInfo<const char*>& info) { return "case" + std::to_string(info.index); });
 
-TEST(UrlTest, TlsSchemeIsExplainedNotJustRejected) {
+TEST(UrlTest, RedissParsesItsTlsOptions) {
+  const Endpoint plain = parse_url("rediss://cache.example.com");
+  EXPECT_TRUE(plain.tls.enabled);
+  EXPECT_EQ(plain.host, "cache.example.com");
+  EXPECT_EQ(plain.port, 6379);
+  EXPECT_FALSE(plain.tls.insecure_skip_verify);
+  EXPECT_TRUE(plain.tls.ca_file.empty());
+
+  const Endpoint e = parse_url(
+      "REDISS://app:pw@10.0.0.7:6380/2?tls_ca_file=/etc/ca%20s.pem&tls_ca_dir=/etc/cas&tls_cert_file=/c.pem"
+      "&tls_key_file=/k.pem&tls_server_name=redis.internal&tls_insecure_skip_verify=true");
+  EXPECT_TRUE(e.tls.enabled);
+  EXPECT_EQ(e.host, "10.0.0.7");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 2);
+  EXPECT_EQ(e.username, "app");
+  EXPECT_EQ(e.password, "pw");
+  EXPECT_EQ(e.tls.ca_file, "/etc/ca s.pem");
+  EXPECT_EQ(e.tls.ca_dir, "/etc/cas");
+  EXPECT_EQ(e.tls.cert_file, "/c.pem");
+  EXPECT_EQ(e.tls.key_file, "/k.pem");
+  EXPECT_EQ(e.tls.server_name, "redis.internal");
+  EXPECT_TRUE(e.tls.insecure_skip_verify);
+  EXPECT_FALSE(parse_url("redis://h").tls.enabled);
+  EXPECT_EQ(parse_url("redis://h?db=3&user=u&password=p").db, 3) << "query parameters on TCP URLs too";
+}
+
+TEST(UrlTest, TlsParametersNeedRedissAndExplainWhy) {
   try {
-    parse_url("rediss://localhost:6380");
-    FAIL() << "rediss:// was accepted";
+    parse_url("redis://localhost?tls_ca_file=/ca.pem");
+    FAIL() << "tls_ca_file was accepted on redis://";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("rediss"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rediss://"), std::string::npos) << e.what();
+  }
+}
+
+// Before any I/O either way: a build without TLS says so (hiredis 0.14), a build with TLS loads the
+// CA file the URL names (and says which one it could not read).
+TEST(UrlTest, RedissIsRefusedOrPreparedBeforeAnyIo) {
+  const Endpoint e = parse_url("rediss://127.0.0.1:1?tls_ca_file=/nonexistent/ca.pem");
+  try {
+    redlimit::RedisConnection conn(e, std::chrono::milliseconds(100), std::chrono::milliseconds(100));
+    FAIL() << "a connection to rediss:// with an unreadable CA file was made";
+  } catch (const InvalidArgument& err) {
+    const std::string what = err.what();
+    if (redlimit::RedisConnection::has_tls()) {
+      EXPECT_NE(what.find("cannot load the CA file \"/nonexistent/ca.pem\""), std::string::npos) << what;
+    } else {
+      EXPECT_NE(what.find("TLS (rediss://) is not supported by this hiredis build"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(UrlTest, AnAtSignAfterTheQueryIsRefusedWithoutQuotingIt) {
+  for (const char* url : {"redis://:pa?ss@host", "rediss://host?tls_ca_file=/a@b"}) {
+    try {
+      parse_url(url);
+      FAIL() << url;
+    } catch (const InvalidArgument& err) {
+      const std::string what = err.what();
+      EXPECT_NE(what.find("%3F"), std::string::npos) << what;
+      EXPECT_EQ(what.find("pa?ss"), std::string::npos) << what;
+    }
   }
 }
 

@@ -63,7 +63,35 @@ REDLIMIT_INLINE void parse_userinfo(std::string_view url, std::string_view info,
   }
 }
 
-// ?db=N&password=P for unix sockets.
+REDLIMIT_INLINE bool parse_bool(std::string_view url, std::string_view name, std::string_view value) {
+  if (value == "true" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "0" || value == "no") return false;
+  bad(url, detail::message("{} must be true or false", detail::printable(name)));
+}
+
+// tls_* parameters; false if `name` is not one.
+REDLIMIT_INLINE bool parse_tls_parameter(std::string_view url, std::string_view name, std::string_view value,
+                                         TlsOptions& tls) {
+  if (name.substr(0, 4) != "tls_") return false;
+  if (!tls.enabled) bad(url, detail::message("{} needs a rediss:// URL", detail::printable(name)));
+  std::string* field = nullptr;
+  if (name == "tls_ca_file") field = &tls.ca_file;
+  if (name == "tls_ca_dir") field = &tls.ca_dir;
+  if (name == "tls_cert_file") field = &tls.cert_file;
+  if (name == "tls_key_file") field = &tls.key_file;
+  if (name == "tls_server_name") field = &tls.server_name;
+  if (field != nullptr) {
+    *field = decode(url, value);
+    if (field->empty()) bad(url, detail::message("{} must not be empty", detail::printable(name)));
+  } else if (name == "tls_insecure_skip_verify") {
+    tls.insecure_skip_verify = parse_bool(url, name, value);
+  } else {
+    bad(url, detail::message("unknown TLS parameter \"{}\"", detail::printable(name)));
+  }
+  return true;
+}
+
+// ?db=N&password=P&user=U, and the tls_* parameters of a rediss:// URL.
 REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
@@ -77,6 +105,7 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
       e.password = decode(url, value);
     } else if (name == "user" || name == "username") {
       e.username = decode(url, value);
+    } else if (parse_tls_parameter(url, name, value, e.tls)) {
     } else {
       bad(url, detail::message("unknown query parameter \"{}\"", detail::printable(name)));
     }
@@ -123,8 +152,20 @@ REDLIMIT_INLINE std::string_view parse_host(std::string_view url, std::string_vi
   return port;
 }
 
-REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest) {
+REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest, bool tls) {
   Endpoint e;
+  e.tls.enabled = tls;
+  const std::size_t q = rest.find('?');
+  std::string_view query;
+  if (q != std::string_view::npos) {
+    // The query starts at the first '?'. An '@' after it is either a password holding a raw '?' or a
+    // query value holding a raw '@': refused without quoting either (a password's tail would show).
+    if (rest.find('@', q) != std::string_view::npos) {
+      bad(url, "'@' after '?': percent-encode a '?' in a password as %3F and an '@' in a query value as %40");
+    }
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
@@ -138,6 +179,10 @@ REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest) 
   }
   const std::string_view port = parse_host(url, authority, e);
   if (!port.empty()) e.port = parse_int(url, port, "port", 1, 65535);
+  parse_query(url, query, e);
+  if (e.tls.cert_file.empty() != e.tls.key_file.empty()) {
+    bad(url, "tls_cert_file and tls_key_file go together (mutual TLS needs both)");
+  }
   return e;
 }
 
@@ -155,21 +200,22 @@ REDLIMIT_INLINE bool has_scheme(std::string_view url, std::string_view scheme) {
 
 REDLIMIT_INLINE std::string redact_url(std::string_view url) {
   std::string out(url);
-  // The password of the userinfo (all of it when there is no user): up to the last '@' before the
-  // query, so that even an unescaped '@' or '/' inside a password stays hidden.
+  // password=... in the query (unix:///path?password=P, redis://host?password=P), first: after it no
+  // '@' of a password value is left for the step below to mistake for the end of a userinfo.
+  for (std::size_t pos = out.find_first_of("?&"); pos != std::string::npos; pos = out.find_first_of("?&", pos + 1)) {
+    if (out.compare(pos + 1, 9, "password=") != 0) continue;
+    const std::size_t value = pos + 10, end = out.find('&', value);
+    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+  }
+  // The password of the userinfo (all of it when there is no user): up to the last '@', so that even
+  // an unescaped '@', '/' or '?' inside a password stays hidden (a URL whose query holds a raw '@'
+  // loses more than its password here, never less).
   const std::size_t start = out.find("://");
-  const std::size_t query = out.find('?');
-  const std::size_t at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+  const std::size_t at = out.rfind('@');
   if (start != std::string::npos && at != std::string::npos && at > start + 3) {
     const std::size_t colon = out.find(':', start + 3);
     const std::size_t from = (colon != std::string::npos && colon < at) ? colon + 1 : start + 3;
     out.replace(from, at - from, "***");
-  }
-  // password=... in the query (unix:///path?password=P).
-  for (std::size_t pos = out.find('?'); pos != std::string::npos; pos = out.find('&', pos + 1)) {
-    if (out.compare(pos + 1, 9, "password=") != 0) continue;
-    const std::size_t value = pos + 10, end = out.find('&', value);
-    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
   }
   return detail::printable(out);
 }
@@ -182,9 +228,11 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   }
   // Schemes are case-insensitive (RFC 3986): REDIS://host is redis://host.
   if (has_scheme(url, "unix://")) return url_impl::parse_unix(url, url.substr(7));
-  if (has_scheme(url, "redis://")) return url_impl::parse_tcp(url, url.substr(8));
-  if (has_scheme(url, "rediss://")) url_impl::bad(url, "TLS (rediss://) is not supported by this hiredis build");
-  url_impl::bad(url, "scheme must be redis:// or unix://");
+  if (has_scheme(url, "redis://")) return url_impl::parse_tcp(url, url.substr(8), false);
+  // Whether this build can speak TLS is the transport's to say (RedisConnection throws before any
+  // I/O when it cannot): the URL itself is valid either way.
+  if (has_scheme(url, "rediss://")) return url_impl::parse_tcp(url, url.substr(9), true);
+  url_impl::bad(url, "scheme must be redis://, rediss:// or unix://");
 }
 
 }  // namespace redlimit

@@ -61,6 +61,7 @@ class ConnectionPool final : public Connection {
   std::vector<Slot> idle_;
   std::size_t open_ = 0;
   ConnectHook on_connect_;
+  std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss://: made once, shared by the connections
 };
 
 }  // namespace redlimit

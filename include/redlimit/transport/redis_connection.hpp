@@ -16,10 +16,19 @@ struct redisContext;
 
 namespace redlimit {
 
+namespace hiredis_detail {
+class Tls;
+}
+
 class RedisConnection final : public Connection {
  public:
+  // A rediss:// endpoint makes its TLS context here: InvalidArgument, before any I/O, when this build
+  // has no TLS or a certificate file cannot be loaded.
   RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
                   std::chrono::milliseconds command_timeout);
+  // With the TLS context of the endpoint made once and shared (the pool's connections).
+  RedisConnection(Endpoint endpoint, std::chrono::milliseconds connect_timeout,
+                  std::chrono::milliseconds command_timeout, std::shared_ptr<const hiredis_detail::Tls> tls);
   ~RedisConnection() override;
   RedisConnection(RedisConnection&&) noexcept;
   RedisConnection& operator=(RedisConnection&&) noexcept;
@@ -32,6 +41,8 @@ class RedisConnection final : public Connection {
   void end_call() noexcept override;
 
   const Endpoint& endpoint() const { return endpoint_; }
+  // Whether this build speaks TLS (rediss://): hiredis >= 1.0 with hiredis_ssl.
+  static bool has_tls();
   // Connections made so far (the first, and every reconnect after a broken context), each counted
   // once its AUTH and SELECT succeeded: a change tells the pool that the server may be another.
   std::uint64_t connects() const { return connects_; }
@@ -43,7 +54,9 @@ class RedisConnection final : public Connection {
   using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
 
   redisContext& context();  // connects (or reconnects) on demand
-  [[noreturn]] void fail(const char* during);
+  void start_tls(std::chrono::microseconds limit);  // rediss://: the handshake on a new context
+  // Drops the context and throws TimeoutError or ConnectionError; `why` (else the context's errstr).
+  [[noreturn]] void fail(const char* during, const std::string& why = {});
   // Before a round trip: throws TimeoutError if the call's deadline has passed (nothing is sent),
   // and shortens the socket timeout to the time left when that is less than command_timeout.
   void arm_deadline(redisContext& c);
@@ -53,8 +66,10 @@ class RedisConnection final : public Connection {
   Endpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds command_timeout_;
+  std::shared_ptr<const hiredis_detail::Tls> tls_;  // null without TLS
   ContextPtr ctx_;
   bool shortened_ = false;  // the context's socket timeout is the time left, not command_timeout
+  bool unanswered_ = false;  // no reply yet on this context (a TLS failure then hints at client certificates)
   std::uint64_t connects_ = 0;
 };
 
