@@ -211,11 +211,18 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t 
   return slots_[slot];
 }
 
+namespace {
+
+bool must_wait(const std::string& err) { return starts_with(err, "TRYAGAIN") || starts_with(err, "CLUSTERDOWN"); }
+
+}  // namespace
+
 Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_t slot) {
   auto target = route_fresh(slot);
   bool asking = false;
+  int redirects = 0, retries = 0;
   std::chrono::milliseconds backoff{10};
-  for (int attempt = 0;; ++attempt) {
+  while (true) {
     Reply reply;
     try {
       if (asking) {
@@ -230,32 +237,43 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
       throw;
     }
     asking = false;
-    if (!reply.is_error() || attempt >= max_redirects()) return reply;
+    if (!reply.is_error()) return reply;
     std::string host;
     int port = 0;
-    if (starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port)) {
-      // The slot has a new owner: update that slot now and the whole map before the next command.
-      {
-        std::unique_lock<std::shared_mutex> lock(mutex_);
-        target = slots_[slot] = node(host, port);
-      }
-      refresh_quietly();
-      target = route(slot);
-    } else if (starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port)) {
-      std::unique_lock<std::shared_mutex> lock(mutex_);
-      target = node(host, port);  // this command only; the slot is still being migrated
-      asking = true;
-    } else if (starts_with(reply.str, "TRYAGAIN") || starts_with(reply.str, "CLUSTERDOWN")) {
-      // Bounded: max_redirects attempts, 10..160 ms, and never past the call's deadline (then the
-      // reply goes to the caller as it is: an outage, for the failure policy).
-      const auto left = left_in_call(options_.command_timeout);
-      if (left <= std::chrono::nanoseconds(backoff)) return reply;
-      std::this_thread::sleep_for(backoff);
-      backoff *= 2;
-      if (starts_with(reply.str, "CLUSTERDOWN")) {
+    const bool moved = starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port);
+    const bool ask = !moved && starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port);
+    if (moved || ask) {
+      // A chain of redirects with no wait between them is bounded: a slot that keeps bouncing is
+      // an outage (the redirect goes to the caller, whose failure policy answers).
+      if (++redirects > max_redirects()) return reply;
+      if (moved) {
+        // The slot has a new owner: update that slot now and the whole map before the next command.
+        {
+          std::unique_lock<std::shared_mutex> lock(mutex_);
+          target = slots_[slot] = node(host, port);
+        }
         refresh_quietly();
         target = route(slot);
+      } else {
+        std::unique_lock<std::shared_mutex> lock(mutex_);
+        target = node(host, port);  // this command only; the slot is still being migrated
+        asking = true;
       }
+    } else if (must_wait(reply.str)) {
+      // TRYAGAIN: a multi-key command (ours: a state key and a block marker) on a slot mid-migration
+      // whose keys are split between the two nodes, or not all there yet; it can run once the
+      // migration ends. Bounded: max_retries, 10..100 ms apart, never past the call's deadline
+      // (then the reply goes to the caller as it is: an outage, for the failure policy).
+      const auto left = left_in_call(options_.command_timeout);
+      if (++retries > max_retries() || left <= std::chrono::nanoseconds(backoff)) return reply;
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+      redirects = 0;
+      if (starts_with(reply.str, "CLUSTERDOWN")) refresh_quietly();
+      // From the slot's owner again, not from the node that said TRYAGAIN: after ASK that node does
+      // not own the slot (without ASKING it answers MOVED back), and the owner says where the keys
+      // are now (ASK again, or the slot itself once the migration is over).
+      target = route(slot);
     } else {
       return reply;  // an ordinary error reply (NOSCRIPT included) is the caller's
     }

@@ -62,6 +62,11 @@ REDLIMIT_INLINE bool is_outage_reply(std::string_view error) {
       "MISCONF",      // writes stopped after a failed RDB save
       "NOPERM",       // the ACL user may not run EVALSHA/EVAL (or lost access to the keys)
       "NOAUTH",       // the server now requires a password this connection did not send
+      // A cluster redirect the router could not follow to the end within the call (redirects
+      // exhausted: the slot moving back and forth, a map that keeps changing). Not a script error:
+      // the command did not run anywhere.
+      "MOVED",
+      "ASK",
   };
   const std::string_view code = error.substr(0, error.find(' '));
   for (std::string_view outage : kOutages) {

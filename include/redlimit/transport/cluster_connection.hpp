@@ -1,8 +1,10 @@
 #pragma once
 // A Connection to a Redis Cluster: we route ourselves, as hiredis 0.14 has no cluster support.
 // Each command goes to the master owning its key's slot (CRC16 of the {hash tag}); the slot map
-// comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. ASK is followed once
-// with ASKING; TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff. Reads stay on masters.
+// comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. MOVED and ASK are
+// followed (ASK with ASKING); TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff, from the
+// slot's owner again; a redirect still unresolved at the end is returned as the reply, which the
+// decision path treats as an outage. Reads stay on masters.
 // A command whose outcome is unknown (I/O error, timeout) is never replayed: the error goes to
 // the caller (and its failure policy), and the map is refreshed for the next call. One call's
 // deadline (now + command_timeout) bounds everything it does: pool waits, redirects, the TRYAGAIN
@@ -49,7 +51,11 @@ class ClusterConnection final : public Connection {
   // Masters known from the last refresh.
   std::vector<std::string> masters() const;
 
+  // MOVED/ASK followed in a row before the redirect is returned as the reply (an outage).
   static constexpr int max_redirects() { return 5; }
+  // TRYAGAIN/CLUSTERDOWN retries of one command (10, 20, 40, 80, then 100 ms apart), fewer when the
+  // call's deadline comes first.
+  static constexpr int max_retries() { return 10; }
 
  private:
   struct Node {
