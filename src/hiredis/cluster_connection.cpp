@@ -96,6 +96,7 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::stri
   n->endpoint.db = 0;
   n->pool = std::make_shared<ConnectionPool>(n->endpoint, options_.connect_timeout, options_.command_timeout,
                                              options_.pool);
+  n->shard = nodes_.size() + 1;
   nodes_.push_back(n);
   return n;
 }
@@ -335,6 +336,13 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
     }
   }
   return out;
+}
+
+std::size_t ClusterConnection::node_of(std::string_view key) const {
+  const std::uint16_t slot = detail::key_slot(key);
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const auto& n = slots_[slot];
+  return n ? n->shard : 0;
 }
 
 std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {

@@ -4,13 +4,15 @@
 // comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. MOVED and ASK are
 // followed (ASK with ASKING); TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff, from the
 // slot's owner again; a redirect still unresolved at the end is returned as the reply, which the
-// decision path treats as an outage. Reads stay on masters.
+// decision path treats as an outage. Reads stay on masters. Each master is a shard of its own
+// (node_of), with its own circuit breaker.
 // A command whose outcome is unknown (I/O error, timeout) is never replayed: the error goes to
 // the caller (and its failure policy), and the map is refreshed for the next call. One call's
 // deadline (now + command_timeout) bounds everything it does: pool waits, redirects, the TRYAGAIN
 // backoff and a refresh (docs/reliability.md §7).
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,6 +43,9 @@ class ClusterConnection final : public Connection {
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
   bool scripts_span_slots() const override { return false; }
+  // The master serving the key's slot in the current map: a number per node, stable for the
+  // connection's life (0 while the slot's owner is unknown).
+  std::size_t node_of(std::string_view key) const override;
   void begin_call() override;
   void end_call() noexcept override;
 
@@ -61,6 +66,7 @@ class ClusterConnection final : public Connection {
   struct Node {
     Endpoint endpoint;
     std::shared_ptr<ConnectionPool> pool;
+    std::size_t shard = 0;  // 1, 2, ...: the order we met the node in
   };
   std::shared_ptr<Node> node(const std::string& host, int port);
   std::shared_ptr<Node> route(std::uint16_t slot);

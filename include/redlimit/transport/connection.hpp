@@ -2,7 +2,9 @@
 // The narrow seam between strategies and Redis: send one command, get one reply. Strategies need
 // nothing else (EVALSHA, EVAL, DEL), so unit tests swap in a gmock MockConnection and other
 // transports (a pool, a cluster router) plug in beside RedisConnection.
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlimit/reply.hpp"
@@ -21,6 +23,15 @@ class Connection {
   // backend), where consume_many decides a whole batch in one script call. A Redis Cluster router
   // answers false, and batches are then split by slot.
   virtual bool scripts_span_slots() const { return true; }
+
+  // Which shard serves `key`: the unit of failure, each with its own circuit breaker, so that an
+  // outage of one shard short-circuits only the subjects that live there. One server is one shard
+  // (0); a Redis Cluster router answers one number per master, from its slot map (0 while the
+  // slot's owner is not known). Cheap: called for every request of every decision.
+  virtual std::size_t node_of(std::string_view key) const {
+    (void)key;
+    return 0;
+  }
 
   // One call's deadline (docs/reliability.md §7): the decision path brackets each call's send step
   // (EVALSHA, the EVAL after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
