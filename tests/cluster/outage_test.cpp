@@ -1,6 +1,7 @@
-// One master down (issue 18, item 5): a master is killed with SIGKILL and started again on its port
-// after the test. While it is down, the breaker of its shard opens and only its subjects are
-// short-circuited.
+// One master down (issue 18, items 5 and 6): a master is killed with SIGKILL and started again on its
+// port after the test. While it is down, the breaker of its shard opens and only its subjects are
+// short-circuited; a batch spanning the three masters returns the decisions the live masters made,
+// and the failure policy's answer for the dead master's requests only.
 //
 // The dead phase of each test lasts well under cluster-node-timeout (1 s), so the cluster has not
 // marked the master failed (nor started a failover) when it comes back. In case a slow machine
@@ -168,6 +169,65 @@ TEST_F(ClusterOneMasterDown, OnlyTheDeadMastersSubjectsAreShortCircuited) {
   EXPECT_EQ(probe.source, Source::primary) << probe;
   EXPECT_EQ(fw.consume(who.front()).source, Source::primary);
   EXPECT_EQ(rl.counters().breaker_short_circuits, c.breaker_short_circuits);
+}
+
+// Item 6. A batch of 9 (3 subjects per master, limit 3), 4 times, no breaker (so that every batch
+// reaches the dead master). Before, the dead master's ConnectionError failed every batch as a whole:
+// fail_open admitted all 24 live requests (the 4th time over the limit, though the live masters had
+// recorded them and rejected it), fail_closed rejected all 24. Now each live request gets its own
+// decision and only the dead master's requests the policy's answer.
+TEST_F(ClusterOneMasterDown, ABatchKeepsTheDecisionsOfTheLiveMasters) {
+  at(0s);
+  constexpr std::int64_t L = 3;
+  const auto open = limiter(OnFailure::fail_open, 0);
+  const auto closed = limiter(OnFailure::fail_closed, 0);
+  const auto guarded = limiter(OnFailure::fail_closed, 5);  // the default breaker: opens for one shard
+  const auto raise = limiter(OnFailure::raise, 0);
+  const auto fw_open = open.fixed_window("down.batch.open", Limit(L, 1h));
+  const auto fw_closed = closed.fixed_window("down.batch.closed", Limit(L, 1h));
+  const auto fw_guarded = guarded.fixed_window("down.batch.guarded", Limit(L, 1h));
+  const auto fw_raise = raise.fixed_window("down.batch.raise", Limit(L, 1h));
+  std::map<const redlimit::Strategy*, std::vector<std::string>> subjects_of;
+  for (const auto* fw : {&fw_open, &fw_closed, &fw_guarded, &fw_raise}) subjects_of[fw] = subjects(*fw, 3);
+  kill_victim();
+  int kept = 0, live = 0;
+  for (const auto* fw : {&fw_open, &fw_closed, &fw_guarded}) {
+    const bool admit_on_failure = fw == &fw_open;
+    const auto& who = subjects_of[fw];
+    ASSERT_EQ(who.size(), 9u);
+    std::vector<redlimit::Request> batch;
+    for (const auto& w : who) batch.push_back({w, 1});
+    for (std::int64_t round = 0; round <= L; ++round) {
+      const std::vector<Decision> got = fw->consume_many(batch);
+      ASSERT_EQ(got.size(), batch.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        SCOPED_TRACE(who[i] + " round " + std::to_string(round));
+        if (on_victim(*fw, who[i])) {
+          EXPECT_EQ(got[i].source, Source::failure_policy) << got[i];
+          EXPECT_EQ(got[i].allowed, admit_on_failure) << got[i];
+          continue;
+        }
+        ++live;
+        kept += got[i].source == Source::primary;
+        EXPECT_EQ(got[i].source, Source::primary) << got[i];
+        EXPECT_EQ(got[i].allowed, round < L) << got[i];
+        EXPECT_EQ(got[i].remaining, std::max<std::int64_t>(L - 1 - round, 0)) << got[i];
+      }
+    }
+    for (const auto& w : who) {
+      if (!on_victim(*fw, w)) EXPECT_EQ(fw->peek(w).remaining, 0) << w;  // Redis recorded exactly L
+    }
+  }
+  std::printf("[ one master down ] batches spanning 3 masters, one dead: %d of %d live decisions returned\n", kept,
+              live);
+  EXPECT_GT(guarded.counters().breaker_short_circuits, 0u);  // the dead shard's breaker opened...
+  // ... and under raise the batch throws (documented: the live masters' decisions are recorded but
+  // not returned), while a single call to a live master is decided.
+  const auto& who = subjects_of[&fw_raise];
+  std::vector<redlimit::Request> batch;
+  for (const auto& w : who) batch.push_back({w, 1});
+  EXPECT_THROW(fw_raise.consume_many(batch), redlimit::ConnectionError);
+  EXPECT_EQ(fw_raise.consume(who.back()).source, Source::primary);
 }
 
 }  // namespace

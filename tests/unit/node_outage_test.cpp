@@ -1,6 +1,7 @@
-// One node of several down (issue 18, item 5), behind a MockConnection that stands for a cluster of
-// two masters: keys of subjects starting with "dead" live on node 2, the others on node 1. Each node
-// has its own breaker.
+// One node of several down (issue 18, items 5 and 6), behind a MockConnection that stands for a
+// cluster of two masters: keys of subjects starting with "dead" live on node 2, the others on node 1.
+// Each node has its own breaker; a batch keeps the decisions of the node that answered, and a
+// command whose node failed in transit (a transit_failure reply) is an outage of its requests only.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -116,6 +117,73 @@ TEST_F(NodeOutageTest, RaiseRefusedByOneBreakerGivesBackTheOthersProbe) {
   // ... and node 2's probe was given back: this call probes it (before, it stayed half-open).
   EXPECT_EQ(fw.consume("dead").source, Source::primary);
   EXPECT_EQ(limiter.counters().breaker_short_circuits, 1u);
+}
+
+// A transit_failure reply (node 2 failed in transit while node 1 answered): node 1's decisions stand,
+// node 2's requests get the failure policy, counted once each.
+TEST_F(NodeOutageTest, TransitFailureIsAnOutageOfItsOwnCallOnly) {
+  const RateLimiter limiter = make(OnFailure::fail_open, 0);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_)).WillOnce([](const Commands& cmds) {
+    std::vector<Reply> out;
+    for (const auto& c : cmds) {
+      out.push_back(to_dead(c) ? redlimit::transit_failure(ConnectionError("refused"))
+                               : decision_reply(0, 0, 500'000, 1'000'000));
+    }
+    return out;
+  });
+  const auto d = fw.consume_many({{"live", 1}, {"dead", 1}});
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].source, Source::primary);
+  EXPECT_FALSE(d[0].allowed);  // Redis's rejection, not fail_open's admission
+  EXPECT_EQ(d[1].source, Source::failure_policy);
+  EXPECT_TRUE(d[1].allowed);
+  EXPECT_EQ(limiter.counters().errors, 1u);
+  EXPECT_EQ(limiter.counters().from_failure_policy, 1u);
+}
+
+// Under raise the transit failure is thrown as what it was: a TimeoutError or a ConnectionError
+// (outcome unknown), not a ReplyError.
+TEST_F(NodeOutageTest, TransitFailureUnderRaiseThrowsItsOwnKind) {
+  const RateLimiter limiter = make(OnFailure::raise, 0);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_)).Times(2).WillRepeatedly([](const Commands& cmds) {
+    std::vector<Reply> out;
+    for (const auto& c : cmds) {
+      out.push_back(to_dead(c) ? redlimit::transit_failure(TimeoutError("read: Resource temporarily unavailable"))
+                               : decision_reply(1, 4, 0, 1'000'000));
+    }
+    return out;
+  });
+  EXPECT_THROW(fw.consume_many({{"live", 1}, {"dead", 1}}), TimeoutError);
+  try {
+    fw.consume_many({{"live", 1}, {"dead", 1}});
+  } catch (const TimeoutError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("Resource temporarily unavailable"));
+    EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("REDLIMIT_")));
+  }
+}
+
+// NOSCRIPT on node 2 only, and node 2 failing on the EVAL: node 1's decision stands (the EVAL is the
+// only command that met the failure; nothing is sent again).
+TEST_F(NodeOutageTest, FailedEvalAfterNoscriptKeepsTheOtherNodesDecision) {
+  const RateLimiter limiter = make(OnFailure::fail_closed, 0);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, pipeline(_)).WillOnce([](const Commands& cmds) {
+    std::vector<Reply> out;
+    for (const auto& c : cmds) out.push_back(to_dead(c) ? redlimit_unit::noscript_reply() : decision_reply(1, 4, 0, 1));
+    return out;
+  });
+  EXPECT_CALL(*mock, command(_)).WillOnce([](const Argv& c) -> Reply {
+    EXPECT_EQ(c.at(0), "EVAL");
+    EXPECT_TRUE(to_dead(c));
+    throw ConnectionError("reset by peer");
+  });
+  const auto d = fw.consume_many({{"live", 1}, {"dead", 1}});
+  EXPECT_EQ(d[0].source, Source::primary);
+  EXPECT_TRUE(d[0].allowed);
+  EXPECT_EQ(d[1].source, Source::failure_policy);
+  EXPECT_FALSE(d[1].allowed);
 }
 
 }  // namespace

@@ -5,15 +5,17 @@
 // followed (ASK with ASKING); TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff, from the
 // slot's owner again; a redirect still unresolved at the end is returned as the reply, which the
 // decision path treats as an outage. Reads stay on masters. Each master is a shard of its own
-// (node_of), with its own circuit breaker.
-// A command whose outcome is unknown (I/O error, timeout) is never replayed: the error goes to
-// the caller (and its failure policy), and the map is refreshed for the next call. One call's
+// (node_of), with its own circuit breaker. A command whose outcome is unknown (I/O error, timeout)
+// is never replayed: the error goes to the caller (and its failure policy), or, in a pipeline whose
+// other nodes answered, that command's reply is a transit_failure(); the map is refreshed for the
+// next call. One call's
 // deadline (now + command_timeout) bounds everything it does: pool waits, redirects, the TRYAGAIN
 // backoff and a refresh (docs/reliability.md §7).
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -81,6 +83,10 @@ class ClusterConnection final : public Connection {
   // route(), after the refresh a previous call left to this node's next caller.
   std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
+  // One node's part of a pipeline, answers into `out` at `indices`. Returns how many of its commands
+  // failed in transit (each answered by a transit_failure() reply; `failure` keeps the first error).
+  std::size_t send_group(const std::shared_ptr<Node>& n, const std::vector<std::vector<std::string>>& commands,
+                  const std::vector<std::size_t>& indices, std::vector<Reply>& out, std::exception_ptr& failure);
 
   ClusterEndpoint seeds_;
   Options options_;
