@@ -108,10 +108,15 @@ class DecisionPath {
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
   std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
   bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
-  // With a breaker: the breaker of each pending request's shard (parallel to pending_), and the
-  // distinct breakers that let this call through, each to be settled once by the call's outcome.
-  std::vector<Breaker*> breaker_of_;
+  // The breaker of a pending request's shard (null without breakers).
+  Breaker* breaker_at(std::size_t pending_index) const {
+    if (!breaker_of_.empty()) return breaker_of_[pending_index];
+    return through_.empty() ? nullptr : through_.front();
+  }
+  // With breakers: the distinct breakers that let this call through, each settled once by the call's
+  // outcome; and, only when there are several, each pending request's (parallel to pending_).
   std::vector<Breaker*> through_;
+  std::vector<Breaker*> breaker_of_;
 };
 
 // The whole path, synchronously, over the limiter's connection (serialised by the context's mutex

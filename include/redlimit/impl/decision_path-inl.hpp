@@ -65,7 +65,6 @@ REDLIMIT_INLINE void DecisionPath::consult_breakers() {
   std::vector<std::size_t> refused;
   std::vector<Breaker*> closed_to;  // breakers that refused this call
   std::size_t kept = 0;
-  breaker_of_.reserve(pending_.size());
   for (std::size_t p : pending_) {
     Breaker* b = &ctx.breakers->of(ctx.connection->node_of(requests_[p].keys[0]));
     bool through = std::find(through_.begin(), through_.end(), b) != through_.end();
@@ -74,8 +73,11 @@ REDLIMIT_INLINE void DecisionPath::consult_breakers() {
       (through ? through_ : closed_to).push_back(b);
     }
     if (through) {
+      // One breaker for the whole call (always so on one server) needs no table; a second shard
+      // starts one, filled in for the requests kept so far.
+      if (b != through_.front() && breaker_of_.empty()) breaker_of_.assign(kept, through_.front());
       pending_[kept++] = p;
-      breaker_of_.push_back(b);
+      if (!breaker_of_.empty()) breaker_of_.push_back(b);
     } else {
       refused.push_back(p);
     }
@@ -144,25 +146,29 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
   Context& ctx = *ctx_;
   std::exception_ptr usage_error;  // the first reply that was about the request, not the server
   std::vector<std::pair<std::size_t, std::exception_ptr>> outages;  // (index in pending_, its call's outage)
-  std::vector<Breaker*> answered;                                   // breakers of the shards that answered
+  std::vector<Breaker*> answered;  // breakers of the shards that answered, when there are several
+  bool any_answered = false;
   ctx.counters.answered += replies.size();
   // Each reply is judged on its own: one call's outage (an outage reply, or its node failing in
   // transit on a cluster) does not undo the decisions other calls made.
   for (std::size_t k = 0; k < replies.size() && k < members_.size(); ++k) {
     const auto& ids = members_[k];
     Breaker* b = breaker_of_.empty() ? nullptr : breaker_of_[ids.front()];
+    auto heard = [&] {
+      any_answered = true;
+      if (b && std::find(answered.begin(), answered.end(), b) == answered.end()) answered.push_back(b);
+    };
     try {
       check_script_reply(*script_, replies[k], spec_->name);
       const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits);
       for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
-      if (b && std::find(answered.begin(), answered.end(), b) == answered.end()) answered.push_back(b);
+      heard();
     } catch (const UnavailableError&) {
       for (std::size_t j : ids) outages.emplace_back(j, std::current_exception());
     } catch (const ConnectionError&) {
       for (std::size_t j : ids) outages.emplace_back(j, std::current_exception());
     } catch (const ReplyError&) {
-      // The server is up: it judged the request.
-      if (b && std::find(answered.begin(), answered.end(), b) == answered.end()) answered.push_back(b);
+      heard();  // the server is up: it judged the request
       if (!usage_error) usage_error = std::current_exception();
     }
   }
@@ -170,8 +176,9 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
   // as it always did; a shard that answered anything is up.
   for (const auto& o : outages) {
     ++ctx.counters.errors;
-    if (!breaker_of_.empty()) breaker_of_[o.first]->failure(ctx.clock->now());
+    if (Breaker* b = breaker_at(o.first)) b->failure(ctx.clock->now());
   }
+  if (breaker_of_.empty() && any_answered && !through_.empty()) through_.front()->success();
   for (Breaker* b : answered) b->success();
   try {
     if (usage_error) {
