@@ -57,6 +57,7 @@ struct Options {
   OnFailure on_failure = OnFailure::raise;
   // Circuit breaker: after this many consecutive failures, decisions skip Redis (and go straight
   // to on_failure) for breaker_cooldown; then one call probes Redis, and a success closes it.
+  // On a Redis Cluster each master has a breaker of its own (docs/cluster.md, "One master down").
   // 0 = no breaker.
   int breaker_threshold = 5;
   std::chrono::milliseconds breaker_cooldown{1000};

@@ -99,6 +99,7 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::stri
   n->endpoint.db = 0;
   n->pool = std::make_shared<ConnectionPool>(n->endpoint, options_.connect_timeout, options_.command_timeout,
                                              options_.pool);
+  n->shard = nodes_.size() + 1;
   nodes_.push_back(n);
   return n;
 }
@@ -214,11 +215,22 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t 
   return slots_[slot];
 }
 
+namespace {
+
+bool must_wait(const std::string& err) { return starts_with(err, "TRYAGAIN") || starts_with(err, "CLUSTERDOWN"); }
+
+bool redirected(const Reply& r) {
+  return r.is_error() && (starts_with(r.str, "MOVED ") || starts_with(r.str, "ASK ") || must_wait(r.str));
+}
+
+}  // namespace
+
 Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_t slot) {
   auto target = route_fresh(slot);
   bool asking = false;
+  int redirects = 0, retries = 0;
   std::chrono::milliseconds backoff{10};
-  for (int attempt = 0;; ++attempt) {
+  while (true) {
     Reply reply;
     try {
       if (asking) {
@@ -233,32 +245,43 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
       throw;
     }
     asking = false;
-    if (!reply.is_error() || attempt >= max_redirects()) return reply;
+    if (!reply.is_error()) return reply;
     std::string host;
     int port = 0;
-    if (starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port)) {
-      // The slot has a new owner: update that slot now and the whole map before the next command.
-      {
-        std::unique_lock<std::shared_mutex> lock(mutex_);
-        target = slots_[slot] = node(host, port);
-      }
-      refresh_quietly();
-      target = route(slot);
-    } else if (starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port)) {
-      std::unique_lock<std::shared_mutex> lock(mutex_);
-      target = node(host, port);  // this command only; the slot is still being migrated
-      asking = true;
-    } else if (starts_with(reply.str, "TRYAGAIN") || starts_with(reply.str, "CLUSTERDOWN")) {
-      // Bounded: max_redirects attempts, 10..160 ms, and never past the call's deadline (then the
-      // reply goes to the caller as it is: an outage, for the failure policy).
-      const auto left = left_in_call(options_.command_timeout);
-      if (left <= std::chrono::nanoseconds(backoff)) return reply;
-      std::this_thread::sleep_for(backoff);
-      backoff *= 2;
-      if (starts_with(reply.str, "CLUSTERDOWN")) {
+    const bool moved = starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port);
+    const bool ask = !moved && starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port);
+    if (moved || ask) {
+      // A chain of redirects with no wait between them is bounded: a slot that keeps bouncing is
+      // an outage (the redirect goes to the caller, whose failure policy answers).
+      if (++redirects > max_redirects()) return reply;
+      if (moved) {
+        // The slot has a new owner: update that slot now and the whole map before the next command.
+        {
+          std::unique_lock<std::shared_mutex> lock(mutex_);
+          target = slots_[slot] = node(host, port);
+        }
         refresh_quietly();
         target = route(slot);
+      } else {
+        std::unique_lock<std::shared_mutex> lock(mutex_);
+        target = node(host, port);  // this command only; the slot is still being migrated
+        asking = true;
       }
+    } else if (must_wait(reply.str)) {
+      // TRYAGAIN: a multi-key command (ours: a state key and a block marker) on a slot mid-migration
+      // whose keys are split between the two nodes, or not all there yet; it can run once the
+      // migration ends. Bounded: max_retries, 10..100 ms apart, never past the call's deadline
+      // (then the reply goes to the caller as it is: an outage, for the failure policy).
+      const auto left = left_in_call(options_.command_timeout);
+      if (++retries > max_retries() || left <= std::chrono::nanoseconds(backoff)) return reply;
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+      redirects = 0;
+      if (starts_with(reply.str, "CLUSTERDOWN")) refresh_quietly();
+      // From the slot's owner again, not from the node that said TRYAGAIN: after ASK that node does
+      // not own the slot (without ASKING it answers MOVED back), and the owner says where the keys
+      // are now (ASK again, or the slot itself once the migration is over).
+      target = route(slot);
     } else {
       return reply;  // an ordinary error reply (NOSCRIPT included) is the caller's
     }
@@ -285,7 +308,9 @@ Reply ClusterConnection::command(const std::vector<std::string>& argv) {
 
 std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
   // Split by node, one pipeline per node, answers back in the caller's order. A redirected command
-  // is resent on its own through command(), within the same call's deadline.
+  // is resent on its own through command(), within the same call's deadline. A node failing in
+  // transit fails its own commands only (transit_failure replies): the others' answers stand,
+  // as they were recorded. Only when every command failed does the call fail as a whole.
   CallScope call(*this);
   std::vector<Reply> out(commands.size());
   std::vector<std::pair<std::shared_ptr<Node>, std::vector<std::size_t>>> groups;
@@ -299,27 +324,53 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
     }
     it->second.push_back(i);
   }
-  for (auto& [n, indices] : groups) {
-    std::vector<std::vector<std::string>> batch;
-    batch.reserve(indices.size());
-    for (std::size_t i : indices) batch.push_back(commands[i]);
-    std::vector<Reply> replies;
-    try {
-      replies = n->pool->pipeline(batch);
-    } catch (const ConnectionError&) {
-      refresh_quietly(n);
-      throw;
-    }
-    for (std::size_t j = 0; j < indices.size(); ++j) {
-      Reply& r = replies[j];
-      if (r.is_error() && (starts_with(r.str, "MOVED ") || starts_with(r.str, "ASK ") ||
-                           starts_with(r.str, "TRYAGAIN") || starts_with(r.str, "CLUSTERDOWN"))) {
-        r = command(commands[indices[j]]);  // it did not run where it was sent
-      }
-      out[indices[j]] = std::move(r);
-    }
-  }
+  std::exception_ptr failure;
+  std::size_t failed = 0;
+  for (const auto& [n, indices] : groups) failed += send_group(n, commands, indices, out, failure);
+  if (failure && failed == commands.size()) std::rethrow_exception(failure);
   return out;
+}
+
+std::size_t ClusterConnection::send_group(const std::shared_ptr<Node>& n,
+                                          const std::vector<std::vector<std::string>>& commands,
+                                          const std::vector<std::size_t>& indices, std::vector<Reply>& out,
+                                          std::exception_ptr& failure) {
+  std::vector<std::vector<std::string>> batch;
+  batch.reserve(indices.size());
+  for (std::size_t i : indices) batch.push_back(commands[i]);
+  std::vector<Reply> replies;
+  try {
+    replies = n->pool->pipeline(batch);
+  } catch (const ConnectionError& e) {
+    // The outcome of this node's commands is unknown: none is replayed. Learn the new topology for
+    // the next call.
+    if (!failure) failure = std::current_exception();
+    for (std::size_t i : indices) out[i] = transit_failure(e);
+    refresh_quietly(n);
+    return indices.size();
+  }
+  std::size_t failed = 0;
+  for (std::size_t j = 0; j < indices.size(); ++j) {
+    Reply& r = replies[j];
+    if (redirected(r)) {
+      try {
+        r = command(commands[indices[j]]);  // it did not run where it was sent
+      } catch (const ConnectionError& e) {
+        if (!failure) failure = std::current_exception();
+        r = transit_failure(e);
+        ++failed;
+      }
+    }
+    out[indices[j]] = std::move(r);
+  }
+  return failed;
+}
+
+std::size_t ClusterConnection::node_of(std::string_view key) const {
+  const std::uint16_t slot = detail::key_slot(key);
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const auto& n = slots_[slot];
+  return n ? n->shard : 0;
 }
 
 std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "redlimit/transport/redis_connection.hpp"
 
@@ -166,6 +169,84 @@ void flush_all_masters() {
   for (const auto& m : live_masters()) {
     const redlimit::Reply r = raw(m.port, {"FLUSHALL"});
     if (r.is_error()) throw std::runtime_error("FLUSHALL on " + std::to_string(m.port) + ": " + r.str);
+  }
+}
+
+namespace {
+
+void write_state_file() {
+  std::ofstream state(g_state_file, std::ios::trunc);
+  state << "dir=" << g_state.dir << "\nports=\"";
+  for (std::size_t i = 0; i < g_state.ports.size(); ++i) state << (i ? " " : "") << g_state.ports[i];
+  state << "\"\npids=\"";
+  for (std::size_t i = 0; i < g_state.pids.size(); ++i) state << (i ? " " : "") << g_state.pids[i];
+  state << "\"\n";
+}
+
+}  // namespace
+
+pid_t restart_node(int port) {
+  const auto it = std::find(g_state.ports.begin(), g_state.ports.end(), port);
+  if (it == g_state.ports.end()) throw std::runtime_error("not a node of the cluster: " + std::to_string(port));
+  const char* timeout_env = std::getenv("CLUSTER_NODE_TIMEOUT");
+  const std::string node_timeout = timeout_env && *timeout_env ? timeout_env : "1000";
+  const std::string dir = g_state.dir + "/" + std::to_string(port);
+  const std::string pidfile = dir + "/restarted.pid";
+  std::remove(pidfile.c_str());
+  // Daemonized, so that it is not our child (no zombie for cluster.sh stop to wait on).
+  std::string out;
+  const int rc = run("redis-server --port " + std::to_string(port) + " --bind 127.0.0.1 --cluster-enabled yes" +
+                         " --cluster-config-file '" + dir + "/nodes.conf' --cluster-node-timeout " + node_timeout +
+                         " --dir '" + dir + "' --save '' --appendonly no --daemonize yes --pidfile '" + pidfile +
+                         "' --enable-debug-command local --logfile '" + dir + "/redis.log'",
+                     30, &out);
+  if (rc != 0) throw std::runtime_error("redis-server did not start again: " + out);
+  pid_t pid = 0;
+  for (int i = 0; i < 200 && pid == 0; ++i) {
+    std::ifstream f(pidfile);
+    if (!(f >> pid)) pid = 0;
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (pid == 0) throw std::runtime_error("no pid file from the restarted node " + std::to_string(port));
+  g_state.pids[static_cast<std::size_t>(it - g_state.ports.begin())] = pid;
+  write_state_file();
+  for (int i = 0; i < 200; ++i) {
+    try {
+      if (raw(port, {"PING"}).type == redlimit::Reply::Type::status) return pid;
+    } catch (const redlimit::ConnectionError&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  throw std::runtime_error("the restarted node " + std::to_string(port) + " does not answer");
+}
+
+bool wait_cluster_ok(std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  do {
+    bool ok = true;
+    for (int port : g_state.ports) {
+      try {
+        if (raw(port, {"CLUSTER", "INFO"}).str.find("cluster_state:ok") == std::string::npos) ok = false;
+      } catch (const redlimit::ConnectionError&) {
+      }
+    }
+    const auto masters = live_masters();
+    std::int64_t covered = 0;
+    for (const auto& m : masters) {
+      for (auto [lo, hi] : m.slots) covered += hi - lo + 1;
+    }
+    if (ok && masters.size() == 3 && covered == 16384) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
+void config_set_everywhere(const std::string& name, const std::string& value) {
+  for (int port : g_state.ports) {
+    try {
+      raw(port, {"CONFIG", "SET", name, value});
+    } catch (const redlimit::ConnectionError&) {
+    }
   }
 }
 

@@ -50,6 +50,18 @@ int owner_port(int slot, int avoid_port = 0);
 // FLUSHALL on every live master.
 void flush_all_masters();
 
+// Starts again, on its port, a node the test killed (same directory, nodes.conf and options as
+// scripts/cluster.sh gives it); its new pid replaces the old one in cluster() and in the state file,
+// so stopping the cluster stops it. Returns the new pid (throws std::runtime_error on failure).
+pid_t restart_node(int port);
+
+// Waits until every node that answers says cluster_state:ok and three live masters serve all 16384
+// slots; false if that did not happen within `limit`.
+bool wait_cluster_ok(std::chrono::milliseconds limit);
+
+// CONFIG SET name value on every node that answers.
+void config_set_everywhere(const std::string& name, const std::string& value);
+
 // Runs a shell command with a time limit (coreutils `timeout`); returns its exit status, and its
 // output in `out` when given.
 int run(const std::string& command, int timeout_seconds, std::string* out = nullptr);

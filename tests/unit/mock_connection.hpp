@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlimit/transport/connection.hpp"
@@ -46,6 +48,9 @@ class MockConnection : public redlimit::Connection {
   // A single server unless a test says it stands for a cluster.
   bool scripts_span_slots() const override { return span_slots; }
   bool span_slots = true;
+  // One node unless a test maps keys to nodes (a cluster's masters, each with its own breaker).
+  std::size_t node_of(std::string_view key) const override { return node_for ? node_for(key) : 0; }
+  std::function<std::size_t(std::string_view)> node_for;
   MOCK_METHOD(std::vector<redlimit::Reply>, pipeline, (const std::vector<std::vector<std::string>>&), (override));
 };
 

@@ -3,7 +3,10 @@
 // limiter stops sending to Redis for `cooldown` (the failure policy answers meanwhile); then one
 // caller probes (half-open) and its outcome closes the breaker or opens it again.
 #include <chrono>
+#include <cstddef>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "redlimit/detail/config.hpp"
 
@@ -22,6 +25,7 @@ class Breaker {
   // the breaker can never stay half-open with no probe in flight.
   void release();
   std::chrono::microseconds cooldown() const { return cooldown_; }
+  int threshold() const { return threshold_; }
 
  private:
   const int threshold_;
@@ -31,6 +35,22 @@ class Breaker {
   bool open_ = false;
   bool probing_ = false;
   std::chrono::microseconds open_until_{0};
+};
+
+// A limiter's breakers, one per shard (Connection::node_of): one Redis is one shard, so one breaker,
+// exactly as before; on a cluster each master has its own, because one master down must not
+// short-circuit the subjects the healthy masters serve. Made on first use; a cluster names at most
+// one shard per node it has met, so their number is bounded by the nodes.
+class Breakers {
+ public:
+  Breakers(int threshold, std::chrono::microseconds cooldown) : first_(threshold, cooldown) {}
+  Breaker& of(std::size_t shard);
+  std::chrono::microseconds cooldown() const { return first_.cooldown(); }
+
+ private:
+  Breaker first_;  // shard 0: a single server's only one, reached without a lock or a lookup
+  std::mutex mutex_;
+  std::unordered_map<std::size_t, std::unique_ptr<Breaker>> others_;
 };
 
 }  // namespace redlimit::detail

@@ -32,7 +32,8 @@ struct Context {
   Options options;
   // A redisContext is not thread-safe: one caller at a time, unless the connection says otherwise.
   std::mutex mutex;
-  std::unique_ptr<Breaker> breaker;  // null when options.breaker_threshold == 0
+  // One circuit breaker per shard (Connection::node_of); null when options.breaker_threshold == 0.
+  std::unique_ptr<Breakers> breakers;
   AtomicCounters counters;
   std::unique_ptr<RejectCache> reject_cache;  // null unless options.local_reject_cache
 

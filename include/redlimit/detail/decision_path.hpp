@@ -2,8 +2,9 @@
 // The one decision path. Every call that asks Redis for decisions — consume, peek, refund, block,
 // consume_many, consume_async, on a server, a cluster or the memory backend — goes through it:
 //
-//   begin()   the local reject cache answers what it can; the breaker may forbid sending (then the
-//             failure policy answers everything); the rest is grouped into script calls
+//   begin()   the local reject cache answers what it can; the breaker of each request's shard may
+//             forbid sending (then the failure policy answers that shard's requests: one server is
+//             one shard, a cluster one per master); the rest is grouped into script calls
 //   send      the caller's own step: send_script_calls() (a round trip, NOSCRIPT -> EVAL) or
 //             send_script_call_async() (the same, over an event loop)
 //   finish()  each reply judged on its own: decisions decoded, outage replies answered by the
@@ -59,11 +60,13 @@ class DecisionPath {
   void add(ScriptCall call, std::int64_t cost);
 
   // Before any I/O. Returns the script calls to send, in order; empty when nothing needs Redis.
-  // Throws (after reporting) when the breaker is open and the failure policy is OnFailure::raise.
+  // Throws (after reporting) when a breaker is open and the failure policy is OnFailure::raise.
   const std::vector<ScriptCall>& begin();
-  // The replies to begin()'s calls, in order. Returns one decision per request added. Throws
-  // ReplyError for a usage error reply (counted; the server answered, so the breaker hears
-  // success), or the failure policy's error under raise.
+  // The replies to begin()'s calls, in order. Returns one decision per request added: Redis's, or
+  // the failure policy's for the requests whose call met an outage (an outage reply, or a
+  // transit_failure() reply for a call whose cluster node failed). Throws ReplyError for a usage
+  // error reply (counted; the server answered, so its shard's breaker hears success), or the failure
+  // policy's error under raise (then the decisions other calls made are recorded but not returned).
   std::vector<Decision> finish(std::vector<Reply> replies);
   // The send step failed as a whole (ConnectionError, TimeoutError: the outcome is unknown and
   // nothing is replayed): the failure policy answers every request that was to be sent.
@@ -78,9 +81,11 @@ class DecisionPath {
   Context& context() const { return *ctx_; }
 
  private:
+  void consult_breakers();
   void group();
   Decision on_failure(const std::exception& error, ScriptCall& call) const;
-  void failed(const std::exception& error, std::size_t pending_index);
+  void answer_outage(std::size_t pending_index, const std::exception_ptr& outage);
+  void release_breakers();
   std::vector<Decision> settle();
   void learn(std::size_t request, const Decision& d) const;
   // A request's own call: in requests_, or moved to script_calls_[0] when it is sent alone.
@@ -104,6 +109,15 @@ class DecisionPath {
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
   std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
   bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
+  // The breaker of a pending request's shard (null without breakers).
+  Breaker* breaker_at(std::size_t pending_index) const {
+    if (!breaker_of_.empty()) return breaker_of_[pending_index];
+    return through_.empty() ? nullptr : through_.front();
+  }
+  // With breakers: the distinct breakers that let this call through, each settled once by the call's
+  // outcome; and, only when there are several, each pending request's (parallel to pending_).
+  std::vector<Breaker*> through_;
+  std::vector<Breaker*> breaker_of_;
 };
 
 // The whole path, synchronously, over the limiter's connection (serialised by the context's mutex

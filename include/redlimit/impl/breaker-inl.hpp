@@ -33,4 +33,12 @@ REDLIMIT_INLINE void Breaker::failure(std::chrono::microseconds now) {
   }
 }
 
+REDLIMIT_INLINE Breaker& Breakers::of(std::size_t shard) {
+  if (shard == 0) return first_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& b = others_[shard];
+  if (!b) b = std::make_unique<Breaker>(first_.threshold(), first_.cooldown());
+  return *b;  // never erased: the reference stays valid as long as the limiter
+}
+
 }  // namespace redlimit::detail

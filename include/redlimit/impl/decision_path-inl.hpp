@@ -51,19 +51,48 @@ REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin() {
     pending_.push_back(i);
   }
   if (pending_.empty()) return script_calls_;
-  if (ctx.breaker && !ctx.breaker->allow(now_)) {
-    ++ctx.counters.breaker_short_circuits;
-    const ConnectionError open("circuit breaker open: Redis failed repeatedly");
-    try {
-      for (std::size_t p : pending_) out_[p] = on_failure(open, requests_[p]);
-    } catch (const std::exception& e) {
-      report_error(e);
-      throw;
-    }
-    return script_calls_;  // empty: the failure policy answered
-  }
+  if (ctx.breakers) consult_breakers();
+  if (pending_.empty()) return script_calls_;  // every shard's breaker is open: the policy answered
   group();
   return script_calls_;
+}
+
+// Each shard's breaker is asked once per call (a second allow() would refuse the probe it just let
+// through). The requests of a shard whose breaker is open are answered by the failure policy, with
+// no I/O; the others go on. On one server there is one shard: all or nothing, as it always was.
+REDLIMIT_INLINE void DecisionPath::consult_breakers() {
+  Context& ctx = *ctx_;
+  std::vector<std::size_t> refused;
+  std::vector<Breaker*> closed_to;  // breakers that refused this call
+  std::size_t kept = 0;
+  for (std::size_t p : pending_) {
+    Breaker* b = &ctx.breakers->of(ctx.connection->node_of(requests_[p].keys[0]));
+    bool through = std::find(through_.begin(), through_.end(), b) != through_.end();
+    if (!through && std::find(closed_to.begin(), closed_to.end(), b) == closed_to.end()) {
+      through = b->allow(now_);
+      (through ? through_ : closed_to).push_back(b);
+    }
+    if (through) {
+      // One breaker for the whole call (always so on one server) needs no table; a second shard
+      // starts one, filled in for the requests kept so far.
+      if (b != through_.front() && breaker_of_.empty()) breaker_of_.assign(kept, through_.front());
+      pending_[kept++] = p;
+      if (!breaker_of_.empty()) breaker_of_.push_back(b);
+    } else {
+      refused.push_back(p);
+    }
+  }
+  pending_.resize(kept);
+  if (refused.empty()) return;
+  ++ctx.counters.breaker_short_circuits;
+  const ConnectionError open("circuit breaker open: Redis failed repeatedly");
+  try {
+    for (std::size_t p : refused) out_[p] = on_failure(open, requests_[p]);
+  } catch (const std::exception& e) {
+    release_breakers();  // nothing is sent: a probe let through above must not stay out
+    report_error(e);
+    throw;
+  }
 }
 
 // One script call decides many requests (lua/epilogue.lua): the whole batch on a single server, one
@@ -116,31 +145,51 @@ REDLIMIT_INLINE void DecisionPath::group() {
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> replies) {
   Context& ctx = *ctx_;
   std::exception_ptr usage_error;  // the first reply that was about the request, not the server
+  std::vector<std::pair<std::size_t, std::exception_ptr>> outages;  // (index in pending_, its call's outage)
+  std::vector<Breaker*> answered;  // breakers of the shards that answered, when there are several
+  bool any_answered = false;
   ctx.counters.answered += replies.size();
-  try {
-    // Each reply is judged on its own: one call's outage reply does not undo another's decisions.
-    bool answered = false;
-    for (std::size_t k = 0; k < replies.size() && k < members_.size(); ++k) {
-      const auto& ids = members_[k];
-      try {
-        check_script_reply(*script_, replies[k], spec_->name);
-        const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits, spec_->windows);
-        for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
-        answered = true;
-      } catch (const UnavailableError& e) {
-        for (std::size_t j : ids) failed(e, j);
-      } catch (const ReplyError&) {
-        answered = true;  // the server is up: it judged the request
-        if (!usage_error) usage_error = std::current_exception();
-      }
+  // Each reply is judged on its own: one call's outage (an outage reply, or its node failing in
+  // transit on a cluster) does not undo the decisions other calls made.
+  for (std::size_t k = 0; k < replies.size() && k < members_.size(); ++k) {
+    const auto& ids = members_[k];
+    Breaker* b = breaker_of_.empty() ? nullptr : breaker_of_[ids.front()];
+    auto heard = [&] {
+      any_answered = true;
+      if (b && std::find(answered.begin(), answered.end(), b) == answered.end()) answered.push_back(b);
+    };
+    try {
+      check_script_reply(*script_, replies[k], spec_->name);
+      const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits, spec_->windows);
+      for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
+      heard();
+    } catch (const UnavailableError&) {
+      for (std::size_t j : ids) outages.emplace_back(j, std::current_exception());
+    } catch (const ConnectionError&) {
+      for (std::size_t j : ids) outages.emplace_back(j, std::current_exception());
+    } catch (const ReplyError&) {
+      heard();  // the server is up: it judged the request
+      if (!usage_error) usage_error = std::current_exception();
     }
-    if (answered && ctx.breaker) ctx.breaker->success();
+  }
+  // Every breaker hears its verdict before anything is thrown: an outage counts once per request,
+  // as it always did; a shard that answered anything is up.
+  for (const auto& o : outages) {
+    ++ctx.counters.errors;
+    if (Breaker* b = breaker_at(o.first)) b->failure(ctx.clock->now());
+  }
+  if (breaker_of_.empty() && any_answered && !through_.empty()) through_.front()->success();
+  for (Breaker* b : answered) b->success();
+  try {
     if (usage_error) {
       ++ctx.counters.errors;
       std::rethrow_exception(usage_error);
     }
+    // Under OnFailure::raise the first outage is thrown, and the decisions other calls made are
+    // not returned (they were recorded): docs/cluster.md, "One master down".
+    for (const auto& o : outages) answer_outage(o.first, o.second);
   } catch (const std::exception& e) {
-    if (ctx.breaker) ctx.breaker->release();  // harmless unless this call was the probe
+    release_breakers();  // harmless unless this call was a probe
     report_error(e);
     throw;
   }
@@ -150,7 +199,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::fail(const std::exception& error) {
   Context& ctx = *ctx_;
   ++ctx.counters.errors;
-  if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
+  for (Breaker* b : through_) b->failure(ctx.clock->now());  // each shard the call went to, once
   try {
     for (std::size_t p : pending_) out_[p] = on_failure(error, call_of(p));
   } catch (const std::exception& e) {
@@ -160,13 +209,18 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::fail(const std::exception& e
   return settle();
 }
 
-// An outage reply for one request: counted, told to the breaker, answered by the failure policy.
-REDLIMIT_INLINE void DecisionPath::failed(const std::exception& error, std::size_t pending_index) {
-  Context& ctx = *ctx_;
-  ++ctx.counters.errors;
-  if (ctx.breaker) ctx.breaker->failure(ctx.clock->now());
+// An outage of one request's call, counted and told to its breaker already: the failure policy answers.
+REDLIMIT_INLINE void DecisionPath::answer_outage(std::size_t pending_index, const std::exception_ptr& outage) {
   const std::size_t request = pending_[pending_index];
-  out_[request] = on_failure(error, call_of(request));
+  try {
+    std::rethrow_exception(outage);
+  } catch (const std::exception& e) {
+    out_[request] = on_failure(e, call_of(request));
+  }
+}
+
+REDLIMIT_INLINE void DecisionPath::release_breakers() {
+  for (Breaker* b : through_) b->release();
 }
 
 REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, ScriptCall& call) const {
@@ -186,7 +240,7 @@ REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, S
       return d;
     case OnFailure::fail_closed:
       d.allowed = false;
-      d.retry_after = ctx.breaker ? ctx.breaker->cooldown() : std::chrono::seconds(1);
+      d.retry_after = ctx.breakers ? ctx.breakers->cooldown() : std::chrono::seconds(1);
       d.source = Source::failure_policy;
       return d;
     case OnFailure::fallback:
@@ -237,7 +291,7 @@ REDLIMIT_INLINE void DecisionPath::account(Decision& d, std::chrono::nanoseconds
 
 REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
   ++ctx_->counters.errors;
-  if (ctx_->breaker) ctx_->breaker->release();
+  release_breakers();
   report_error(error);
 }
 

@@ -122,7 +122,7 @@ REDLIMIT_INLINE RateLimiter::RateLimiter(std::shared_ptr<Connection> connection,
   ctx_->connection = std::move(connection);
   ctx_->clock = options.clock ? options.clock : SystemClock::instance();
   if (options.breaker_threshold > 0) {
-    ctx_->breaker = std::make_unique<detail::Breaker>(options.breaker_threshold, options.breaker_cooldown);
+    ctx_->breakers = std::make_unique<detail::Breakers>(options.breaker_threshold, options.breaker_cooldown);
   }
   if (options.local_reject_cache) {
     ctx_->reject_cache = std::make_unique<detail::RejectCache>(options.local_reject_cache_size);

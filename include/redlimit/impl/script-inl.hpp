@@ -62,6 +62,11 @@ REDLIMIT_INLINE bool is_outage_reply(std::string_view error) {
       "MISCONF",      // writes stopped after a failed RDB save
       "NOPERM",       // the ACL user may not run EVALSHA/EVAL (or lost access to the keys)
       "NOAUTH",       // the server now requires a password this connection did not send
+      // A cluster redirect the router could not follow to the end within the call (redirects
+      // exhausted: the slot moving back and forth, a map that keeps changing). Not a script error:
+      // the command did not run anywhere.
+      "MOVED",
+      "ASK",
   };
   const std::string_view code = error.substr(0, error.find(' '));
   for (std::string_view outage : kOutages) {
@@ -74,6 +79,13 @@ REDLIMIT_INLINE bool is_outage_reply(std::string_view error) {
 REDLIMIT_INLINE void check_script_reply(const Script& script, const Reply& reply, std::string_view who) {
   if (!reply.is_error()) return;
   const std::string name = who.empty() ? message("script {}", script.name) : std::string(who);
+  // A command of a pipeline whose node failed in transit (Connection::pipeline): an outage of this
+  // call only, with the outcome unknown, as if it had been thrown.
+  const std::string_view text = reply.str;
+  const std::string_view code = text.substr(0, text.find(' '));
+  const std::string_view rest = code.size() < text.size() ? text.substr(code.size() + 1) : std::string_view{};
+  if (code == kTransitTimeout) throw TimeoutError(message("{}: {}", name, rest));
+  if (code == kTransitConnectionError) throw ConnectionError(message("{}: {}", name, rest));
   if (is_outage_reply(reply.str)) throw UnavailableError(message("{}: {}", name, printable(reply.str)));
   throw ReplyError(message("{} failed: {}", name, printable(reply.str)));
 }
@@ -91,7 +103,16 @@ REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Scr
   if (again.empty()) return replies;
   commands.clear();
   for (std::size_t i : again) commands.push_back(eval_command(script, calls[i].keys, calls[i].args));
-  std::vector<Reply> second = script_impl::round_trip(conn, commands);
+  std::vector<Reply> second;
+  try {
+    second = script_impl::round_trip(conn, commands);
+  } catch (const ConnectionError& e) {
+    // The first round trip decided some calls (a cluster: other nodes had the script): keep their
+    // decisions, and let only the re-sent calls meet the failure (their outcome is unknown).
+    if (again.size() == replies.size()) throw;
+    for (std::size_t i : again) replies[i] = transit_failure(e);
+    return replies;
+  }
   for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
   return replies;
 }

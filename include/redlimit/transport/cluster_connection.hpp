@@ -1,15 +1,21 @@
 #pragma once
 // A Connection to a Redis Cluster: we route ourselves, as hiredis 0.14 has no cluster support.
 // Each command goes to the master owning its key's slot (CRC16 of the {hash tag}); the slot map
-// comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. ASK is followed once
-// with ASKING; TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff. Reads stay on masters.
-// A command whose outcome is unknown (I/O error, timeout) is never replayed: the error goes to
-// the caller (and its failure policy), and the map is refreshed for the next call. One call's
+// comes from CLUSTER SLOTS and is refreshed on MOVED and on connection errors. MOVED and ASK are
+// followed (ASK with ASKING); TRYAGAIN and CLUSTERDOWN are retried with a bounded backoff, from the
+// slot's owner again; a redirect still unresolved at the end is returned as the reply, which the
+// decision path treats as an outage. Reads stay on masters. Each master is a shard of its own
+// (node_of), with its own circuit breaker. A command whose outcome is unknown (I/O error, timeout)
+// is never replayed: the error goes to the caller (and its failure policy), or, in a pipeline whose
+// other nodes answered, that command's reply is a transit_failure(); the map is refreshed for the
+// next call. One call's
 // deadline (now + command_timeout) bounds everything it does: pool waits, redirects, the TRYAGAIN
 // backoff and a refresh (docs/reliability.md §7).
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -39,6 +45,9 @@ class ClusterConnection final : public Connection {
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
   bool scripts_span_slots() const override { return false; }
+  // The master serving the key's slot in the current map: a number per node, stable for the
+  // connection's life (0 while the slot's owner is unknown).
+  std::size_t node_of(std::string_view key) const override;
   void begin_call() override;
   void end_call() noexcept override;
 
@@ -49,12 +58,17 @@ class ClusterConnection final : public Connection {
   // Masters known from the last refresh.
   std::vector<std::string> masters() const;
 
+  // MOVED/ASK followed in a row before the redirect is returned as the reply (an outage).
   static constexpr int max_redirects() { return 5; }
+  // TRYAGAIN/CLUSTERDOWN retries of one command (10, 20, 40, 80, then 100 ms apart), fewer when the
+  // call's deadline comes first.
+  static constexpr int max_retries() { return 10; }
 
  private:
   struct Node {
     Endpoint endpoint;
     std::shared_ptr<ConnectionPool> pool;
+    std::size_t shard = 0;  // 1, 2, ...: the order we met the node in
   };
   std::shared_ptr<Node> node(const std::string& host, int port);
   std::shared_ptr<Node> route(std::uint16_t slot);
@@ -69,6 +83,10 @@ class ClusterConnection final : public Connection {
   // route(), after the refresh a previous call left to this node's next caller.
   std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
+  // One node's part of a pipeline, answers into `out` at `indices`. Returns how many of its commands
+  // failed in transit (each answered by a transit_failure() reply; `failure` keeps the first error).
+  std::size_t send_group(const std::shared_ptr<Node>& n, const std::vector<std::vector<std::string>>& commands,
+                  const std::vector<std::size_t>& indices, std::vector<Reply>& out, std::exception_ptr& failure);
 
   ClusterEndpoint seeds_;
   Options options_;

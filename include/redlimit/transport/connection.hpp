@@ -2,9 +2,12 @@
 // The narrow seam between strategies and Redis: send one command, get one reply. Strategies need
 // nothing else (EVALSHA, EVAL, DEL), so unit tests swap in a gmock MockConnection and other
 // transports (a pool, a cluster router) plug in beside RedisConnection.
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "redlimit/errors.hpp"
 #include "redlimit/reply.hpp"
 
 namespace redlimit {
@@ -22,6 +25,15 @@ class Connection {
   // answers false, and batches are then split by slot.
   virtual bool scripts_span_slots() const { return true; }
 
+  // Which shard serves `key`: the unit of failure, each with its own circuit breaker, so that an
+  // outage of one shard short-circuits only the subjects that live there. One server is one shard
+  // (0); a Redis Cluster router answers one number per master, from its slot map (0 while the
+  // slot's owner is not known). Cheap: called for every request of every decision.
+  virtual std::size_t node_of(std::string_view key) const {
+    (void)key;
+    return 0;
+  }
+
   // One call's deadline (docs/reliability.md §7): the decision path brackets each call's send step
   // (EVALSHA, the EVAL after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
   // CallScope. A transport with a command deadline starts it at begin_call() and makes every step
@@ -36,6 +48,10 @@ class Connection {
   virtual Reply command(const std::vector<std::string>& argv) = 0;
 
   // Sends several commands in one round trip; replies in order. The default sends them one by one.
+  // A transport over several servers (a cluster) whose commands went to several nodes, some of which
+  // answered and some failed, returns a transit_failure() reply for each command of the failed
+  // nodes instead of throwing, so that the answers of the others are not lost; it throws only when
+  // every command failed.
   virtual std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) {
     std::vector<Reply> out;
     out.reserve(commands.size());
@@ -43,6 +59,25 @@ class Connection {
     return out;
   }
 };
+
+// A pipeline's answer for one command that failed at the transport level (its node refused, broke or
+// timed out) while other commands of the pipeline were answered. It is an error reply no server
+// sends: its first word names the failure, the rest is the message. Like a thrown ConnectionError,
+// it means the command's outcome is unknown (it may have run): it must never be sent again. The
+// decision path judges it as an outage of that command's requests only (check_script_reply).
+inline constexpr std::string_view kTransitConnectionError = "REDLIMIT_CONNECTION";
+inline constexpr std::string_view kTransitTimeout = "REDLIMIT_TIMEOUT";
+inline Reply transit_failure(const ConnectionError& error) {
+  const bool timeout = dynamic_cast<const TimeoutError*>(&error) != nullptr;
+  std::string_view what = error.what();  // "redlimit: connection: ..." / "redlimit: timeout: ..."
+  for (std::string_view prefix : {"redlimit: ", "timeout: ", "connection: "}) {
+    if (what.substr(0, prefix.size()) == prefix) what.remove_prefix(prefix.size());
+  }
+  std::string text(timeout ? kTransitTimeout : kTransitConnectionError);
+  text += ' ';
+  text += what;
+  return Reply::make_error(std::move(text));
+}
 
 // Opens a call on `conn` for as long as it lives (Connection::begin_call / end_call).
 class CallScope {

@@ -1,0 +1,162 @@
+// A key caught mid-migration (issue 18, item 7), deterministically: a slot set MIGRATING/IMPORTING
+// by hand with CLUSTER SETSLOT, and one of a subject's two keys (its state key; the block marker
+// stays behind or does not exist) moved with MIGRATE. Redis then answers ASK on the source and
+// TRYAGAIN on the target (a multi-key script whose keys are not all there) until the migration ends.
+// Before, the router followed ASK, met TRYAGAIN, went back to the target without ASKING, got MOVED
+// and let "ReplyError: ... MOVED ..." escape, which no failure policy handles. Now TRYAGAIN is
+// retried from the slot's owner within the deadline, what is left is an outage for the failure
+// policy, and once the migration ends (CLUSTER SETSLOT ... NODE) the decisions are exact.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_fixture.hpp"
+#include "redlimit/detail/keys.hpp"
+
+namespace redlimit_cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using redlimit::Decision;
+using redlimit::Limit;
+using redlimit::OnFailure;
+using redlimit::Source;
+
+class ClusterMigration : public ClusterTest {
+ protected:
+  void TearDown() override {
+    if (slot_ >= 0) finish_migration();  // a failed test must not leave the slot half-moved
+  }
+
+  redlimit::RateLimiter limiter(OnFailure policy) const {
+    redlimit::Options o = options();
+    o.on_failure = policy;
+    o.breaker_threshold = 0;
+    o.command_timeout = 300ms;  // bounds each call caught by the migration
+    return redlimit::RateLimiter(
+        std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o), o);
+  }
+
+  static std::string id_of(int port) {
+    for (const auto& n : cluster_nodes(port)) {
+      if (n.port == port) return n.id;
+    }
+    return {};
+  }
+
+  // The target first, then the source, then every other master (as redis-cli does).
+  void finish_migration() {
+    const std::string slot = std::to_string(slot_), to = id_of(to_);
+    for (int port : {to_, from_}) raw(port, {"CLUSTER", "SETSLOT", slot, "NODE", to});
+    for (const auto& m : live_masters()) {
+      if (m.port != to_ && m.port != from_) raw(m.port, {"CLUSTER", "SETSLOT", slot, "NODE", to});
+    }
+    slot_ = -1;
+  }
+
+  int slot_ = -1, from_ = 0, to_ = 0;
+};
+
+TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
+  at(0s);
+  constexpr std::int64_t L = 5;
+  const auto closed = limiter(OnFailure::fail_closed);
+  const auto raise = limiter(OnFailure::raise);
+  const auto fw = closed.fixed_window("mig", Limit(L, 1h));
+  const auto fw_raise = raise.fixed_window("mig", Limit(L, 1h));  // the same keys
+  // a: a state key, no block marker; b (same slot): a state key and a block marker.
+  const std::string a = "mig-a";
+  const int slot = redlimit::detail::key_slot(fw.key_for(a));
+  std::string b;
+  for (int i = 0; b.empty() && i < 1000000; ++i) {
+    const std::string who = "mig-b" + std::to_string(i);
+    if (redlimit::detail::key_slot(fw.key_for(who)) == slot) b = who;
+  }
+  ASSERT_FALSE(b.empty());
+  const auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const int from = owner_port(slot);
+  const int to = masters[0].port != from ? masters[0].port : masters[1].port;
+  // Live subjects on the third master, for a batch.
+  std::vector<std::string> others;
+  for (int i = 0; others.size() < 3 && i < 10000; ++i) {
+    const std::string who = "mig-o" + std::to_string(i);
+    const int p = owner_port(redlimit::detail::key_slot(fw.key_for(who)));
+    if (p != from && p != to) others.push_back(who);
+  }
+  ASSERT_EQ(others.size(), 3u);
+
+  ASSERT_TRUE(fw.consume(a).allowed);
+  ASSERT_TRUE(fw.consume(a).allowed);  // a: 3 left
+  ASSERT_TRUE(fw.consume(b).allowed);  // b: 4 left, then blocked
+  ASSERT_FALSE(fw.block(b, 1h).allowed);
+
+  // Mid-migration: IMPORTING on the target, MIGRATING on the source, the state keys moved.
+  const std::string s = std::to_string(slot);
+  ASSERT_EQ(raw(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id_of(from)}).type, redlimit::Reply::Type::status);
+  slot_ = slot;
+  from_ = from;
+  to_ = to;
+  ASSERT_EQ(raw(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", id_of(to)}).type, redlimit::Reply::Type::status);
+  for (const auto& who : {a, b}) {
+    const redlimit::Reply r = raw(from, {"MIGRATE", "127.0.0.1", std::to_string(to), fw.key_for(who), "0", "5000"});
+    ASSERT_EQ(r.str, "OK") << r.str;
+  }
+
+  // No ReplyError escapes: each caught request is an outage, answered by the failure policy.
+  int caught = 0, answered_by_policy = 0;
+  for (const auto& who : {a, b}) {
+    ++caught;
+    try {
+      const Decision d = fw.consume(who);
+      answered_by_policy += d.source == Source::failure_policy && !d.allowed;
+    } catch (const redlimit::Error& e) {
+      ADD_FAILURE() << who << ": " << e.what();
+    }
+  }
+  try {
+    fw_raise.consume(a);
+    ADD_FAILURE() << "a split subject was decided mid-migration";
+  } catch (const redlimit::UnavailableError& e) {  // an outage, which raise throws as such
+    std::printf("[ migration ] mid-migration under raise: %s\n", e.what());
+  } catch (const redlimit::Error& e) {
+    ADD_FAILURE() << "not an outage: " << e.what();
+  }
+  // A batch: the caught request by the policy, the others by Redis.
+  std::vector<redlimit::Request> batch{{a, 1}};
+  for (const auto& o : others) batch.push_back({o, 1});
+  const auto got = fw.consume_many(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  EXPECT_EQ(got[0].source, Source::failure_policy) << got[0];
+  for (std::size_t i = 1; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].source, Source::primary) << got[i];
+    EXPECT_EQ(got[i].remaining, L - 1) << got[i];
+  }
+  EXPECT_EQ(answered_by_policy, caught);
+
+  // The migration ends (the block marker moved too, then SETSLOT NODE): decided exactly, as if the
+  // calls caught by it had not happened (they did not run).
+  const redlimit::Reply moved =
+      raw(from, {"MIGRATE", "127.0.0.1", std::to_string(to), fw.block_key_for(b), "0", "5000"});
+  ASSERT_EQ(moved.str, "OK") << moved.str;
+  finish_migration();
+  const Decision da = fw.consume(a);
+  EXPECT_EQ(da.source, Source::primary) << da;
+  EXPECT_TRUE(da.allowed) << da;
+  EXPECT_EQ(da.remaining, 2) << da;
+  const Decision db = fw.consume(b);
+  EXPECT_EQ(db.source, Source::primary) << db;
+  EXPECT_FALSE(db.allowed) << db;  // still blocked
+  EXPECT_GE(db.retry_after, 59min) << db;
+  EXPECT_EQ(owner_port(slot), to);
+  std::printf("[ migration ] %d calls on split keys answered by fail_closed, 0 errors escaped; after SETSLOT NODE: "
+              "a remaining %lld, b blocked\n",
+              answered_by_policy, static_cast<long long>(da.remaining));
+}
+
+}  // namespace
+}  // namespace redlimit_cluster
