@@ -1,0 +1,136 @@
+// One stalled master (issue 18, item 8): a master stopped with SIGSTOP, for less than the cluster's
+// node timeout (so no failover starts), under load on its own slots and on the other masters' slots.
+// The calls on its slots come back within the call's deadline (the refresh after a timeout asks the
+// stalled node last and never waits past the deadline); the calls on the healthy masters' slots are
+// all decided by Redis, none short-circuited (the breaker is per node); once the node resumes,
+// Redis decides its subjects again.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/cluster_env.hpp"
+#include "redlimit/detail/keys.hpp"
+
+namespace redlimit_cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+constexpr auto kDeadline = 200ms;
+constexpr auto kMargin = 300ms;  // a loaded 2-core CI box
+constexpr auto kStall = 700ms;   // under scripts/cluster.sh's cluster-node-timeout (1 s): no failover
+
+// `n` subjects of `fw` whose slots the master on `port` serves (or, with `on` false, does not serve).
+std::vector<std::string> subjects_on(const redlimit::Strategy& fw, const redlimit::ClusterConnection& conn,
+                                     int port, bool on, std::size_t n) {
+  const std::string node = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> out;
+  for (int i = 0; out.size() < n && i < 100000; ++i) {
+    const std::string who = "s" + std::to_string(i);
+    const auto slot = static_cast<std::uint16_t>(redlimit::detail::key_slot(fw.key_for(who)));
+    if ((conn.node_for_slot(slot) == node) == on) out.push_back(who);
+  }
+  return out;
+}
+
+struct Worst {
+  std::chrono::milliseconds took{0};
+  int calls = 0, from_redis = 0, from_policy = 0, errors = 0;
+};
+
+// Calls fw.consume on `who` until `until`, on one thread; what it saw.
+Worst hammer(const redlimit::Strategy& fw, const std::vector<std::string>& who, Steady::time_point until) {
+  Worst w;
+  for (std::size_t n = 0; Steady::now() < until; ++n) {
+    const auto start = Steady::now();
+    try {
+      const auto d = fw.consume(who[n % who.size()]);
+      ++(d.source == redlimit::Source::primary ? w.from_redis : w.from_policy);
+    } catch (const redlimit::Error&) {
+      ++w.errors;
+    }
+    ++w.calls;
+    w.took = std::max(w.took, std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start));
+  }
+  return w;
+}
+
+TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
+  ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
+  flush_all_masters();
+  redlimit::Options o;
+  o.command_timeout = kDeadline;
+  o.connect_timeout = kDeadline;
+  o.on_failure = redlimit::OnFailure::fail_open;  // the default breaker: 5 failures, 1 s
+  o.pool.size = 2;
+  o.pool.health_check_interval = 0ms;
+  auto conn = std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o);
+  redlimit::RateLimiter limiter(conn, o);
+  const auto fw = limiter.fixed_window("stall", redlimit::Limit::per_hour(1000000));
+
+  const auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const int victim = masters.front().port;
+  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), victim);
+  ASSERT_NE(it, cluster().ports.end());
+  const pid_t pid = cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
+  const auto stalled = subjects_on(fw, *conn, victim, true, 8);
+  const auto healthy = subjects_on(fw, *conn, victim, false, 8);
+  ASSERT_EQ(stalled.size(), 8u);
+  ASSERT_EQ(healthy.size(), 8u);
+  for (const auto& s : stalled) ASSERT_EQ(fw.consume(s).source, redlimit::Source::primary);
+  for (const auto& s : healthy) ASSERT_EQ(fw.consume(s).source, redlimit::Source::primary);
+
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const auto until = Steady::now() + kStall - 100ms;
+  std::vector<Worst> on_stalled(3), on_healthy(3);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] { on_stalled[t] = hammer(fw, stalled, until); });
+    threads.emplace_back([&, t] { on_healthy[t] = hammer(fw, healthy, until); });
+  }
+  for (auto& th : threads) th.join();
+  std::this_thread::sleep_until(until + 100ms);
+  ::kill(pid, SIGCONT);
+
+  Worst s, h;
+  for (const auto& w : on_stalled) {
+    s.took = std::max(s.took, w.took);
+    s.calls += w.calls, s.from_redis += w.from_redis, s.from_policy += w.from_policy, s.errors += w.errors;
+  }
+  for (const auto& w : on_healthy) {
+    h.took = std::max(h.took, w.took);
+    h.calls += w.calls, h.from_redis += w.from_redis, h.from_policy += w.from_policy, h.errors += w.errors;
+  }
+  std::printf("[ stall ] master %d stopped %lld ms: its slots %d calls (%d by the failure policy), worst %lld ms; "
+              "other slots %d calls (%d by Redis, %d by the failure policy), worst %lld ms\n",
+              victim, static_cast<long long>(kStall.count()), s.calls, s.from_policy,
+              static_cast<long long>(s.took.count()), h.calls, h.from_redis, h.from_policy,
+              static_cast<long long>(h.took.count()));
+  EXPECT_GT(s.from_policy, 0) << "the stalled master's subjects should have met the deadline";
+  EXPECT_EQ(s.errors + h.errors, 0) << "fail_open answers every outage";
+  EXPECT_LT(s.took.count(), (kDeadline + kMargin).count()) << "a call on the stalled slots outlived its deadline";
+  EXPECT_GT(h.calls, 0);
+  EXPECT_EQ(h.from_policy, 0) << "a healthy master's subjects were answered without Redis";
+  EXPECT_LT(h.took.count(), (kDeadline + kMargin).count());
+
+  // Resumed: Redis decides the stalled master's subjects again within a bounded time.
+  redlimit::Source source = redlimit::Source::failure_policy;
+  for (const auto stop = Steady::now() + 10s; Steady::now() < stop; std::this_thread::sleep_for(50ms)) {
+    source = fw.consume(stalled.front()).source;
+    if (source == redlimit::Source::primary) break;
+  }
+  EXPECT_EQ(source, redlimit::Source::primary);
+}
+
+}  // namespace
+}  // namespace redlimit_cluster
