@@ -91,6 +91,11 @@ class AsyncBreakTest : public AsyncTest {
         fw.consume_async("k", 1, [tally](const Decision& d, std::exception_ptr e) { tally->record(d, e); });
       }
       wait_handed(*redis, 2000);
+      int done_at_stop = 0;
+      {
+        std::lock_guard<std::mutex> lock(tally->mutex);
+        done_at_stop = tally->done;
+      }
       doomed.stop();
       const auto stopped_at = Clock::now();
       const bool ended = all_done.wait_for(bound) == std::future_status::ready;
@@ -103,7 +108,10 @@ class AsyncBreakTest : public AsyncTest {
                   static_cast<unsigned long long>(redis->stats().connections));
       ASSERT_TRUE(ended) << tally->done << " of " << kLoad << " callbacks ran within " << bound.count() << " ms";
       EXPECT_EQ(tally->done, kLoad) << "a callback ran twice";
-      EXPECT_FALSE(tally->errors.empty());
+      // A slow client (a sanitizer build) may see the server answer every call before it stops:
+      // then there was nothing in flight to fail. With half the calls or more unanswered at the
+      // stop, the break must show as errors.
+      if (done_at_stop < kLoad / 2) EXPECT_FALSE(tally->errors.empty());
     }
     loop.stop();
   }
