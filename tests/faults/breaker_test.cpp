@@ -22,13 +22,9 @@ using redlimit::Decision;
 using redlimit::Limit;
 using redlimit::OnFailure;
 using redlimit::Source;
+using redlimit_faults::must;
 using redlimit_faults::raw;
 using redlimit_faults::RestartableServer;
-
-void must(redlimit::RedisConnection& admin, const std::vector<std::string>& argv) {
-  const redlimit::Reply r = admin.command(argv);
-  if (r.is_error()) throw std::runtime_error(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") + ": " + r.str);
-}
 
 redlimit::Options options() {
   redlimit::Options o;

@@ -19,6 +19,7 @@ using redlimit::Decision;
 using redlimit::Limit;
 using redlimit::OnFailure;
 using redlimit::Source;
+using redlimit_faults::must;
 using redlimit_faults::raw;
 using redlimit_faults::RestartableServer;
 
@@ -27,11 +28,6 @@ struct Row {
   const char* user;  // the limiter's ACL user ("" = default)
   std::function<void(redlimit::RedisConnection& admin, const RestartableServer& s)> provoke, restore;
 };
-
-void must(redlimit::RedisConnection& admin, const std::vector<std::string>& argv) {
-  const redlimit::Reply r = admin.command(argv);
-  if (r.is_error()) throw std::runtime_error(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") + ": " + r.str);
-}
 
 std::vector<Row> rows() {
   return {

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
@@ -26,6 +27,12 @@ using namespace std::chrono_literals;
 // A raw connection of the test's own, for setup and assertions.
 inline redlimit::RedisConnection raw(const std::string& url, std::chrono::milliseconds timeout = 2000ms) {
   return redlimit::RedisConnection(redlimit::parse_url(url), 2000ms, timeout);
+}
+
+// A setup command on the test's own connection that must succeed (an error reply throws).
+inline void must(redlimit::RedisConnection& admin, const std::vector<std::string>& argv) {
+  const redlimit::Reply r = admin.command(argv);
+  if (r.is_error()) throw std::runtime_error(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") + ": " + r.str);
 }
 
 class RestartableServer {
