@@ -1,8 +1,8 @@
 -- Fixed window: counts the units admitted in the clock-aligned window [start, start + window).
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack2(start, used), see prologue.lua: <used> units admitted in the window that starts at
---        <start> (us)
+-- state: pack_window(start, used, window), see prologue.lua: <used> units admitted in the window of
+--        length <window> that starts at <start> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  limit: units admitted per window
 -- ARGV[5]  window length (us)
@@ -12,6 +12,9 @@
 -- ahead of ours (written by a client whose clock runs ahead) wins: we never go back to counting an
 -- older window. A refund gives units back to the current window only; those of a window that has
 -- ended are gone anyway. The state is worthless once its window ends: that is its TTL.
+-- Reconfiguration: a changed limit keeps what was consumed (remaining is clamped at 0). A state
+-- written under another window length counts in the current window when the two windows overlap
+-- (what was consumed stays consumed), and is then rewritten as the current window's.
 local limit = tonumber(ARGV[4])
 local window = tonumber(ARGV[5])
 local current = now - fmod(now, window)
@@ -20,8 +23,12 @@ local state_is_string, width = true, 5
 local function decide(_, cost, v)
   local start, used = current, 0
   if v then
-    local s, c = unpack2(v)
-    if s and s >= start then start, used = s, c end
+    local s, c, w = unpack_window(v, window)
+    if s and w == window then
+      if s >= start then start, used = s, c end
+    elseif s and s < current + window and s + w > current then
+      used = c
+    end
   end
   local window_end = start + window
 
@@ -30,16 +37,16 @@ local function decide(_, cost, v)
   if refund then
     if used > 0 then
       used = max(0, used - cost)
-      new, ttl = pack2(start, used), ttl_ms(window_end - now)
+      new, ttl = pack_window(start, used, window), ttl_ms(window_end - now)
     end
   elseif allowed and record then
     used = used + cost
-    new, ttl = pack2(start, used), ttl_ms(window_end - now)
+    new, ttl = pack_window(start, used, window), ttl_ms(window_end - now)
   end
 
   local retry_after = 0
   if not allowed then retry_after = window_end - now end -- the next window starts empty
   local reset_after = 0
   if used > 0 then reset_after = window_end - now end
-  return allowed and 1 or 0, limit - used, retry_after, reset_after, 0, 1, new, ttl
+  return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1, new, ttl
 end

@@ -4,61 +4,81 @@
 --           ahead of it to leak out, so admitted work leaves at the leak rate.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack2(at, level), see prologue.lua: the bucket held <level> units of water at time <at> (us)
+-- state: pack_bucket(at, whole, frac, unit), see prologue.lua: the bucket held whole * unit + frac
+--        ticks of water (whole requests and frac ticks of the next) at time <at> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (requests)
--- ARGV[5]  unit: units per request
--- ARGV[6]  leak: units that leak out per microsecond
+-- ARGV[5]  unit: ticks per request
+-- ARGV[6]  leak: ticks that leak out per microsecond
 -- ARGV[7]  "meter" or "shaper"
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us}
 --
 -- Time math: the leak rate is R requests per T microseconds. The client picks g = gcd(R, T),
--- unit = T / g and leak = R / g, so R requests (R * unit units) drain in exactly T microseconds
--- and all math stays in integers. A missing key is an empty bucket. A stored time ahead of ours
--- (a client whose clock runs ahead) is taken as now: nothing leaks backwards, and the waits we
--- return include the difference. A refund takes water out; for a shaper, delays already handed
--- out are not shortened.
+-- unit = T / g and leak = R / g, so R requests (R * unit ticks) drain in exactly T microseconds
+-- and all math stays in integers; products of a time and a rate go through muldiv (prologue.lua),
+-- exact for capacities up to 2^40 and any rate that drains the bucket within ten years. With
+-- water = whole * unit + frac, a request of `cost` fits when whole + cost + (frac > 0 ? 1 : 0) <=
+-- capacity. A missing key is an empty bucket. A stored time ahead of ours (a client whose clock
+-- runs ahead) is taken as now: nothing leaks backwards, and the waits we return include the
+-- difference. A refund takes water out; for a shaper, delays already handed out are not
+-- shortened. Reconfigured: water stays water (clamped to a new capacity); a part request is
+-- rescaled to a new rate, rounded up.
 local capacity = tonumber(ARGV[4])
 local unit = tonumber(ARGV[5])
 local leak = tonumber(ARGV[6])
 local shaper = ARGV[7] == 'shaper'
-local full = capacity * unit
 local state_is_string, width = true, 5
 
+-- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).
+local function time_to_empty(whole, frac)
+  local q, r = muldiv(whole, unit, leak)
+  return q + ceil_div(r + frac, leak)
+end
+
 local function decide(_, cost, v)
-  local level, at, t0, ahead = read_bucket(v, 0, full)
-  -- Leak since `at`: compare elapsed time, not elapsed * leak, which could pass 2^53 after a long
-  -- idle.
-  if t0 - at >= ceil_div(level, leak) then
-    level = 0
-  else
-    level = level - (t0 - at) * leak
+  local whole, frac, at, t0, ahead = read_bucket(v, 0, capacity, unit, true)
+  -- Leak since `at`: compare the elapsed time with the time to empty first, so that
+  -- elapsed * leak is only formed when it stays below the water held.
+  local elapsed = t0 - at
+  if elapsed >= time_to_empty(whole, frac) then
+    whole, frac = 0, 0
+  elseif elapsed > 0 then
+    local q, r = muldiv(elapsed, leak, unit)
+    whole, frac = whole - q, frac - r
+    if frac < 0 then whole, frac = whole - 1, frac + unit end
   end
 
-  local need = cost * unit
-  local allowed = refund or level + need <= full
+  local part = (frac > 0) and 1 or 0
+  local allowed = refund or whole + cost + part <= capacity
   local delay = 0
-  if allowed and shaper and not refund then delay = ahead + ceil_div(level, leak) end -- water ahead leaks first
+  if allowed and shaper and not refund then delay = ahead + time_to_empty(whole, frac) end -- water ahead leaks first
   local changed = false
   if refund then
-    changed = level > 0
-    level = max(0, level - need)
+    changed = whole > 0 or frac > 0
+    whole = whole - cost
+    if whole < 0 then whole, frac = 0, 0 end
   elseif allowed and record then
-    level = level + need
+    whole = whole + cost
     changed = true
   end
+  local to_empty = time_to_empty(whole, frac)
   local new, ttl = nil, nil
   if changed then
-    if level > 0 then
-      new, ttl = pack2(t0, level), ttl_ms(ahead + ceil_div(level, leak))
+    if to_empty > 0 then
+      new, ttl = pack_bucket(t0, whole, frac, unit), ttl_ms(ahead + to_empty)
     else
       new = false -- empty is what a missing key means
     end
   end
 
   local retry_after = 0
-  if not allowed then retry_after = ahead + ceil_div(level + need - full, leak) end
+  if not allowed then
+    -- The water above capacity once this request is in: (whole + cost - capacity) * unit + frac
+    -- ticks, with whole + cost - capacity >= 0 since it did not fit.
+    local q, r = muldiv(whole + cost - capacity, unit, leak)
+    retry_after = ahead + q + ceil_div(r + frac, leak)
+  end
   local reset_after = 0
-  if level > 0 then reset_after = ahead + ceil_div(level, leak) end
-  return allowed and 1 or 0, floor_div(full - level, unit), retry_after, reset_after, delay, 1, new, ttl
+  if to_empty > 0 then reset_after = ahead + to_empty end
+  return allowed and 1 or 0, capacity - whole - ((frac > 0) and 1 or 0), retry_after, reset_after, delay, 1, new, ttl
 end

@@ -14,13 +14,25 @@
 --
 -- Time math, per limit: P = precision, n = window / P, r = now mod P, b = (now - r) / P is the
 -- current bucket. The window (now - window, now] holds buckets b-n+1 .. b entirely, and bucket
--- b-n only from now - window to its end (b-n+1)*P: P - r of its P microseconds. So
---   used = full + old * (P - r) / P
--- compared multiplied by P to stay in integers (the client keeps limit * P below 2^52). With
--- P = window this is the classic two-window counter: 100 units in the first quarter of minute 0
--- weigh 75 at 1.25 min, leaving room for 25; with P = window / 2 they weigh 50.
+-- b-n only from now - window to its end (b-n+1)*P: P - r of its P microseconds. Its `old` units
+-- weigh old * (P - r) / P, rounded up: a fraction of a request counts as a whole one, so the
+-- weighted count is never below the real one and rounding never admits more. Computed as
+-- old - floor(old * r / P) by muldiv() (old * r may pass 2^53 for big quotas and long windows), it
+-- is exact for every count up to 2^40 and window up to ten years:
+--   used = full + ceil(old * (P - r) / P),  admitted when used + cost <= limit
+-- (the same as comparing full * P + old * (P - r) + cost * P with limit * P, without the product).
+-- With P = window this is the classic two-window counter: 100 units in the first quarter of
+-- minute 0 weigh 75 at 1.25 min, leaving room for 25; with P = window / 2 they weigh 50.
 -- All-or-nothing: nothing is recorded unless every limit has room. A refund takes units back from
 -- each limit's newest buckets, exact when it follows the request it refunds.
+--
+-- Reconfiguration: a limit's buckets are named by its window and precision (the tag), not its
+-- count, so a changed count keeps what was consumed (remaining is clamped at 0). A limit with no
+-- live bucket of its own takes over the buckets of a limit that left the policy (a changed window
+-- or precision): those of the longest such window, each bucket's units dated at its last
+-- microsecond (or now, if that is later) and regrouped into the new limit's buckets. Units are
+-- thus never taken as older than they were: nothing leaves a window early. They are written under
+-- the new tag at the next write; the old fields are deleted at the next admission.
 local m = tonumber(ARGV[4])
 local state_is_string, width = false, 6 + 2 * m
 
@@ -38,14 +50,42 @@ for i = 1, m do
   by_tag[l.tag] = l
 end
 
-local function decide(key, cost)
-  for _, l in ipairs(limits) do
-    l.counts, l.full, l.old, l.newest = {}, 0, 0, nil
+-- A tag's window and precision in us ("1h@1m", "90s"): the client writes them with
+-- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else.
+local unit_us = {d = 86400000000, h = 3600000000, m = 60000000, s = 1000000, ms = 1000, us = 1}
+local function parse_tag(tag)
+  local wn, wu, pn, pu = string.match(tag, '^(%d+)(%a+)@(%d+)(%a+)$')
+  if not wn then
+    wn, wu = string.match(tag, '^(%d+)(%a+)$')
+    pn, pu = wn, wu
   end
+  local a, b = unit_us[wu], unit_us[pu]
+  if not (a and b) then return nil end
+  return tonumber(wn) * a, tonumber(pn) * b
+end
 
-  -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
-  -- no longer in the policy, is stale and deleted when we next write.
-  local stale = {}
+-- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
+local function weighted(l, old) return old - muldiv(old, l.r, l.P) end
+
+-- Counts of a limit that left the policy, regrouped into limit `l` (see Reconfiguration above).
+local function adopt(l, src)
+  for idx, c in pairs(src.counts) do
+    local t = min((idx + 1) * src.P - 1, now)
+    local i = floor_div(t, l.P)
+    if i >= l.b - l.n then l.counts[i] = (l.counts[i] or 0) + c end
+  end
+  for i, c in pairs(l.counts) do
+    if i == l.b - l.n then l.old = c else l.full = l.full + c end
+    if not l.newest or i > l.newest then l.newest = i end
+  end
+  l.adopted = true
+end
+
+-- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
+-- no longer in the policy, is stale and deleted when we next write. Then limits without buckets
+-- adopt those of the longest window that left (ties: the finer precision, then the tag).
+local function read(key, stale)
+  local gone = {}
   local h = redis.call('HGETALL', key)
   for i = 1, #h, 2 do
     local tag, idx = string.match(h[i], '^(.*):(%d+)$')
@@ -58,87 +98,108 @@ local function decide(key, cost)
       if not l.newest or idx > l.newest then l.newest = idx end
     else
       stale[#stale + 1] = h[i]
-    end
-  end
-
-  local allowed = true
-  for _, l in ipairs(limits) do
-    l.usedP = l.full * l.P + l.old * (l.P - l.r)
-    l.allowed = l.usedP + cost * l.P <= l.limit * l.P
-    allowed = allowed and l.allowed
-  end
-  if refund then allowed = true end
-
-  local function delete_stale()
-    for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
-      redis.call('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
-    end
-  end
-
-  if refund then
-    for _, l in ipairs(limits) do
-      local left = cost
-      local idx = max(l.newest or l.b, l.b)
-      while left > 0 and idx >= l.b - l.n do
-        local c = l.counts[idx] or 0
-        local take = min(c, left)
-        if take > 0 then
-          local weight = (idx == l.b - l.n) and (l.P - l.r) or l.P
-          l.usedP = l.usedP - take * weight
-          l.counts[idx] = c - take
-          if c == take then
-            redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
-          else
-            redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), -take)
-          end
-          left = left - take
+      if tag and not l then
+        local g = gone[tag]
+        if not g then
+          local w, P = parse_tag(tag)
+          if w then g = {tag = tag, w = w, P = P, counts = {}} gone[tag] = g end
         end
-        idx = idx - 1
-      end
-      l.newest = nil
-      for i, c in pairs(l.counts) do
-        if c > 0 and (not l.newest or i > l.newest) then l.newest = i end
+        if g then g.counts[idx] = tonumber(h[i + 1]) end
       end
     end
-  elseif allowed and record then
+  end
+  local src
+  for _, g in pairs(gone) do
+    if not src or g.w > src.w or (g.w == src.w and (g.P < src.P or (g.P == src.P and g.tag < src.tag))) then
+      src = g
+    end
+  end
+  if src then
     for _, l in ipairs(limits) do
-      redis.call('HINCRBY', key, l.tag .. ':' .. fmt(l.b), cost)
-      l.usedP = l.usedP + cost * l.P
-      l.counts[l.b] = (l.counts[l.b] or 0) + cost
-      if not l.newest or l.b > l.newest then l.newest = l.b end
+      if not l.newest then adopt(l, src) end
     end
-    delete_stale()
   end
+end
 
-  -- Earliest time a limit has room for `cost`: walk forward one bucket interval at a time. During
-  -- [(b+k)P, (b+k+1)P) bucket b+k-n is the weighted one and `s` units sit in the buckets after it.
-  -- The request fits d microseconds into the interval when s + cost + o * (P - d) / P <= limit,
-  -- i.e. d >= P - floor(x * P / o) with x = limit - s - cost. The first interval with d < P wins.
-  local function retry_after(l)
-    local s = l.full
-    for k = 0, max(l.newest or l.b, l.b) - l.b + l.n + 1 do
-      local o = l.counts[l.b + k - l.n] or 0
-      if k > 0 then s = s - o end
-      local x = l.limit - s - cost
-      if x >= 0 then
-        local d = 0
-        if o > 0 then d = max(0, l.P - floor_div(x * l.P, o)) end
-        if k == 0 then d = max(d, l.r) end
-        if d < l.P then return (l.b + k) * l.P + d - now end
+-- Adopted counts become the limit's own fields before the limit's first write.
+local function own(key, l)
+  if not l.adopted then return end
+  for i, c in pairs(l.counts) do redis.call('HINCRBY', key, l.tag .. ':' .. fmt(i), c) end
+  l.adopted = false
+end
+
+local function give_back(key, cost)
+  for _, l in ipairs(limits) do
+    own(key, l)
+    local left = cost
+    local idx = max(l.newest or l.b, l.b)
+    while left > 0 and idx >= l.b - l.n do
+      local c = l.counts[idx] or 0
+      local take = min(c, left)
+      if take > 0 then
+        if idx == l.b - l.n then l.old = l.old - take else l.full = l.full - take end
+        l.counts[idx] = c - take
+        if c == take then
+          redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
+        else
+          redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), -take)
+        end
+        left = left - take
       end
+      idx = idx - 1
     end
-    return 0 -- not reached: the last interval has an empty weighted bucket
+    l.newest = nil
+    for i, c in pairs(l.counts) do
+      if c > 0 and (not l.newest or i > l.newest) then l.newest = i end
+    end
+    l.used = l.full + weighted(l, l.old)
   end
+end
 
-  -- The deciding limit: when rejected, the one that makes the caller wait longest (at that time
-  -- all of them have room: usage only falls while nothing is admitted); when admitted, the one with
-  -- the least quota left.
+local function take(key, cost, stale)
+  for _, l in ipairs(limits) do
+    own(key, l)
+    redis.call('HINCRBY', key, l.tag .. ':' .. fmt(l.b), cost)
+    l.used = l.used + cost
+    l.counts[l.b] = (l.counts[l.b] or 0) + cost
+    if not l.newest or l.b > l.newest then l.newest = l.b end
+  end
+  for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
+    redis.call('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
+  end
+end
+
+-- Earliest time a limit has room for `cost`: walk forward one bucket interval at a time. During
+-- [(b+k)P, (b+k+1)P) bucket b+k-n is the weighted one and `s` units sit in the buckets after it.
+-- With x = limit - s - cost, the request fits d microseconds into the interval when
+-- ceil(o * (P - d) / P) <= x, i.e. o * (P - d) <= x * P: at once when x >= o, otherwise from
+-- d = P - floor(x * P / o) (muldiv: x * P may pass 2^53). The first interval with d < P wins.
+local function retry_after(l, cost)
+  local s = l.full
+  for k = 0, max(l.newest or l.b, l.b) - l.b + l.n + 1 do
+    local o = l.counts[l.b + k - l.n] or 0
+    if k > 0 then s = s - o end
+    local x = l.limit - s - cost
+    if x >= 0 then
+      local d = 0
+      if x < o then d = l.P - muldiv(x, l.P, o) end
+      if k == 0 then d = max(d, l.r) end
+      if d < l.P then return (l.b + k) * l.P + d - now end
+    end
+  end
+  return 0 -- not reached: the last interval has an empty weighted bucket
+end
+
+-- The deciding limit: when rejected, the one that makes the caller wait longest (at that time
+-- all of them have room: usage only falls while nothing is admitted); when admitted, the one with
+-- the least quota left.
+local function conclude(key, cost, allowed)
   local remaining, retry, reset, decider = nil, 0, 0, 1
   local each = {} -- remaining and reset_after of every limit, in order
   for i, l in ipairs(limits) do
-    local rem = max(0, floor_div(l.limit * l.P - l.usedP, l.P))
+    local rem = max(0, l.limit - l.used)
     local wait = 0
-    if not allowed and not l.allowed then wait = retry_after(l) end
+    if not allowed and not l.allowed then wait = retry_after(l, cost) end
     local own_reset = 0
     if l.newest then own_reset = max(0, (l.newest + l.n + 1) * l.P - now) end
     each[2 * i - 1] = rem
@@ -157,4 +218,26 @@ local function decide(key, cost)
     redis.call('PEXPIRE', key, ttl_ms(reset))
   end
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
+end
+
+local function decide(key, cost)
+  for _, l in ipairs(limits) do
+    l.counts, l.full, l.old, l.newest, l.adopted = {}, 0, 0, nil, false
+  end
+  local stale = {}
+  read(key, stale)
+
+  local allowed = true
+  for _, l in ipairs(limits) do
+    l.used = l.full + weighted(l, l.old)
+    l.allowed = l.used + cost <= l.limit
+    allowed = allowed and l.allowed
+  end
+  if refund then
+    allowed = true
+    give_back(key, cost)
+  elseif allowed and record then
+    take(key, cost, stale)
+  end
+  return conclude(key, cost, allowed)
 end

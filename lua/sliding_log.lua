@@ -55,5 +55,5 @@ local function decide(key, cost)
     reset_after = max(0, tonumber(newest[2]) + window - now)
     if allowed and record then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
   end
-  return allowed and 1 or 0, limit - used, retry_after, reset_after, 0, 1
+  return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1
 end

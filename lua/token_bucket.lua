@@ -1,57 +1,66 @@
 -- Token bucket: up to `capacity` tokens, refilled continuously; a request takes `cost` tokens.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack2(at, level), see prologue.lua: the bucket held <level> units at time <at> (us)
+-- state: pack_bucket(at, whole, frac, unit), see prologue.lua: the bucket held whole * unit + frac
+--        ticks (whole tokens and frac ticks of the next) at time <at> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (tokens)
--- ARGV[5]  unit: units per token
--- ARGV[6]  refill: units added per microsecond
+-- ARGV[5]  unit: ticks per token
+-- ARGV[6]  refill: ticks added per microsecond
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: the rate is R tokens per T microseconds, rarely a whole number of microseconds per
 -- token. The client picks g = gcd(R, T), unit = T / g and refill = R / g: R tokens (R * unit
--- units) then arrive in exactly T microseconds, and all math stays in integers. A missing key is a
--- full bucket. A stored time ahead of ours (a client whose clock runs ahead) is taken as now: no
--- refill runs backwards, and the waits we return include the difference. A refund puts tokens
--- back, up to the capacity.
+-- ticks) then arrive in exactly T microseconds, and all math stays in integers. The level is kept
+-- as whole tokens plus ticks of the next (prologue.lua), and every product of a time and a rate
+-- goes through muldiv, so it is exact for capacities up to 2^40 and any rate that fills the bucket
+-- within ten years (checked by the client). A request of `cost` fits when whole >= cost. A missing
+-- key is a full bucket. A stored time ahead of ours (a client whose clock runs ahead) is taken as
+-- now: no refill runs backwards, and the waits we return include the difference. A refund puts
+-- tokens back, up to the capacity. Reconfigured: tokens stay tokens (clamped to a new capacity);
+-- the part of a token already refilled is rescaled to a new rate, rounded down.
 local capacity = tonumber(ARGV[4])
 local unit = tonumber(ARGV[5])
 local refill = tonumber(ARGV[6])
-local full = capacity * unit
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
-  local level, at, t0, ahead = read_bucket(v, full, full)
-  -- Refill since `at`: compare elapsed time, not elapsed * refill, which could pass 2^53 after a
-  -- long idle.
-  if t0 - at >= ceil_div(full - level, refill) then
-    level = full
-  else
-    level = level + (t0 - at) * refill
+  local whole, frac, at, t0, ahead = read_bucket(v, capacity, capacity, unit, false)
+  -- Refill since `at`: compare the elapsed time with the time to full first, so that
+  -- elapsed * refill is only formed when it stays below a bucketful.
+  local elapsed = t0 - at
+  if whole >= capacity or elapsed >= time_to(capacity, whole, frac, unit, refill) then
+    whole, frac = capacity, 0
+  elseif elapsed > 0 then
+    local q, r = muldiv(elapsed, refill, unit)
+    whole, frac = whole + q, frac + r
+    if frac >= unit then whole, frac = whole + 1, frac - unit end
   end
 
-  local need = cost * unit
-  local allowed = refund or level >= need
+  local allowed = refund or whole >= cost
   local changed = false
   if refund then
-    changed = level < full
-    level = min(full, level + need)
+    changed = whole < capacity
+    whole = whole + cost
+    if whole >= capacity then whole, frac = capacity, 0 end
   elseif allowed and record then
-    level = level - need
+    whole = whole - cost
     changed = true
   end
+  local to_full = 0
+  if whole < capacity then to_full = time_to(capacity, whole, frac, unit, refill) end
   local new, ttl = nil, nil
   if changed then
-    if level < full then
-      new, ttl = pack2(t0, level), ttl_ms(ahead + ceil_div(full - level, refill))
+    if whole < capacity then
+      new, ttl = pack_bucket(t0, whole, frac, unit), ttl_ms(ahead + to_full)
     else
       new = false -- full is what a missing key means
     end
   end
 
   local retry_after = 0
-  if not allowed then retry_after = ahead + ceil_div(need - level, refill) end
+  if not allowed then retry_after = ahead + time_to(cost, whole, frac, unit, refill) end
   local reset_after = 0
-  if level < full then reset_after = ahead + ceil_div(full - level, refill) end
-  return allowed and 1 or 0, floor_div(level, unit), retry_after, reset_after, 0, 1, new, ttl
+  if whole < capacity then reset_after = ahead + to_full end
+  return allowed and 1 or 0, whole, retry_after, reset_after, 0, 1, new, ttl
 end

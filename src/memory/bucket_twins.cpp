@@ -1,54 +1,93 @@
 // Twins of lua/token_bucket.lua and lua/leaky_bucket.lua, which read their state alike
-// (prologue.lua's read_bucket).
+// (prologue.lua's read_bucket and time_to).
 #include "twins.hpp"
 
 namespace redlimit::detail::memory {
 
 namespace {
 
-// read_bucket(v, missing, full): the level (at most `full`) at time `at`, or `missing` at now
-// without a state; t0 = max(now, at) (nothing moves backwards) and ahead = t0 - now.
+// read_bucket(v, missing, cap, unit, round_up): the level as whole units and ticks of the next (at
+// most `cap` whole), at time `at`, or `missing` at now without a state; t0 = max(now, at) and
+// ahead = t0 - now. Ticks written under another unit are rescaled, rounded up for water.
 struct Bucket {
-  std::int64_t level, at, t0, ahead;
+  std::int64_t whole, frac, at, t0, ahead;
 };
-Bucket read_bucket(const Packed* v, std::int64_t now, std::int64_t missing, std::int64_t full) {
-  Bucket b{missing, now, now, 0};
-  if (v != nullptr) {
-    b.level = std::min(v->quantity, full);
-    b.at = v->time;
+Bucket read_bucket(const Packed* v, std::int64_t now, std::int64_t missing, std::int64_t cap, std::int64_t unit,
+                   bool round_up) {
+  Bucket b{missing, 0, now, now, 0};
+  if (v != nullptr && v->layout == Packed::Layout::bucket) {
+    std::int64_t whole = v->quantity, frac = v->frac;
+    if (v->tag != unit) {
+      const QuotRem qr = muldiv(frac, unit, v->tag);
+      frac = qr.q + ((round_up && qr.r > 0) ? 1 : 0);
+      if (frac >= unit) {
+        whole += 1;
+        frac -= unit;
+      }
+    }
+    b = {whole, frac, v->time, 0, 0};
+  } else if (v != nullptr && v->layout == Packed::Layout::pack2) {
+    b = {floor_div(v->quantity, unit), v->quantity % unit, v->time, 0, 0};
+  }
+  if (v != nullptr && v->layout != Packed::Layout::window && b.whole >= cap) {
+    b.whole = cap;
+    b.frac = 0;
   }
   b.t0 = std::max(now, b.at);
   b.ahead = b.t0 - now;
   return b;
 }
 
+// time_to(target, whole, frac, unit, per): us until a rising level reaches `target` whole units.
+std::int64_t time_to(std::int64_t target, std::int64_t whole, std::int64_t frac, std::int64_t unit, std::int64_t per) {
+  const QuotRem qr = muldiv(target - whole, unit, per);
+  const std::int64_t d = qr.r - frac;
+  if (d > 0) return qr.q + ceil_div(d, per);
+  return qr.q - floor_div(-d, per);
+}
+
+Packed bucket_state(std::int64_t at, std::int64_t whole, std::int64_t frac, std::int64_t unit) {
+  return Packed{at, whole, frac, unit, Packed::Layout::bucket};
+}
+
 }  // namespace
 
 TokenBucketTwin::TokenBucketTwin(const Call& c)
-    : c_(c), capacity_(c.num(4)), unit_(c.num(5)), refill_(c.num(6)), full_(capacity_ * unit_) {}
+    : c_(c), capacity_(c.num(4)), unit_(c.num(5)), refill_(c.num(6)), full_(capacity_) {}
 
 Decided TokenBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) const {
-  auto [level, at, t0, ahead] = read_bucket(v, c_.now, full_, full_);
-  // Refill since `at`, comparing elapsed time (elapsed * refill could pass 2^53 after a long idle).
-  if (t0 - at >= ceil_div(full_ - level, refill_)) {
-    level = full_;
-  } else {
-    level = level + (t0 - at) * refill_;
+  auto [whole, frac, at, t0, ahead] = read_bucket(v, c_.now, capacity_, capacity_, unit_, false);
+  const std::int64_t elapsed = t0 - at;
+  if (whole >= capacity_ || elapsed >= time_to(capacity_, whole, frac, unit_, refill_)) {
+    whole = capacity_;
+    frac = 0;
+  } else if (elapsed > 0) {
+    const QuotRem qr = muldiv(elapsed, refill_, unit_);
+    whole += qr.q;
+    frac += qr.r;
+    if (frac >= unit_) {
+      whole += 1;
+      frac -= unit_;
+    }
   }
 
-  const std::int64_t need = cost * unit_;
-  const bool allowed = c_.refund || level >= need;
+  const bool allowed = c_.refund || whole >= cost;
   bool changed = false;
   if (c_.refund) {
-    changed = level < full_;
-    level = std::min(full_, level + need);
+    changed = whole < capacity_;
+    whole += cost;
+    if (whole >= capacity_) {
+      whole = capacity_;
+      frac = 0;
+    }
   } else if (allowed && c_.record) {
-    level = level - need;
+    whole -= cost;
     changed = true;
   }
+  const std::int64_t to_full = whole < capacity_ ? time_to(capacity_, whole, frac, unit_, refill_) : 0;
   if (changed) {
-    if (level < full_) {
-      w = {Write::Kind::set, {t0, level}, ttl_ms(ahead + ceil_div(full_ - level, refill_))};
+    if (whole < capacity_) {
+      w = {Write::Kind::set, bucket_state(t0, whole, frac, unit_), ttl_ms(ahead + to_full)};
     } else {
       w.kind = Write::Kind::del;  // full is what a missing key means
     }
@@ -56,9 +95,9 @@ Decided TokenBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) co
 
   Decided d;
   d.allowed = allowed ? 1 : 0;
-  d.remaining = floor_div(level, unit_);
-  if (!allowed) d.retry_after = ahead + ceil_div(need - level, refill_);
-  if (level < full_) d.reset_after = ahead + ceil_div(full_ - level, refill_);
+  d.remaining = whole;
+  if (!allowed) d.retry_after = ahead + time_to(cost, whole, frac, unit_, refill_);
+  if (whole < capacity_) d.reset_after = ahead + to_full;
   return d;
 }
 
@@ -67,42 +106,63 @@ LeakyBucketTwin::LeakyBucketTwin(const Call& c)
       capacity_(c.num(4)),
       unit_(c.num(5)),
       leak_(c.num(6)),
-      full_(capacity_ * unit_),
+      full_(capacity_),
       shaper_(c.arg(7).value_or(std::string_view{}) == "shaper") {}
 
+namespace {
+
+// leaky_bucket.lua's time_to_empty: ceil((whole * unit + frac) / leak).
+std::int64_t time_to_empty(std::int64_t whole, std::int64_t frac, std::int64_t unit, std::int64_t leak) {
+  const QuotRem qr = muldiv(whole, unit, leak);
+  return qr.q + ceil_div(qr.r + frac, leak);
+}
+
+}  // namespace
+
 Decided LeakyBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) const {
-  auto [level, at, t0, ahead] = read_bucket(v, c_.now, 0, full_);
-  // Leak since `at`, comparing elapsed time (elapsed * leak could pass 2^53 after a long idle).
-  if (t0 - at >= ceil_div(level, leak_)) {
-    level = 0;
-  } else {
-    level = level - (t0 - at) * leak_;
+  auto [whole, frac, at, t0, ahead] = read_bucket(v, c_.now, 0, capacity_, unit_, true);
+  const std::int64_t elapsed = t0 - at;
+  if (elapsed >= time_to_empty(whole, frac, unit_, leak_)) {
+    whole = frac = 0;
+  } else if (elapsed > 0) {
+    const QuotRem qr = muldiv(elapsed, leak_, unit_);
+    whole -= qr.q;
+    frac -= qr.r;
+    if (frac < 0) {
+      whole -= 1;
+      frac += unit_;
+    }
   }
 
-  const std::int64_t need = cost * unit_;
-  const bool allowed = c_.refund || level + need <= full_;
+  const std::int64_t part = frac > 0 ? 1 : 0;
+  const bool allowed = c_.refund || whole + cost + part <= capacity_;
   Decided d;
-  if (allowed && shaper_ && !c_.refund) d.delay = ahead + ceil_div(level, leak_);  // water ahead leaks first
+  if (allowed && shaper_ && !c_.refund) d.delay = ahead + time_to_empty(whole, frac, unit_, leak_);
   bool changed = false;
   if (c_.refund) {
-    changed = level > 0;
-    level = std::max<std::int64_t>(0, level - need);
+    changed = whole > 0 || frac > 0;
+    whole -= cost;
+    if (whole < 0) whole = frac = 0;
   } else if (allowed && c_.record) {
-    level = level + need;
+    whole += cost;
     changed = true;
   }
+  const std::int64_t to_empty = time_to_empty(whole, frac, unit_, leak_);
   if (changed) {
-    if (level > 0) {
-      w = {Write::Kind::set, {t0, level}, ttl_ms(ahead + ceil_div(level, leak_))};
+    if (to_empty > 0) {
+      w = {Write::Kind::set, bucket_state(t0, whole, frac, unit_), ttl_ms(ahead + to_empty)};
     } else {
       w.kind = Write::Kind::del;  // empty is what a missing key means
     }
   }
 
   d.allowed = allowed ? 1 : 0;
-  d.remaining = floor_div(full_ - level, unit_);
-  if (!allowed) d.retry_after = ahead + ceil_div(level + need - full_, leak_);
-  if (level > 0) d.reset_after = ahead + ceil_div(level, leak_);
+  d.remaining = capacity_ - whole - (frac > 0 ? 1 : 0);
+  if (!allowed) {
+    const QuotRem qr = muldiv(whole + cost - capacity_, unit_, leak_);
+    d.retry_after = ahead + qr.q + ceil_div(qr.r + frac, leak_);
+  }
+  if (to_empty > 0) d.reset_after = ahead + to_empty;
   return d;
 }
 

@@ -10,27 +10,36 @@ Decided FixedWindowTwin::decide(std::int64_t cost, const Packed* v, Write& w) co
   const std::int64_t now = c_.now;
   std::int64_t start = current_;
   std::int64_t used = 0;
-  if (v != nullptr && v->time >= start) {  // a start ahead of ours (a client running ahead) wins
-    start = v->time;
-    used = v->quantity;
+  // unpack_window: a pack2 state is read as written under the current window; a bucket's is none.
+  if (v != nullptr && v->layout != Packed::Layout::bucket) {
+    const std::int64_t written_under = v->layout == Packed::Layout::window ? v->tag : window_;
+    if (written_under == window_) {
+      if (v->time >= start) {  // a start ahead of ours (a client running ahead) wins
+        start = v->time;
+        used = v->quantity;
+      }
+    } else if (v->time < current_ + window_ && v->time + written_under > current_) {
+      used = v->quantity;  // another window length, overlapping ours: what was consumed stays consumed
+    }
   }
   const std::int64_t window_end = start + window_;
+  const auto state = [&] { return Packed{start, used, 0, window_, Packed::Layout::window}; };
 
   const bool allowed = c_.refund || used + cost <= limit_;
   if (c_.refund) {
     if (used > 0) {
       used = std::max<std::int64_t>(0, used - cost);
-      w = {Write::Kind::set, {start, used}, ttl_ms(window_end - now)};
+      w = {Write::Kind::set, state(), ttl_ms(window_end - now)};
     }
   } else if (allowed && c_.record) {
     used = used + cost;
-    w = {Write::Kind::set, {start, used}, ttl_ms(window_end - now)};
+    w = {Write::Kind::set, state(), ttl_ms(window_end - now)};
   }
 
   Decided d;
   d.allowed = allowed ? 1 : 0;
-  d.remaining = limit_ - used;
-  if (!allowed) d.retry_after = window_end - now;  // the next window starts empty
+  d.remaining = std::max<std::int64_t>(0, limit_ - used);  // a lowered limit: nothing left
+  if (!allowed) d.retry_after = window_end - now;         // the next window starts empty
   if (used > 0) d.reset_after = window_end - now;
   return d;
 }

@@ -51,6 +51,40 @@ BucketHash* as_hash(KeyRef& key) {
   wrong_type();
 }
 
+// weighted(l, old): the old bucket's units in the window, rounded up.
+std::int64_t weighted(const PolicyTwin::Limit& l, std::int64_t old) { return old - muldiv(old, l.r, l.P).q; }
+
+// parse_tag(tag): a tag's window and precision in us, as format_duration writes them ("1h@1m",
+// "90s"); false for anything else, as the script's patterns and unit table decide.
+bool number_unit(std::string_view s, std::int64_t& us) {
+  std::size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  std::size_t j = i;
+  while (j < s.size() && ((s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z'))) ++j;
+  std::int64_t n = 0;
+  if (i == 0 || j == i || j != s.size() || !parse_int(s.substr(0, i), n)) return false;
+  const std::string_view u = s.substr(i);
+  constexpr std::pair<std::string_view, std::int64_t> units[] = {
+      {"d", 86400000000}, {"h", 3600000000}, {"m", 60000000}, {"s", 1000000}, {"ms", 1000}, {"us", 1}};
+  for (const auto& [name, size] : units) {
+    if (u == name) {
+      us = n * size;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p) {
+  const std::size_t at = tag.find('@');
+  if (at == std::string_view::npos) {
+    if (!number_unit(tag, w)) return false;
+    p = w;
+    return true;
+  }
+  return number_unit(tag.substr(0, at), w) && number_unit(tag.substr(at + 1), p);
+}
+
 // retry_after(l): the earliest time the limit has room for `cost`, walking forward one bucket
 // interval at a time (see policy.lua for the derivation).
 std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int64_t now) {
@@ -62,7 +96,7 @@ std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int
     const std::int64_t x = l.limit - s - cost;
     if (x >= 0) {
       std::int64_t d = 0;
-      if (o > 0) d = std::max<std::int64_t>(0, l.P - floor_div(x * l.P, o));
+      if (x < o) d = l.P - muldiv(x, l.P, o).q;
       if (k == 0) d = std::max(d, l.r);
       if (d < l.P) return (l.b + k) * l.P + d - now;
     }
@@ -88,16 +122,48 @@ PolicyTwin::PolicyTwin(const Call& c) : c_(c) {
   }
 }
 
+namespace {
+
+// A limit that left the policy: its window and precision, and its buckets.
+struct Gone {
+  std::string_view tag;
+  std::int64_t w = 0, P = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> counts;
+};
+
+// adopt(l, src): the counts of a limit that left, regrouped into `l` (policy.lua's Reconfiguration).
+void adopt(PolicyTwin::Limit& l, const Gone& src, std::int64_t now) {
+  for (const auto& [idx, c] : src.counts) {
+    const std::int64_t t = std::min((idx + 1) * src.P - 1, now);
+    const std::int64_t i = floor_div(t, l.P);
+    if (i >= l.b - l.n) l.count_ref(i) += c;
+  }
+  for (const auto& [i, c] : l.counts) {
+    if (i == l.b - l.n) {
+      l.old = c;
+    } else {
+      l.full = l.full + c;
+    }
+    if (!l.newest || i > *l.newest) l.newest = i;
+  }
+  l.adopted = true;
+}
+
+}  // namespace
+
 // HGETALL: sort each bucket into its limit; too old, or left by a limit no longer in the policy, is
-// stale. A tag named twice belongs to its last limit, as by_tag[l.tag] = l keeps the last.
+// stale. A tag named twice belongs to its last limit, as by_tag[l.tag] = l keeps the last. Then
+// limits without buckets adopt those of the longest window that left.
 void PolicyTwin::read(KeyRef& key, std::vector<std::string>& stale) {
   const BucketHash* hash = as_hash(key);
   if (hash == nullptr) return;
+  std::vector<Gone> gone;
   for (const auto& [field, count] : hash->fields) {
     std::string_view tag;
     std::int64_t idx = 0;
     Limit* l = nullptr;
-    if (split_field(field, tag, idx)) {
+    const bool parsed = split_field(field, tag, idx);
+    if (parsed) {
       for (auto& cand : limits_) {
         if (cand.tag == tag) l = &cand;
       }
@@ -110,25 +176,58 @@ void PolicyTwin::read(KeyRef& key, std::vector<std::string>& stale) {
         l->full = l->full + count;  // buckets ahead of b: clock skew
       }
       if (!l->newest || idx > *l->newest) l->newest = idx;
-    } else {
-      stale.push_back(field);
+      continue;
+    }
+    stale.push_back(field);
+    if (!parsed || l != nullptr) continue;
+    auto g = std::find_if(gone.begin(), gone.end(), [&](const Gone& x) { return x.tag == tag; });
+    if (g == gone.end()) {
+      Gone fresh;
+      fresh.tag = tag;
+      if (!parse_tag(tag, fresh.w, fresh.P)) continue;
+      gone.push_back(std::move(fresh));
+      g = gone.end() - 1;
+    }
+    g->counts.emplace_back(idx, count);
+  }
+  const Gone* src = nullptr;
+  for (const auto& g : gone) {
+    if (src == nullptr || g.w > src->w || (g.w == src->w && (g.P < src->P || (g.P == src->P && g.tag < src->tag)))) {
+      src = &g;
     }
   }
+  if (src == nullptr) return;
+  for (auto& l : limits_) {
+    if (!l.newest) adopt(l, *src, c_.now);
+  }
+}
+
+// own(key, l): adopted counts become the limit's own fields (HINCRBY) before its first write.
+void PolicyTwin::own(KeyRef& key, Limit& l) {
+  if (!l.adopted) return;
+  BucketHash* hash = as_hash(key);
+  if (hash == nullptr) hash = &std::get<BucketHash>(key.create(BucketHash{}).state);
+  for (const auto& [i, c] : l.counts) hash->fields[field_name(l.tag, i)] += c;
+  l.adopted = false;
 }
 
 // A refund: each limit gives `cost` back from its newest buckets (HDEL or HINCRBY -take).
 void PolicyTwin::give_back(KeyRef& key, std::int64_t cost) {
   for (auto& l : limits_) {
+    own(key, l);
     std::int64_t left = cost;
     std::int64_t idx = std::max(l.newest.value_or(l.b), l.b);
     while (left > 0 && idx >= l.b - l.n) {
       const std::int64_t cnt = l.count_at(idx);
       const std::int64_t take = std::min(cnt, left);
       if (take > 0) {
-        const std::int64_t weight = (idx == l.b - l.n) ? (l.P - l.r) : l.P;
-        l.usedP = l.usedP - take * weight;
+        if (idx == l.b - l.n) {
+          l.old -= take;
+        } else {
+          l.full -= take;
+        }
         l.count_ref(idx) = cnt - take;
-        // take > 0: the count came from the hash, which therefore exists.
+        // take > 0: the count came from the hash (or own() put it there), which therefore exists.
         auto& fields = std::get<BucketHash>(key.get()->state).fields;
         if (cnt == take) {
           fields.erase(field_name(l.tag, idx));
@@ -144,19 +243,22 @@ void PolicyTwin::give_back(KeyRef& key, std::int64_t cost) {
     for (const auto& [i, cnt] : l.counts) {
       if (cnt > 0 && (!l.newest || i > *l.newest)) l.newest = i;
     }
+    l.used = l.full + weighted(l, l.old);
   }
 }
 
 // An admission: HINCRBY each limit's current bucket, then delete_stale().
 void PolicyTwin::take(KeyRef& key, std::int64_t cost, const std::vector<std::string>& stale) {
-  BucketHash* hash = as_hash(key);
-  if (hash == nullptr) hash = &std::get<BucketHash>(key.create(BucketHash{}).state);
   for (auto& l : limits_) {
+    own(key, l);
+    BucketHash* hash = as_hash(key);
+    if (hash == nullptr) hash = &std::get<BucketHash>(key.create(BucketHash{}).state);
     hash->fields[field_name(l.tag, l.b)] += cost;
-    l.usedP = l.usedP + cost * l.P;
+    l.used = l.used + cost;
     l.count_ref(l.b) += cost;
     if (!l.newest || l.b > *l.newest) l.newest = l.b;
   }
+  BucketHash* hash = as_hash(key);
   for (const auto& f : stale) hash->fields.erase(f);
   if (hash->fields.empty()) key.erase();
 }
@@ -169,7 +271,7 @@ Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed) const
   d.each.reserve(2 * limits_.size());
   for (std::size_t i = 0; i < limits_.size(); ++i) {
     const Limit& l = limits_[i];
-    const std::int64_t rem = std::max<std::int64_t>(0, floor_div(l.limit * l.P - l.usedP, l.P));
+    const std::int64_t rem = std::max<std::int64_t>(0, l.limit - l.used);
     std::int64_t wait = 0;
     if (!allowed && !l.allowed) wait = retry_after(l, cost, c_.now);
     std::int64_t own_reset = 0;
@@ -197,14 +299,15 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
     l.counts.clear();
     l.full = l.old = 0;
     l.newest.reset();
+    l.adopted = false;
   }
   std::vector<std::string> stale;
   read(key, stale);
 
   bool allowed = true;
   for (auto& l : limits_) {
-    l.usedP = l.full * l.P + l.old * (l.P - l.r);
-    l.allowed = l.usedP + cost * l.P <= l.limit * l.P;
+    l.used = l.full + weighted(l, l.old);
+    l.allowed = l.used + cost <= l.limit;
     allowed = allowed && l.allowed;
   }
   if (c_.refund) {

@@ -50,7 +50,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
 
   Decided d;
   d.allowed = allowed ? 1 : 0;
-  d.remaining = limit_ - used;
+  d.remaining = std::max<std::int64_t>(0, limit_ - used);  // a lowered limit: nothing left
   if (!allowed) {
     // ZREVRANGE key (limit - cost) (limit - cost) WITHSCORES; an empty answer makes the Lua fail.
     const std::optional<std::int64_t> score = log != nullptr ? log->rev_score(limit_ - cost) : std::nullopt;

@@ -90,14 +90,14 @@ State string_state(const std::string& bytes) {
   std::int64_t v = 0;
   const auto res = std::from_chars(bytes.data(), bytes.data() + bytes.size(), v);
   if (!bytes.empty() && res.ec == std::errc() && res.ptr == bytes.data() + bytes.size()) return Marker{v};
-  if (bytes.size() == 12 || bytes.size() == 15) {
-    const auto read = [&](std::size_t from, std::size_t n) {
-      std::int64_t x = 0;
-      for (std::size_t i = n; i-- > 0;) x = (x << 8) | static_cast<unsigned char>(bytes[from + i]);
-      return x;
-    };
-    return Packed{read(0, 7), read(7, bytes.size() - 7)};
-  }
+  const auto read = [&](std::size_t from, std::size_t n) {
+    std::int64_t x = 0;
+    for (std::size_t i = n; i-- > 0;) x = (x << 8) | static_cast<unsigned char>(bytes[from + i]);
+    return x;
+  };
+  if (bytes.size() == 12 || bytes.size() == 15) return Packed{read(0, 7), read(7, bytes.size() - 7)};
+  if (bytes.size() == 20) return Packed{read(0, 7), read(7, 6), 0, read(13, 7), Packed::Layout::window};
+  if (bytes.size() == 27) return Packed{read(0, 7), read(7, 6), read(13, 7), read(20, 7), Packed::Layout::bucket};
   return Text{bytes};
 }
 

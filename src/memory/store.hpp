@@ -21,12 +21,16 @@ namespace redlimit::detail::memory {
 
 inline constexpr std::int64_t kNoDeadline = std::numeric_limits<std::int64_t>::max();
 
-// A string written by prologue.lua's pack2(time, quantity): the fixed window's (start, used), the
-// token and leaky buckets' (at, level). Kept as its two numbers: pack2/unpack2 is a bijection on
-// them, so the bytes themselves never matter here.
+// A string state written by prologue.lua: the fixed window's pack_window(start, used, window), the
+// buckets' pack_bucket(at, whole, frac, unit), or 0.2's pack2(time, quantity). Kept as its numbers
+// and layout: each packing is a bijection on them, so the bytes themselves never matter here.
 struct Packed {
+  enum class Layout { pack2, window, bucket };
   std::int64_t time = 0;
-  std::int64_t quantity = 0;
+  std::int64_t quantity = 0;  // used, whole, or pack2's quantity
+  std::int64_t frac = 0;      // bucket only
+  std::int64_t tag = 0;       // the window (window) or unit (bucket) it was written under
+  Layout layout = Layout::pack2;
 };
 
 // The block marker (block.lua): the decimal string fmt(blocked until).
@@ -86,8 +90,8 @@ inline bool is_string(const State& s) {
   return std::holds_alternative<Packed>(s) || std::holds_alternative<Marker>(s) || std::holds_alternative<Text>(s);
 }
 
-// The string `bytes` as the scripts would read it: a number is a Marker (tonumber()), 12 or 15
-// bytes a Packed (unpack2()), anything else Text.
+// The string `bytes` as the scripts would read it: a number is a Marker (tonumber()), 12, 15, 20
+// or 27 bytes a Packed (prologue.lua's unpackers), anything else Text.
 State string_state(const std::string& bytes);
 
 struct Entry {

@@ -37,6 +37,17 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   const std::int64_t r = a % b;
   return (a - r) / b + ((r > 0) ? 1 : 0);
 }
+// prologue.lua's muldiv(a, b, c): floor(a * b / c) and (a * b) mod c, exact. The script does long
+// division in doubles; 128-bit integers give the same two numbers.
+struct QuotRem {
+  std::int64_t q, r;
+};
+__extension__ using u128 = unsigned __int128;  // __extension__: a GCC/Clang type -Wpedantic accepts
+inline QuotRem muldiv(std::int64_t a, std::int64_t b, std::int64_t c) {
+  const u128 p = static_cast<u128>(a) * static_cast<u128>(b);
+  const auto uc = static_cast<u128>(c);
+  return {static_cast<std::int64_t>(p / uc), static_cast<std::int64_t>(p % uc)};
+}
 inline std::int64_t ttl_ms(std::int64_t us) { return ceil_div(std::max<std::int64_t>(us, 0), 1000) + 1; }
 
 // The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it.
@@ -158,9 +169,9 @@ class PolicyTwin {
     std::string_view tag;
     std::int64_t limit = 0, P = 0, n = 0, r = 0, b = 0;
     std::vector<std::pair<std::int64_t, std::int64_t>> counts;  // bucket -> units, the few in the window
-    std::int64_t full = 0, old = 0, usedP = 0;
+    std::int64_t full = 0, old = 0, used = 0;
     std::optional<std::int64_t> newest;
-    bool allowed = false;
+    bool allowed = false, adopted = false;
 
     std::int64_t count_at(std::int64_t idx) const;
     std::int64_t& count_ref(std::int64_t idx);
@@ -168,6 +179,7 @@ class PolicyTwin {
 
  private:
   void read(KeyRef& key, std::vector<std::string>& stale);
+  void own(KeyRef& key, Limit& l);
   void give_back(KeyRef& key, std::int64_t cost);
   void take(KeyRef& key, std::int64_t cost, const std::vector<std::string>& stale);
   Decided conclude(KeyRef& key, std::int64_t cost, bool allowed) const;

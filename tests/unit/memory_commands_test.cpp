@@ -138,14 +138,14 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
 
 TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
-  // what Redis gives. The string states are all pack2(time, quantity): a token bucket reads a fixed
-  // window's (start, used) as (at, level).
+  // what Redis gives. Each string state names its layout by its length (prologue.lua): a token
+  // bucket reads a fixed window's 20-byte state as no state at all, a full bucket.
   const Argv fw_args{std::to_string(kT0.count()), "1", "1", "3", "1000000"};
   ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, fw_args)).type, Reply::Type::array);
   const Argv tb_args{std::to_string(kT0.count()), "1", "1", "3", "1", "1"};
   Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(r.elements[1].integer, 0) << "a level of 1 unit, 1 taken";
+  EXPECT_EQ(r.elements[1].integer, 2) << "a full bucket of 3, 1 taken";
   // A string read as a hash, or a hash read as a sorted set, is WRONGTYPE, as on Redis.
   const Argv policy_args{std::to_string(kT0.count()), "1", "1", "1", "3/s", "3", "1000000", "1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));

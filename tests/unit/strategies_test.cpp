@@ -249,22 +249,21 @@ TEST_F(StrategiesTest, TokenBucketInvalidParametersThrowAndSendNothing) {
   EXPECT_THROW(limiter.token_bucket("", 10, 1, 1s), InvalidArgument);
 }
 
-TEST_F(StrategiesTest, TokenBucketCapacityTimesUnitMustStayExact) {
+TEST_F(StrategiesTest, TokenBucketMustRefillWithinTheLongestWindow) {
+  // The scripts keep any capacity up to 2^40 at any rate exact (whole tokens plus ticks); what a
+  // bucket may not do is take longer than Limit::max_window() (ten years) to refill.
   const RateLimiter limiter = make_limiter();
   expect_nothing_sent();
-  // unit = 3.6e9 for 1 token per hour: capacity * unit far above 2^52.
   EXPECT_THROW(limiter.token_bucket("api", 1'000'000'000, 1, 1h), InvalidArgument);
   EXPECT_THROW(limiter.token_bucket("api", Limit::max_count(), 1, 1s), InvalidArgument);
-  // 2^40 tokens at 1 per 4095 us: capacity * unit = 2^52 - 2^40 < 2^52, accepted.
-  EXPECT_NO_THROW(limiter.token_bucket("api", Limit::max_count(), 1, Micros{4095}));
-}
-
-TEST_F(StrategiesTest, TokenBucketCapacityTimesUnitOfExactly2Pow52IsRejected) {
-  // token_bucket.lua (first version) / prologue.lua: the client keeps every product below 2^52.
-  const RateLimiter limiter = make_limiter();
-  expect_nothing_sent();
-  ASSERT_EQ(Limit::max_count() * 4096, k2Pow52);
   EXPECT_THROW(limiter.token_bucket("api", Limit::max_count(), 1, Micros{4096}), InvalidArgument);
+  EXPECT_NO_THROW(limiter.token_bucket("api", 87'600, 1, 1h));  // ten years of 365 days, to the us
+  EXPECT_THROW(limiter.token_bucket("api", 87'601, 1, 1h), InvalidArgument);
+  // Once products of capacity and unit that passed 2^52 and were refused: 7 per 3 days, 2^40 per
+  // ten years, 900 million at 3 per second.
+  EXPECT_NO_THROW(limiter.token_bucket("api", 2'000, 7, 72h));
+  EXPECT_NO_THROW(limiter.token_bucket("api", Limit::max_count(), Limit::max_count(), Limit::max_window()));
+  EXPECT_NO_THROW(limiter.token_bucket("api", 900'000'000, 3, 1s));
 }
 
 TEST_F(StrategiesTest, LeakyBucketInvalidParametersThrowAndSendNothing) {
@@ -277,12 +276,14 @@ TEST_F(StrategiesTest, LeakyBucketInvalidParametersThrowAndSendNothing) {
   EXPECT_THROW(limiter.leaky_bucket("", 10, Limit::per_second(1)), InvalidArgument);
 }
 
-TEST_F(StrategiesTest, LeakyBucketCapacityTimesUnitOfExactly2Pow52IsRejected) {
-  // prologue.lua: "the client keeps every product of the math below 2^52".
+TEST_F(StrategiesTest, LeakyBucketMustDrainWithinTheLongestWindow) {
   const RateLimiter limiter = make_limiter();
   expect_nothing_sent();
-  EXPECT_NO_THROW(limiter.leaky_bucket("api", Limit::max_count(), Limit(1, Micros{4095})));
   EXPECT_THROW(limiter.leaky_bucket("api", Limit::max_count(), Limit(1, Micros{4096})), InvalidArgument);
+  EXPECT_NO_THROW(limiter.leaky_bucket("api", 87'600, Limit::per_hour(1)));
+  EXPECT_THROW(limiter.leaky_bucket("api", 87'601, Limit::per_hour(1)), InvalidArgument);
+  EXPECT_NO_THROW(limiter.leaky_bucket("api", Limit::max_count(), Limit(Limit::max_count(), Limit::max_window())));
+  EXPECT_NO_THROW(limiter.leaky_bucket("api", 2'000, Limit(7, 72h), LeakyMode::shaper));
 }
 
 TEST_F(StrategiesTest, SlidingWindowPrecisionMustDivideTheWindow) {
@@ -304,19 +305,19 @@ TEST_F(StrategiesTest, SlidingWindowBucketCountIsCapped) {
   EXPECT_THROW(limiter.sliding_window("api", Limit::parse("100/1h@100ms")), InvalidArgument);
 }
 
-TEST_F(StrategiesTest, SlidingWindowLimitTimesPrecisionMustStayExact) {
+TEST_F(StrategiesTest, EverydayQuotasAreAcceptedBySlidingWindowsAndPolicies) {
+  // Each of these once threw "limit x precision must stay below 2^52 us" (issue 12).
   const RateLimiter limiter = make_limiter();
   expect_nothing_sent();
-  EXPECT_THROW(limiter.sliding_window("api", Limit(Limit::max_count(), 10s)), InvalidArgument);
-  EXPECT_THROW(limiter.sliding_window("api", Limit(Limit::max_count(), 1h), 1s), InvalidArgument);
-  EXPECT_NO_THROW(limiter.sliding_window("api", Limit(Limit::max_count(), Micros{4095})));
-}
-
-TEST_F(StrategiesTest, SlidingWindowLimitTimesPrecisionOfExactly2Pow52IsRejected) {
-  // policy.lua: "the client keeps limit * P below 2^52".
-  const RateLimiter limiter = make_limiter();
-  expect_nothing_sent();
-  EXPECT_THROW(limiter.sliding_window("api", Limit(Limit::max_count(), Micros{4096})), InvalidArgument);
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit::per_day(1'000'000)));
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit::per_hour(10'000'000)));
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit::per_day(100'000'000), 1h));
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit(1'000'000, 24h * 30), 24h));
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit(1'000'000'000, 24h * 30)));
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit(Limit::max_count(), Limit::max_window())));
+  EXPECT_NO_THROW(limiter.sliding_window("api", Limit(Limit::max_count(), Limit::max_window()),
+                                         Limit::max_window() / redlimit::SlidingWindow::max_buckets()));
+  EXPECT_NO_THROW(limiter.policy("api", redlimit::parse_limits("1000000/1d; 10000000/10d")));
 }
 
 TEST_F(StrategiesTest, BadPrefixInOptionsThrowsAndSendsNothing) {

@@ -51,7 +51,6 @@ using Argv = std::vector<std::string>;
 namespace scripts = redlimit::detail::scripts;
 
 constexpr std::int64_t kStart = 1'700'000'000'123'456;  // the ManualClock's start, in microseconds
-constexpr std::int64_t k2Pow52 = std::int64_t{1} << 52;
 
 Argv concat(Argv head, const Argv& tail) {
   head.insert(head.end(), tail.begin(), tail.end());

@@ -23,10 +23,6 @@ namespace strategies_impl {
 
 using std::chrono::microseconds;
 
-// Scripts do their math in Lua doubles; keeping every product below 2^52 keeps it exact, with a
-// factor of two to spare for sums.
-inline constexpr std::int64_t kExactBound = std::int64_t{1} << 52;
-
 REDLIMIT_INLINE std::vector<std::string> to_args(std::initializer_list<std::int64_t> values) {
   std::vector<std::string> out;
   for (auto v : values) out.push_back(std::to_string(v));
@@ -53,11 +49,16 @@ REDLIMIT_INLINE Rate exact_rate(std::int64_t per, microseconds period, std::int6
   }
   const std::int64_t g = std::gcd(per, period.count());
   const Rate r{period.count() / g, per / g};
-  if (capacity > (kExactBound - 1) / r.unit) {  // capacity * unit must stay below 2^52
-    throw InvalidArgument(
-        detail::message("capacity {} with a rate of {} per {}us needs more precision than the scripts keep exact; "
-                        "use a smaller capacity or a rate whose period is a multiple of its count",
-                        capacity, per, period.count()));
+  // The scripts keep a level as whole units plus ticks of the next, so no product of capacity and
+  // rate needs to stay small; what they need is that filling (or draining) the whole bucket takes at
+  // most the longest window, capacity * period / per <= max_window, compared in 128 bits.
+  __extension__ using u128 = unsigned __int128;
+  if (static_cast<u128>(capacity) * static_cast<u128>(period.count()) >
+      static_cast<u128>(Limit::max_window().count()) * static_cast<u128>(per)) {
+    throw InvalidArgument(detail::message(
+        "capacity {} at {} per {}us takes longer than {}us (ten years) to refill or drain; "
+        "use a faster rate or a smaller capacity",
+        capacity, per, period.count(), Limit::max_window().count()));
   }
   return r;
 }
@@ -68,12 +69,6 @@ REDLIMIT_INLINE Limit checked_sliding_window(Limit limit) {
   if (buckets > SlidingWindow::max_buckets()) {
     throw InvalidArgument(detail::message("sliding window {} has {} buckets; at most {}", limit.to_string(), buckets,
                                           SlidingWindow::max_buckets()));
-  }
-  if (limit.count() > (kExactBound - 1) / p) {  // limit * precision must stay below 2^52
-    throw InvalidArgument(
-        detail::message("sliding window {}: limit x precision must stay below 2^52 us; "
-                        "use a finer precision or a smaller limit",
-                        limit.to_string()));
   }
   return limit;
 }
