@@ -1,58 +1,120 @@
--- Sliding log: one sorted-set member per admitted unit, scored by its admission time.
+-- Sliding log: one sorted-set entry per admitted request, carrying its cost, scored by its time.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: sorted set, member "<time>:<seq>" (unique even within one microsecond), score = time (us)
+-- state: sorted set, member "<cum>/<cost>" with <cum> zero-padded to 16 digits, score = time (us):
+--        <cost> units admitted at that time, and <cum> the units admitted to this key up to and
+--        including them, so that the units in any run of entries is a difference of two cums
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  limit: units admitted in any window
 -- ARGV[5]  window length (us)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
--- Time math: a unit admitted at t counts during [t, t + window); at `now` it has left the window
--- when t <= now - window. Work per decision: the trim removes only units that were admitted (at
--- most `limit` of them, never a flood: rejected requests add nothing), then O(log n) reads.
--- A refund removes the newest `cost` units, exact when it follows the request it refunds.
+-- Time math: a request admitted at t counts during [t, t + window); at `now` it has left the window
+-- when t <= now - window. An entry is stamped max(now, the newest entry's time) — a client whose
+-- clock lags cannot date units before others already in the log — so time order and cum order
+-- agree, and the zero padding makes the member order of entries of one microsecond the cum order too.
+-- Units in the window = cum(newest) - (cum(oldest live) - cost(oldest live)).
+-- Work per decision is bounded by the requests, never the cost: the trim removes entries once each
+-- (amortised O(log n)), the sums are two rank reads, an admission is one ZADD whatever its cost,
+-- and a rejection's wait is a binary search over ranks (O(log^2 n), one probe when every cost is 1).
+-- A refund removes the newest `cost` units (whole entries, the last one shortened), exact when it
+-- follows the request it refunds. A log written by 0.2 (members without '/') is restarted.
 local limit = tonumber(ARGV[4])
 local window = tonumber(ARGV[5])
 local cutoff = now - window -- scores <= cutoff have left the window
-local live = '(' .. fmt(cutoff)
 local state_is_string, width = false, 5
 
-local function decide(key, cost)
-  local used
-  if record or refund then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(cutoff))
-    if refund then redis.call('ZPOPMAX', key, cost) end
-    used = redis.call('ZCARD', key)
-  else
-    used = redis.call('ZCOUNT', key, live, '+inf')
+-- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
+local function parse(member)
+  local c, k = string.match(member, '^(%d+)/(%d+)$')
+  if not c then return nil end
+  return tonumber(c), tonumber(k)
+end
+local function member(cum, cost) return format('%016d/%d', cum, cost) end
+
+-- The entry at rank i: cum, cost, time.
+local function at_rank(key, i)
+  local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+  local c, k = parse(e[1])
+  return c, k, tonumber(e[2])
+end
+
+-- The first rank in [lo, hi] whose cum reaches `target` (hi's does; base = the cum before rank lo).
+-- cum grows by at least 1 a rank, so the answer is at most lo + target - base - 1, exactly that when
+-- every cost is 1: then one probe confirms it. Otherwise a binary search.
+local function rank_reaching(key, lo, hi, target, base)
+  hi = min(hi, lo + target - base - 1)
+  if hi > lo and at_rank(key, hi - 1) >= target then
+    hi = hi - 1
+    while lo < hi do
+      local mid = floor_div(lo + hi, 2)
+      if at_rank(key, mid) >= target then hi = mid else lo = mid + 1 end
+    end
   end
+  return hi
+end
+
+local function decide(key, cost)
+  -- The newest entry; a write first trims what has left the window (a peek counts past it).
+  local cum, newest_t, first, base, used = nil, nil, 0, 0, 0
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[1] then
+    cum = parse(newest[1])
+    newest_t = tonumber(newest[2])
+    if not cum then -- a 0.2 log: restarted (UNLINK: a big one is freed off the main thread)
+      if record or refund then redis.call('UNLINK', key) end
+    elseif newest_t <= cutoff then
+      if record or refund then redis.call('DEL', key) end -- every entry has left the window
+      cum = nil
+    else
+      if record or refund then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(cutoff))
+      else
+        first = redis.call('ZCOUNT', key, '-inf', fmt(cutoff))
+      end
+      local c, k = at_rank(key, first)
+      base = c - k
+      used = cum - base
+    end
+  end
+  if used == 0 then cum = nil end
 
   local allowed = refund or used + cost <= limit
-  if allowed and record then
-    local seq = used
-    local stamp = fmt(now)
-    for _ = 1, cost do
-      -- "<now>:<seq>" is new unless a client with a lagging clock wrote this microsecond already;
-      -- NX tells us, and we move on to the next sequence number.
-      repeat
-        seq = seq + 1
-      until redis.call('ZADD', key, 'NX', stamp, stamp .. ':' .. fmt(seq)) == 1
+  if refund then
+    local left = min(cost, used)
+    used = used - left
+    while left > 0 do -- whole entries from the newest, the last one shortened
+      local e = redis.call('ZPOPMAX', key)
+      local c, k = parse(e[1])
+      if k > left then
+        redis.call('ZADD', key, e[2], member(c - left, k - left))
+        left = 0
+      else
+        left = left - k
+      end
     end
+  elseif allowed and record then
+    local t = now
+    if cum then t = max(now, newest_t) end
+    cum = (cum or 0) + cost
+    newest_t = t
+    redis.call('ZADD', key, fmt(t), member(cum, cost))
     used = used + cost
   end
 
   local retry_after = 0
   if not allowed then
-    -- Room for `cost` appears when only limit - cost live units are left: when the
-    -- (limit - cost + 1)-th newest leaves the window. It is live (used + cost > limit), and one
-    -- rank lookup finds it (expired units, still there for a peek, are all older).
-    local e = redis.call('ZREVRANGE', key, limit - cost, limit - cost, 'WITHSCORES')
-    retry_after = tonumber(e[2]) + window - now
+    -- Room for `cost` once every unit up to cum + cost - limit has left: it is live (used + cost >
+    -- limit) and at most cum (cost <= limit); the entry holding it leaves at its time + window.
+    local card = redis.call('ZCARD', key)
+    local r = rank_reaching(key, first, card - 1, cum + cost - limit, base)
+    local _, _, t = at_rank(key, r)
+    retry_after = t + window - now
   end
   local reset_after = 0
   if used > 0 then
-    local newest = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
-    reset_after = max(0, tonumber(newest[2]) + window - now)
+    if refund then newest_t = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
+    reset_after = max(0, newest_t + window - now)
     if allowed and record then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
   end
   return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1

@@ -1,4 +1,4 @@
-// Twin of lua/sliding_log.lua: the sorted set is a UnitLog (store.hpp), kept in Redis's order.
+// Twin of lua/sliding_log.lua: the sorted set is an EntryLog (store.hpp), kept in Redis's order.
 #include "twins.hpp"
 
 namespace redlimit::detail::memory {
@@ -9,56 +9,93 @@ SlidingLogTwin::SlidingLogTwin(const Call& c)
 namespace {
 
 // The key as a sorted set: nullptr when missing, WRONGTYPE when it holds anything else.
-UnitLog* as_log(KeyRef& key) {
+EntryLog* as_log(KeyRef& key) {
   Entry* e = key.get();
   if (e == nullptr) return nullptr;
-  if (auto* log = std::get_if<UnitLog>(&e->state)) return log;
+  if (auto* log = std::get_if<EntryLog>(&e->state)) return log;
   wrong_type();
+}
+
+// rank_reaching(lo, hi, target, base): the first rank in [lo, hi] whose cum reaches `target`.
+std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi, std::int64_t target,
+                           std::int64_t base) {
+  hi = std::min(hi, lo + target - base - 1);
+  if (hi > lo && log.at(hi - 1)->cum >= target) {
+    hi = hi - 1;
+    while (lo < hi) {
+      const std::int64_t mid = floor_div(lo + hi, 2);
+      if (log.at(mid)->cum >= target) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+  }
+  return hi;
 }
 
 }  // namespace
 
 Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   const std::int64_t now = c_.now;
-  UnitLog* log = as_log(key);
-  std::int64_t used = 0;
-  if (c_.record || c_.refund) {
-    if (log != nullptr) {
-      log->remove_through(cutoff_);       // ZREMRANGEBYSCORE key -inf cutoff
-      if (c_.refund) log->pop_max(cost);  // ZPOPMAX key cost
-      if (log->empty()) {                 // Redis deletes an emptied sorted set
-        key.erase();
+  const bool write = c_.record || c_.refund;
+  EntryLog* log = as_log(key);
+  std::optional<std::int64_t> cum;
+  std::int64_t newest_t = 0, first = 0, base = 0, used = 0;
+  if (log != nullptr) {  // never empty: Redis deletes an emptied sorted set, and so does this twin
+    newest_t = log->at(-1)->time;
+    if (newest_t <= cutoff_) {
+      if (write) {
+        key.erase();  // every entry has left the window
         log = nullptr;
       }
+    } else {
+      if (write) {
+        log->remove_through(cutoff_);
+      } else {
+        first = static_cast<std::int64_t>(log->count_through(cutoff_));
+      }
+      const LogEntry* oldest = log->at(first);
+      cum = log->at(-1)->cum;
+      base = oldest->cum - oldest->cost;
+      used = *cum - base;
     }
-    used = log != nullptr ? static_cast<std::int64_t>(log->size()) : 0;  // ZCARD
-  } else {
-    used = log != nullptr ? static_cast<std::int64_t>(log->count_after(cutoff_)) : 0;  // ZCOUNT (cutoff +inf
   }
 
   const bool allowed = c_.refund || used + cost <= limit_;
-  if (allowed && c_.record) {
-    if (log == nullptr) log = &std::get<UnitLog>(key.create(UnitLog{}).state);
-    std::int64_t seq = used;
-    for (std::int64_t i = 0; i < cost; ++i) {
-      do {
-        seq = seq + 1;
-      } while (!log->add_nx(now, seq));  // ZADD key NX now "<now>:<seq>"
+  if (c_.refund) {
+    std::int64_t left = std::min(cost, used);
+    used -= left;
+    while (left > 0) {  // whole entries from the newest, the last one shortened
+      const LogEntry e = log->pop_newest();
+      if (e.cost > left) {
+        log->append({e.time, e.cum - left, e.cost - left});
+        left = 0;
+      } else {
+        left -= e.cost;
+      }
     }
-    used = used + cost;
+    if (log != nullptr && log->empty()) key.erase();
+  } else if (allowed && c_.record) {
+    const std::int64_t t = cum ? std::max(now, newest_t) : now;
+    if (log == nullptr) log = &std::get<EntryLog>(key.create(EntryLog{}).state);
+    cum = cum.value_or(0) + cost;
+    newest_t = t;
+    log->append({t, *cum, cost});
+    used += cost;
   }
 
   Decided d;
   d.allowed = allowed ? 1 : 0;
   d.remaining = std::max<std::int64_t>(0, limit_ - used);  // a lowered limit: nothing left
   if (!allowed) {
-    // ZREVRANGE key (limit - cost) (limit - cost) WITHSCORES; an empty answer makes the Lua fail.
-    const std::optional<std::int64_t> score = log != nullptr ? log->rev_score(limit_ - cost) : std::nullopt;
-    if (!score) throw ScriptError{"ERR attempt to perform arithmetic on a nil value (sliding_log retry_after)"};
-    d.retry_after = *score + window_ - now;
+    const auto card = static_cast<std::int64_t>(log->size());
+    const std::int64_t r = rank_reaching(*log, first, card - 1, *cum + cost - limit_, base);
+    d.retry_after = log->at(r)->time + window_ - now;
   }
   if (used > 0) {
-    d.reset_after = std::max<std::int64_t>(0, *log->rev_score(0) + window_ - now);  // ZREVRANGE key 0 0
+    if (c_.refund) newest_t = log->at(-1)->time;
+    d.reset_after = std::max<std::int64_t>(0, newest_t + window_ - now);
     if (allowed && c_.record) key.expire_ms(now, ttl_ms(d.reset_after));
   }
   return d;

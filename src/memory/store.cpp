@@ -1,86 +1,51 @@
 #include "store.hpp"
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <string_view>
 
 namespace redlimit::detail::memory {
 
 // ---------------------------------------------------------------------------------------------
-// UnitLog
+// EntryLog
 
-namespace {
-
-// The decimal text of a sequence number, as fmt(seq) writes it into the member.
-struct Digits {
-  std::array<char, 24> buf{};
-  std::size_t len = 0;
-  explicit Digits(std::int64_t v) {
-    const auto res = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-    len = static_cast<std::size_t>(res.ptr - buf.data());
-  }
-  std::string_view view() const { return {buf.data(), len}; }
-};
-
-// Redis orders sorted-set members by score, then by member bytes. Members of one score share the
-// "<time>:" prefix, so the tie is decided by the bytes of the sequence numbers.
-bool member_less(const LogUnit& a, const LogUnit& b) {
-  if (a.time != b.time) return a.time < b.time;
-  if (a.seq == b.seq) return false;
-  return Digits(a.seq).view() < Digits(b.seq).view();
-}
-
-}  // namespace
-
-std::size_t UnitLog::lower_index(std::int64_t time_after) const {
-  const auto it = std::upper_bound(units_.begin() + static_cast<std::ptrdiff_t>(head_), units_.end(), time_after,
-                                   [](std::int64_t t, const LogUnit& u) { return t < u.time; });
-  return static_cast<std::size_t>(it - units_.begin());
-}
-
-// Units leave from the front (the trim) far more often than anything else happens: they are only
-// skipped, and the vector is compacted once the skipped part is at least half of it.
-void UnitLog::compact() {
-  if (head_ == units_.size()) {
-    units_.clear();
-    head_ = 0;
-  } else if (head_ >= 64 && head_ * 2 >= units_.size()) {
-    units_.erase(units_.begin(), units_.begin() + static_cast<std::ptrdiff_t>(head_));
-    head_ = 0;
-  }
-}
-
-void UnitLog::remove_through(std::int64_t cutoff) {
-  head_ = lower_index(cutoff);
-  compact();
-}
-
-void UnitLog::pop_max(std::int64_t n) {
-  for (std::int64_t i = 0; i < n && !empty(); ++i) units_.pop_back();
-  compact();
-}
-
-std::size_t UnitLog::count_after(std::int64_t cutoff) const { return units_.size() - lower_index(cutoff); }
-
-std::optional<std::int64_t> UnitLog::rev_score(std::int64_t k) const {
+const LogEntry* EntryLog::at(std::int64_t rank) const {
   const auto n = static_cast<std::int64_t>(size());
-  const std::int64_t rank = k < 0 ? n + k : k;  // from the newest
-  if (rank < 0 || rank >= n) return std::nullopt;
-  return units_[units_.size() - 1 - static_cast<std::size_t>(rank)].time;
+  const std::int64_t r = rank < 0 ? n + rank : rank;
+  if (r < 0 || r >= n) return nullptr;
+  return &entries_[head_ + static_cast<std::size_t>(r)];
 }
 
-bool UnitLog::add_nx(std::int64_t time, std::int64_t seq) {
-  const LogUnit u{time, seq};
-  if (empty() || member_less(units_.back(), u)) {
-    units_.push_back(u);
-    return true;
+std::size_t EntryLog::first_after(std::int64_t cutoff) const {
+  const auto it = std::upper_bound(entries_.begin() + static_cast<std::ptrdiff_t>(head_), entries_.end(), cutoff,
+                                   [](std::int64_t t, const LogEntry& e) { return t < e.time; });
+  return static_cast<std::size_t>(it - entries_.begin());
+}
+
+// Entries leave from the front (the trim) far more often than anything else happens: they are only
+// skipped, and the vector is compacted once the skipped part is at least half of it.
+void EntryLog::compact() {
+  if (head_ == entries_.size()) {
+    entries_.clear();
+    head_ = 0;
+  } else if (head_ >= 64 && head_ * 2 >= entries_.size()) {
+    entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
   }
-  const auto it =
-      std::lower_bound(units_.begin() + static_cast<std::ptrdiff_t>(head_), units_.end(), u, member_less);
-  if (it != units_.end() && !member_less(u, *it)) return false;  // the member exists
-  units_.insert(it, u);
-  return true;
+}
+
+void EntryLog::remove_through(std::int64_t cutoff) {
+  head_ = first_after(cutoff);
+  compact();
+}
+
+std::size_t EntryLog::count_through(std::int64_t cutoff) const { return first_after(cutoff) - head_; }
+
+LogEntry EntryLog::pop_newest() {
+  const LogEntry e = entries_.back();
+  entries_.pop_back();
+  compact();
+  return e;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -43,38 +43,38 @@ struct Text {
   std::string bytes;
 };
 
-// sliding_log.lua's sorted set: members "<time>:<seq>" scored by time.
-struct LogUnit {
+// sliding_log.lua's sorted set: one entry per admitted request, member "<cum>/<cost>" (cum zero-
+// padded) scored by its time. The script only ever adds at the end of Redis's order (a time no
+// earlier, a cum greater, than every entry's) and removes from either end, so a vector in that order,
+// with its front trimmed by an index, is the sorted set.
+struct LogEntry {
   std::int64_t time = 0;
-  std::int64_t seq = 0;
+  std::int64_t cum = 0;   // units admitted to the key up to and including this entry
+  std::int64_t cost = 0;  // this entry's units
 };
 
-// A sorted set of LogUnits in Redis's order: by score, then by member bytes (so "t:10" sorts
-// before "t:9"), which decides what ZPOPMAX pops and what ZREVRANGE finds.
-class UnitLog {
+class EntryLog {
  public:
-  std::size_t size() const { return units_.size() - head_; }
+  std::size_t size() const { return entries_.size() - head_; }
   bool empty() const { return size() == 0; }
+  // ZRANGE i i (0 = oldest; negative from the newest, as Redis counts); nullptr past either end.
+  const LogEntry* at(std::int64_t rank) const;
   // ZREMRANGEBYSCORE -inf cutoff
   void remove_through(std::int64_t cutoff);
-  // ZPOPMAX n
-  void pop_max(std::int64_t n);
-  // ZCOUNT (cutoff +inf
-  std::size_t count_after(std::int64_t cutoff) const;
-  // ZREVRANGE k k WITHSCORES: the score at reverse rank k (negative k counts from the oldest, as
-  // Redis does); nullopt where Redis answers an empty array.
-  std::optional<std::int64_t> rev_score(std::int64_t k) const;
-  // ZADD NX time "<time>:<seq>": false when that member exists already.
-  bool add_nx(std::int64_t time, std::int64_t seq);
-  // The units in Redis's order (for tests).
-  std::vector<LogUnit> units() const {
-    return {units_.begin() + static_cast<std::ptrdiff_t>(head_), units_.end()};
+  // ZCOUNT -inf cutoff
+  std::size_t count_through(std::int64_t cutoff) const;
+  // ZPOPMAX: the newest entry, removed.
+  LogEntry pop_newest();
+  // ZADD of an entry that sorts after every other one (the script's only kind).
+  void append(const LogEntry& e) { entries_.push_back(e); }
+  std::vector<LogEntry> entries() const {
+    return {entries_.begin() + static_cast<std::ptrdiff_t>(head_), entries_.end()};
   }
 
  private:
-  std::size_t lower_index(std::int64_t time_after) const;  // first unit with time > time_after
+  std::size_t first_after(std::int64_t cutoff) const;  // index of the first entry with time > cutoff
   void compact();
-  std::vector<LogUnit> units_;  // sorted; [head_, end) are live
+  std::vector<LogEntry> entries_;  // Redis's order; [head_, end) are live
   std::size_t head_ = 0;
 };
 
@@ -84,7 +84,7 @@ struct BucketHash {
 };
 
 // Packed, Marker and Text are Redis strings (GET and MGET read them); the other two are not.
-using State = std::variant<Packed, Marker, Text, UnitLog, BucketHash>;
+using State = std::variant<Packed, Marker, Text, EntryLog, BucketHash>;
 
 inline bool is_string(const State& s) {
   return std::holds_alternative<Packed>(s) || std::holds_alternative<Marker>(s) || std::holds_alternative<Text>(s);

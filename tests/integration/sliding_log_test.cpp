@@ -55,7 +55,7 @@ TEST_F(SlidingLogTest, RetryAfterIsExactWithCostAboveOne) {
   const Decision admitted = expect_retry_after_exact(*clock, sl, "u", 2, d);
   EXPECT_EQ(admitted.remaining, 0) << admitted;
   EXPECT_EQ(admitted.reset_after, 10s) << admitted;
-  EXPECT_EQ(zcard(sl, "u"), 3);  // the unit of 2 s and the two just admitted
+  EXPECT_EQ(zcard(sl, "u"), 2);  // the request of 2 s and the one of 2 units just admitted
 }
 
 TEST_F(SlidingLogTest, ResetAfterIsExact) {
@@ -70,13 +70,13 @@ TEST_F(SlidingLogTest, ResetAfterIsExact) {
   expect_reset_after_exact(*clock, sl, "u", sl.peek("u"));
 }
 
-TEST_F(SlidingLogTest, UnitsOfOneMicrosecondAreDistinctMembers) {
+TEST_F(SlidingLogTest, RequestsOfOneMicrosecondAreDistinctEntries) {
   auto sl = rl().sliding_log("sl", Limit(5, 10s));
   at(1s);
   EXPECT_TRUE(sl.consume("u").allowed);
   EXPECT_TRUE(sl.consume("u").allowed);
   EXPECT_TRUE(sl.consume("u", 3).allowed);
-  EXPECT_EQ(zcard(sl, "u"), 5);
+  EXPECT_EQ(zcard(sl, "u"), 3);  // one entry a request, whatever its cost
   EXPECT_FALSE(sl.consume("u").allowed);
 }
 
@@ -104,6 +104,48 @@ TEST_F(SlidingLogTest, KeyLivesUntilItsNewestUnitLeaves) {
   const std::int64_t pttl = server().integer({"PTTL", sl.key_for("u")});
   EXPECT_GT(pttl, (1h - 5s) / 1ms);
   EXPECT_LE(pttl, 1h / 1ms + 1);  // ttl_ms adds a millisecond (prologue.lua)
+}
+
+}  // namespace
+}  // namespace redlimit_test
+
+namespace redlimit_test {
+namespace {
+
+// Issue 12: a decision's Redis work is bounded by the requests in the window, never by the cost.
+// consume(1'000'000) on a 1M/day log once wrote a million members (115 MB, 3.5 s inside Redis).
+TEST_F(SlidingLogTest, AHugeCostIsOneEntry) {
+  auto sl = rl().sliding_log("sl", Limit::per_day(1'000'000));
+  at(0s);
+  const Decision d = sl.consume("u", 1'000'000);
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 0) << d;
+  EXPECT_EQ(zcard(sl, "u"), 1);
+  EXPECT_LT(server().integer({"MEMORY", "USAGE", sl.key_for("u")}), 1024);
+  at(1h);
+  const Decision next = sl.consume("u");
+  EXPECT_FALSE(next.allowed) << next;
+  EXPECT_EQ(next.retry_after, 23h) << next;
+  // The corners: 2^40 units in one request, on a ten-year log.
+  auto big = rl().sliding_log("big", Limit(Limit::max_count(), Limit::max_window()));
+  EXPECT_TRUE(big.consume("u", Limit::max_count()).allowed);
+  EXPECT_EQ(zcard(big, "u"), 1);
+  EXPECT_EQ(big.peek("u").retry_after, Limit::max_window());
+}
+
+TEST_F(SlidingLogTest, ALogWrittenBy02IsRestarted) {
+  // 0.2 kept one member "<time>:<seq>" per unit; such a log reads as empty and the next write
+  // replaces it.
+  auto sl = rl().sliding_log("sl", Limit(3, 1h));
+  at(0s);
+  const std::string key = sl.key_for("u");
+  const std::string t = std::to_string(clock->now().count());
+  for (const char* seq : {"1", "2", "3"}) server().command({"ZADD", key, t, t + ":" + seq});
+  server().command({"PEXPIRE", key, "3600000"});
+  EXPECT_EQ(sl.peek("u").remaining, 3);
+  EXPECT_TRUE(sl.consume("u").allowed);
+  EXPECT_EQ(zcard(sl, "u"), 1);
+  EXPECT_EQ(sl.peek("u").remaining, 2);
 }
 
 }  // namespace

@@ -23,11 +23,12 @@ using Micros = std::chrono::microseconds;
 using redlimit::Decision;
 using redlimit::Limit;
 
-enum class Kind { fixed_window, sliding_window, policy, token_bucket, leaky_meter, leaky_shaper };
+enum class Kind { fixed_window, sliding_log, sliding_window, policy, token_bucket, leaky_meter, leaky_shaper };
 
 inline const char* name(Kind k) {
   switch (k) {
     case Kind::fixed_window: return "fixed_window";
+    case Kind::sliding_log: return "sliding_log";
     case Kind::sliding_window: return "sliding_window";
     case Kind::policy: return "policy";
     case Kind::token_bucket: return "token_bucket";
@@ -92,7 +93,8 @@ class Generator {
     Quota q;
     q.kind = kind;
     switch (kind) {
-      case Kind::fixed_window: q.limits = {Limit(log_uniform(1, Limit::max_count()), window())}; break;
+      case Kind::fixed_window:
+      case Kind::sliding_log: q.limits = {Limit(log_uniform(1, Limit::max_count()), window())}; break;
       case Kind::sliding_window: q.limits = {limit()}; break;
       case Kind::policy: {
         Limit a = limit(), b = limit();
@@ -157,6 +159,7 @@ Calls calls_of(S s) {
 inline Calls make(const redlimit::RateLimiter& l, const std::string& resource, const Quota& q) {
   switch (q.kind) {
     case Kind::fixed_window: return calls_of(l.fixed_window(resource, q.limits[0]));
+    case Kind::sliding_log: return calls_of(l.sliding_log(resource, q.limits[0]));
     case Kind::sliding_window: return calls_of(l.sliding_window(resource, q.limits[0], q.limits[0].precision()));
     case Kind::policy: return calls_of(l.policy(resource, q.limits));
     case Kind::token_bucket: return calls_of(l.token_bucket(resource, q.capacity, q.per, q.period));
@@ -180,7 +183,7 @@ inline Micros horizon(const Quota& q) {
   return w;
 }
 
-inline constexpr Kind kAllKinds[] = {Kind::fixed_window, Kind::sliding_window, Kind::policy,
-                                     Kind::token_bucket, Kind::leaky_meter,    Kind::leaky_shaper};
+inline constexpr Kind kAllKinds[] = {Kind::fixed_window, Kind::sliding_log,  Kind::sliding_window, Kind::policy,
+                                     Kind::token_bucket, Kind::leaky_meter, Kind::leaky_shaper};
 
 }  // namespace redlimit_range

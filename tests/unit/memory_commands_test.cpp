@@ -199,24 +199,24 @@ TEST_F(MemoryTest, TheEvalFallbackDecidesTheSame) {
 
 // --- the sorted set keeps Redis's order --------------------------------------------------------
 
-TEST(MemoryScripts, UnitLogOrdersTiesByMemberBytesAsRedisDoes) {
-  redlimit::detail::memory::UnitLog log;
-  for (std::int64_t seq = 1; seq <= 11; ++seq) EXPECT_TRUE(log.add_nx(5, seq));
-  EXPECT_FALSE(log.add_nx(5, 10));  // "5:10" exists: ZADD NX adds nothing
-  EXPECT_TRUE(log.add_nx(4, 99));
-  std::vector<std::int64_t> order;
-  for (const auto& u : log.units()) order.push_back(u.seq);
-  // Score 4 first; then "5:1" < "5:10" < "5:11" < "5:2" < ... < "5:9".
-  EXPECT_EQ(order, (std::vector<std::int64_t>{99, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9}));
-  log.pop_max(2);  // ZPOPMAX 2 pops "5:9" and "5:8"
-  EXPECT_EQ(log.size(), 10u);
-  EXPECT_EQ(log.count_after(4), 9u);
-  EXPECT_EQ(log.rev_score(0), 5);
-  EXPECT_EQ(log.rev_score(-1), 4);  // negative ranks count from the oldest, as in ZREVRANGE
-  EXPECT_EQ(log.rev_score(10), std::nullopt);
-  log.remove_through(4);
-  EXPECT_EQ(log.size(), 9u);
-  EXPECT_TRUE(log.add_nx(5, 9));  // popped, so free again
+TEST(MemoryScripts, EntryLogCountsRanksAndTrimsAsRedisDoes) {
+  redlimit::detail::memory::EntryLog log;
+  log.append({4, 1, 1});
+  log.append({5, 4, 3});
+  log.append({5, 6, 2});
+  log.append({9, 7, 1});
+  EXPECT_EQ(log.count_through(4), 1u);  // ZCOUNT -inf 4
+  EXPECT_EQ(log.count_through(5), 3u);
+  EXPECT_EQ(log.at(-1)->cum, 7);  // ZRANGE -1 -1: the newest
+  EXPECT_EQ(log.at(0)->cum, 1);
+  EXPECT_EQ(log.at(4), nullptr);
+  EXPECT_EQ(log.at(-5), nullptr);
+  EXPECT_EQ(log.pop_newest().cum, 7);  // ZPOPMAX
+  log.remove_through(4);                // ZREMRANGEBYSCORE -inf 4
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log.at(0)->cum, 4);
+  log.remove_through(5);
+  EXPECT_TRUE(log.empty());
 }
 
 }  // namespace

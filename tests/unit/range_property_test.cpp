@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
+#include <vector>
 #include <optional>
 
 #include "support/range_scenarios.hpp"
@@ -35,6 +37,7 @@ class Oracle {
   Expect decide(std::int64_t t, std::int64_t cost, bool record) {
     switch (q_.kind) {
       case Kind::fixed_window: return fixed(t, cost, record);
+      case Kind::sliding_log: return log(t, cost, record);
       case Kind::sliding_window: return sliding(t, cost, record);
       default: return bucket(t, cost, record);
     }
@@ -49,6 +52,32 @@ class Oracle {
     if (ok && record) used += cost;
     const std::int64_t end = start + w;
     return {ok, std::max<std::int64_t>(0, limit - used), ok ? 0 : end - t, used > 0 ? end - t : 0, 0};
+  }
+
+  // The exact log: every admitted request with its time and cost.
+  Expect log(std::int64_t t, std::int64_t cost, bool record) {
+    const std::int64_t w = q_.limits[0].window().count(), limit = q_.limits[0].count();
+    while (!log_.empty() && log_.front().first <= t - w) log_.erase(log_.begin());
+    std::int64_t used = 0;
+    for (const auto& e : log_) used += e.second;
+    const bool ok = used + cost <= limit;
+    std::int64_t retry = 0;
+    if (!ok) {  // the oldest requests leave first; wait for the one whose leaving makes room
+      std::int64_t left = used;
+      for (const auto& [at, c] : log_) {
+        left -= c;
+        if (left + cost <= limit) {
+          retry = at + w - t;
+          break;
+        }
+      }
+    }
+    if (ok && record) {
+      log_.emplace_back(t, cost);
+      used += cost;
+    }
+    const std::int64_t reset = log_.empty() ? 0 : log_.back().first + w - t;
+    return {ok, std::max<std::int64_t>(0, limit - used), retry, used > 0 ? reset : 0, 0};
   }
 
   Expect sliding(std::int64_t t, std::int64_t cost, bool record) {
@@ -105,6 +134,7 @@ class Oracle {
 
   Quota q_;
   std::map<std::int64_t, std::int64_t> used_, buckets_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> log_;  // (time, cost), oldest first
   std::optional<i128> level_;
   std::int64_t at_ = 0;
 };
@@ -184,7 +214,7 @@ TEST(RangePropertyEdges, TheLargestCountAndWindowTakeTheLargestCost) {
   const Limit big(Limit::max_count(), Limit::max_window());
   const Micros finest = Limit::max_window() / redlimit::SlidingWindow::max_buckets();
   for (const Calls& c : {calls_of(l.fixed_window("fw", big)), calls_of(l.sliding_window("sw", big)),
-                         calls_of(l.sliding_window("swp", big, finest)),
+                         calls_of(l.sliding_window("swp", big, finest)), calls_of(l.sliding_log("sl", big)),
                          calls_of(l.policy("pol", {big, Limit(Limit::max_count(), Limit::max_window() / 2)})),
                          calls_of(l.token_bucket("tb", Limit::max_count(), Limit::max_count(), Limit::max_window())),
                          calls_of(l.leaky_bucket("lb", Limit::max_count(), big))}) {

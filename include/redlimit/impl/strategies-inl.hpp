@@ -73,18 +73,6 @@ REDLIMIT_INLINE Limit checked_sliding_window(Limit limit) {
   return limit;
 }
 
-inline constexpr std::int64_t kMaxLogLimit = 1'000'000;
-
-REDLIMIT_INLINE Limit checked_sliding_log(Limit limit) {
-  if (limit.count() > kMaxLogLimit) {
-    throw InvalidArgument(
-        detail::message("sliding log {} keeps one entry per unit; at most {} per window "
-                        "(use a sliding window for larger limits)",
-                        limit.to_string(), kMaxLogLimit));
-  }
-  return limit;
-}
-
 // ARGV[4..] of policy.lua: the number of limits, then tag, count, window, precision for each.
 REDLIMIT_INLINE std::vector<std::string> policy_args(const std::vector<Limit>& limits) {
   std::vector<std::string> args{std::to_string(limits.size())};
@@ -138,7 +126,7 @@ REDLIMIT_INLINE FixedWindow::FixedWindow(std::shared_ptr<detail::Context> ctx, s
 
 REDLIMIT_INLINE SlidingLog::SlidingLog(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
     : Strategy(std::move(ctx), std::move(resource), "sl", detail::scripts::sliding_log(),
-               {strategies_impl::checked_sliding_log(limit).count()},
+               {limit.count()},
                strategies_impl::to_args({limit.count(), limit.window().count()})),
       limit_(limit) {}
 
