@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checks.hpp"
+#include "population.hpp"
 #include "report.hpp"
 #include "run.hpp"
 #include "traces.hpp"
@@ -59,20 +60,10 @@ int main(int argc, char** argv) {
   const Shape shape;
   std::vector<Trace> traces = make_traces(shape, quick);
   std::vector<Outcome> outcomes;
-  // The population first: one outcome per strategy, its sources' figures added up.
+  // The population first: its sources' figures added up, in all ("mix") and by rate ("mix: ...").
+  outcomes = run_population(shape, population(shape, quick ? 100 : 1000, (quick ? 10 : 60) * kMinute, 2017));
   Trace mix;
   mix.name = "mix";
-  for (const auto& source : population(shape, quick ? 100 : 1000, (quick ? 10 : 60) * kMinute, 2017)) {
-    const auto cs = contenders(shape, false);
-    for (std::size_t i = 0; i < cs.size(); ++i) {
-      Outcome o = run(shape, source, cs[i], 0);
-      if (outcomes.size() <= i) {
-        outcomes.push_back(std::move(o));
-      } else {
-        merge(outcomes[i], o);
-      }
-    }
-  }
   traces.insert(traces.begin(), mix);
   for (const auto& trace : traces) {
     if (trace.name == "mix") continue;

@@ -84,9 +84,44 @@ void seed004_table(std::ostream& out, const std::vector<Trace>& traces, const st
   out << '\n';
 }
 
+// Cloudflare's measure on the population, by the sources' rates: where the wrong decisions come from.
+void cloudflare_by_rate(std::ostream& out, const std::vector<Outcome>& outcomes) {
+  std::vector<std::string> groups;
+  for (const auto& o : outcomes) {
+    if (o.trace.rfind("mix: ", 0) == 0 && (groups.empty() || groups.back() != o.trace)) groups.push_back(o.trace);
+  }
+  out << "| sources' rate |";
+  for (const auto& g : groups) out << ' ' << g.substr(5) << " |";
+  out << " all |\n|---|";
+  for (std::size_t i = 0; i <= groups.size(); ++i) out << "---:|";
+  groups.push_back("mix");
+  out << "\n| requests (share) |";
+  const Outcome* total = find(outcomes, "mix", outcomes.front().strategy);
+  for (const auto& g : groups) {
+    const Outcome* o = find(outcomes, g, outcomes.front().strategy);
+    out << ' ' << o->requests << " (" << percent(o->requests, total->requests) << ") |";
+  }
+  out << '\n';
+  for (const auto& name : strategy_names(outcomes)) {
+    const Outcome* in_mix = find(outcomes, "mix", name);
+    if (in_mix == nullptr || in_mix->model_differ < 0) continue;
+    for (const bool all : {false, true}) {
+      out << "| " << name << (all ? ", counting every request" : "") << " |";
+      for (const auto& g : groups) {
+        const Outcome* o = find(outcomes, g, name);
+        const std::int64_t wrong = all ? o->wrongly_counting_all : o->wrongly_allowed + o->wrongly_rejected;
+        out << ' ' << (o->model_differ < 0 ? "-" : percent(wrong, o->requests)) << " |";
+      }
+      out << '\n';
+    }
+  }
+  out << '\n';
+}
+
 }  // namespace
 
 std::string percent(std::int64_t part, std::int64_t whole) {
+  if (whole == 0) return "-";
   if (part == 0) return "0";
   char buf[32];
   const double p = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
@@ -96,12 +131,12 @@ std::string percent(std::int64_t part, std::int64_t whole) {
 
 void write_summary_csv(std::ostream& out, const std::vector<Outcome>& outcomes) {
   out << "trace,strategy,reference,requests,admitted,reference_admitted,differ,max_window,"
-         "reference_max_window,worst_deficit,model_differ,wrongly_allowed,wrongly_rejected,admitted_at_end\n";
+         "reference_max_window,worst_deficit,model_differ,wrongly_allowed,wrongly_rejected,wrongly_counting_all,admitted_at_end\n";
   for (const auto& o : outcomes) {
     out << o.trace << ',' << o.strategy << ',' << o.reference << ',' << o.requests << ',' << o.admitted << ','
         << o.reference_admitted << ',' << o.differ << ',' << o.max_window << ',' << o.reference_max_window << ','
         << o.worst_deficit << ',' << o.model_differ << ',' << o.wrongly_allowed << ',' << o.wrongly_rejected << ','
-        << o.admitted_at_end << '\n';
+        << o.wrongly_counting_all << ',' << o.admitted_at_end << '\n';
   }
 }
 
@@ -151,6 +186,11 @@ void write_markdown(std::ostream& out, const Shape& shape, const std::vector<Tra
     return percent(o.wrongly_allowed + o.wrongly_rejected, o.requests) + " (" + std::to_string(o.wrongly_allowed) +
            " + " + std::to_string(o.wrongly_rejected) + ")";
   }, true);
+  out << "The same, counting every request (admitted or not) in both the log and the counter, as "
+         "Cloudflare's counters do:\n\n";
+  table(out, traces, outcomes, [](const Outcome& o) { return percent(o.wrongly_counting_all, o.requests); }, true);
+  out << "The same measure on the population (trace mix), by the rate of the sources the requests came from:\n\n";
+  cloudflare_by_rate(out, outcomes);
   out << "**Seed 004's worked examples**: requests the second burst of 100 gets:\n\n";
   seed004_table(out, traces, outcomes);
 }

@@ -74,6 +74,20 @@ void same_history(const Shape& shape, const Trace& trace, CounterRule rule, Outc
   }
 }
 
+// Cloudflare's counting: both record every request, so a source far over the limit is refused by
+// both until its own rate falls, instead of being admitted whenever an admission leaves the window.
+std::int64_t counting_all(const Shape& shape, const Trace& trace, CounterRule rule) {
+  ExactLog log(shape.limit, shape.window);
+  std::int64_t wrong = 0;
+  for (const std::int64_t t : trace.times) {
+    const std::int64_t at = kEpoch + t;
+    wrong += log.decide(at) != rule.decide(at);
+    log.record(at);
+    rule.record(at);
+  }
+  return wrong;
+}
+
 }  // namespace
 
 std::vector<Contender> contenders(const Shape& shape, bool with_30s) {
@@ -122,6 +136,10 @@ void merge(Outcome& total, const Outcome& more) {
   total.reference_max_window = std::max(total.reference_max_window, more.reference_max_window);
   total.worst_deficit = std::max(total.worst_deficit, more.worst_deficit);
   if (more.model_differ >= 0) {
+    if (total.model_differ < 0) {
+      total.model_differ = total.wrongly_allowed = total.wrongly_rejected = total.wrongly_counting_all = 0;
+    }
+    total.wrongly_counting_all += more.wrongly_counting_all;
     total.model_differ += more.model_differ;
     total.wrongly_allowed += more.wrongly_allowed;
     total.wrongly_rejected += more.wrongly_rejected;
@@ -149,6 +167,7 @@ Outcome run(const Shape& shape, const Trace& trace, const Contender& contender, 
   if (auto rule = contender.model()) {
     out.model_differ = model_vs_library(trace, *rule, mine);
     same_history(shape, trace, *rule, out);
+    out.wrongly_counting_all = counting_all(shape, trace, *rule);
   }
   if (plot_step > 0) {
     out.series = window_series(trace.times, a, shape.window, trace.plot_from, trace.plot_to, plot_step);

@@ -44,6 +44,9 @@ struct Outcome {
   std::int64_t model_differ = -1;
   // Cloudflare's measure: the counter's rule judged on the exact log's history (-1: no model).
   std::int64_t wrongly_allowed = -1, wrongly_rejected = -1;
+  // The same with Cloudflare's counting: every request counts, admitted or not, in the log and in the
+  // counter alike (their counters count requests; ours count only admissions).
+  std::int64_t wrongly_counting_all = -1;
   // Admitted in the trace's last instant (seed 004: what the burst gets).
   std::int64_t admitted_at_end = 0;
   // The plots' series (most admitted in a window, per cell), strategy and reference.

@@ -50,6 +50,7 @@ Trace poisson(const Shape& shape, double multiple, std::int64_t duration, std::u
   }
   t.plot_from = 0;
   t.plot_to = std::min<std::int64_t>(duration, 30 * shape.window);
+  t.multiple = multiple;
   return t;
 }
 

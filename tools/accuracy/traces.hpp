@@ -15,6 +15,7 @@ struct Trace {
   std::vector<std::int64_t> times;  // non-decreasing
   std::int64_t plot_from = 0;       // the stretch of time the plots show
   std::int64_t plot_to = 0;
+  double multiple = 0;  // the rate as a multiple of the limit's, for Poisson traces
 };
 
 // The limit every trace is built around: `limit` requests per `window` microseconds.
