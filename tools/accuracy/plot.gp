@@ -12,7 +12,7 @@ set ylabel "admitted / W"
 set yrange [0:limit * 2.2]
 set autoscale xfix
 set grid ytics
-# The columns' order is the tool's (tools/accuracy/run.cpp, contenders()).
+# The columns' order is the tool's (tools/accuracy/run.cpp, contenders()); any after these six are not drawn.
 names = "fixed_window sliding_window@W sliding_window@W/10 sliding_log token_bucket leaky_bucket(meter)"
 refs = "log log log log GCRA GCRA"
 do for [i=1:6] {
