@@ -74,11 +74,15 @@ local function muldiv(a, b, c)
   return q + qq, rem
 end
 
--- PEXPIRE/PX argument for a state that is back to its empty value `us` from now. Redis counts
--- expiry in whole milliseconds of its own clock and may be up to 1 ms into the current one, so a
--- TTL of ceil(us / 1000) could end before `us` has passed: one more millisecond keeps the state
--- alive at least as long as it matters.
-local function ttl_ms(us) return ceil_div(max(us, 0), 1000) + 1 end
+-- PEXPIRE/PX argument for a state that is back to its empty value `us` from now. A TTL is garbage
+-- collection, never part of a decision: every state says in itself when it stops mattering, so it
+-- may outlive that freely, and it does by a margin of a second. Redis expires keys on its own
+-- clock, in real time, while `now` is the caller's (a ManualClock held still, a client running
+-- behind): without the margin a key could vanish while it still matters at the caller's time,
+-- and the same call would be decided differently a few real milliseconds later. The extra
+-- millisecond covers Redis counting expiry in whole milliseconds of its own clock.
+local TTL_MARGIN_MS = 1000
+local function ttl_ms(us) return ceil_div(max(us, 0), 1000) + 1 + TTL_MARGIN_MS end
 
 -- String states (fixed window, token and leaky buckets) are integers packed little-endian, a time
 -- in 7 bytes first. Each names the configuration it was written under, so that a reconfigured

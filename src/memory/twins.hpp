@@ -48,7 +48,8 @@ inline QuotRem muldiv(std::int64_t a, std::int64_t b, std::int64_t c) {
   const auto uc = static_cast<u128>(c);
   return {static_cast<std::int64_t>(p / uc), static_cast<std::int64_t>(p % uc)};
 }
-inline std::int64_t ttl_ms(std::int64_t us) { return ceil_div(std::max<std::int64_t>(us, 0), 1000) + 1; }
+inline constexpr std::int64_t kTtlMarginMs = 1000;  // prologue.lua's TTL_MARGIN_MS
+inline std::int64_t ttl_ms(std::int64_t us) { return ceil_div(std::max<std::int64_t>(us, 0), 1000) + 1 + kTtlMarginMs; }
 
 // The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it.
 class Call {

@@ -269,7 +269,8 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
   EXPECT_GE(stats["instant jump"], steps / 20) << summary.str();
   EXPECT_GE(stats["tight burst"] + stats["paced burst"], steps / 200) << summary.str();
   EXPECT_GE(stats["ttl compared"], steps / 20) << summary.str();
-  EXPECT_GE(stats["stale on Redis, expired in memory"], steps / 100) << summary.str();
+  // Rarer since TTLs carry a second's margin (prologue.lua): 130 to 750 in 10,000 steps.
+  EXPECT_GE(stats["stale on Redis, expired in memory"], steps / 200) << summary.str();
   for (std::size_t i = 0; i < decided_by.size(); ++i) {
     EXPECT_GT(decided_by[i], 0) << "no rejection was decided by limit " << i << ": " << summary.str();
   }

@@ -5,6 +5,10 @@
 // first property after each test, in TearDown.)
 #include <random>
 
+#include <functional>
+#include <thread>
+#include <tuple>
+
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -101,6 +105,36 @@ TEST_F(TtlTest, NoKeyLivesForeverAfterAMixedWorkload) {
     }
   }
   EXPECT_GE(with_ttl, 50);
+}
+
+// Issue 12: a decision never depends on when Redis expires a key. With a ManualClock held at
+// 0:59.999, the 101st request of a 100/min window is rejected; a few real milliseconds later, at
+// the same manual time, it still is (the key's TTL once ran out in real time and it was admitted
+// with remaining 99). Same for the other strategies at the last millisecond of their state.
+TEST_F(TtlTest, ADecisionDoesNotChangeWhenRealTimePassesAtTheSameClockTime) {
+  at(59s + 999ms);
+  auto fw = rl().fixed_window("fw", Limit::per_minute(100));
+  auto sw = rl().sliding_window("sw", Limit(100, 1s), 1ms);
+  auto sl = rl().sliding_log("sl", Limit(100, 2ms));
+  auto tb = rl().token_bucket("tb", 100, 100, 2ms);
+  auto lb = rl().leaky_bucket("lb", 100, Limit(100, 2ms));
+  for (const auto& [name, consume, peek] :
+       std::vector<std::tuple<std::string, std::function<Decision(std::int64_t)>, std::function<Decision()>>>{
+           {"fixed_window", [&](std::int64_t c) { return fw.consume("u", c); }, [&] { return fw.peek("u"); }},
+           {"sliding_window", [&](std::int64_t c) { return sw.consume("u", c); }, [&] { return sw.peek("u"); }},
+           {"sliding_log", [&](std::int64_t c) { return sl.consume("u", c); }, [&] { return sl.peek("u"); }},
+           {"token_bucket", [&](std::int64_t c) { return tb.consume("u", c); }, [&] { return tb.peek("u"); }},
+           {"leaky_bucket", [&](std::int64_t c) { return lb.consume("u", c); }, [&] { return lb.peek("u"); }}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(consume(100).allowed);
+    const Decision before = peek();
+    EXPECT_FALSE(before.allowed) << before;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const Decision after = peek();
+    EXPECT_FALSE(after.allowed) << after;
+    EXPECT_EQ(after.remaining, before.remaining) << after;
+    EXPECT_EQ(after.retry_after, before.retry_after) << after;
+  }
 }
 
 }  // namespace

@@ -58,8 +58,8 @@ class MemoryTest : public ::testing::Test {
     return o;
   }
   void at(Micros offset) { clock->set(kT0 + offset); }
-  // ttl_ms keeps a state one millisecond past the time it matters (prologue.lua).
-  static constexpr Micros kTtlSlack = 1ms;
+  // ttl_ms keeps a state a second and a millisecond past the time it matters (prologue.lua).
+  static constexpr Micros kTtlSlack = 1001ms;
 
   std::shared_ptr<ManualClock> clock;
   std::shared_ptr<MemoryConnection> store;
