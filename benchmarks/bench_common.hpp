@@ -336,6 +336,7 @@ void suite_throughput(const Config& c, Admin& admin, const std::string& suite = 
 void suite_raw(const Config& c, Admin& admin);
 void suite_memory(const Config& c, Admin& admin);
 void suite_growth(const Config& c, Admin& admin);
+void suite_largest(const Config& c, Admin& admin);
 void suite_flood(const Config& c, Admin& admin);
 
 }  // namespace redlimit_bench

@@ -2,6 +2,8 @@
 // flooded sliding log.
 #include "bench_common.hpp"
 
+#include <random>
+
 namespace redlimit_bench {
 
 // ---------------------------------------------------------------------------------------------
@@ -198,6 +200,83 @@ void suite_flood(const Config& c, Admin& admin) {
         .emit();
     progress("flood {}..{}: {:.2f} us/request", from, sent, sent > from ? static_cast<double>(st.usec) / static_cast<double>(sent - from) : 0);
   }
+  admin.flushall();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Largest quotas (issue 12): each strategy at the top of the accepted range, 2^40 units per ten
+// years (the sliding log also at 1M a day), its Redis CPU per call from INFO commandstats in three
+// stages: requests of cost 1, one request of the whole limit followed by rejections, and (sliding
+// log) rejections against a log of `entries` requests of random cost, whose wait is a binary search.
+// Work must stay bounded by the requests, never the cost: the three columns stay close.
+
+namespace {
+
+void emit_largest(Admin& admin, const std::string& who, const char* stage, long calls, const std::string& key) {
+  const CmdStat st = admin.script_stats();
+  Json()
+      .str("suite", "largest")
+      .str("who", who)
+      .str("stage", stage)
+      .integer("calls", calls)
+      .num("usec_per_call", calls > 0 ? static_cast<double>(st.usec) / static_cast<double>(calls) : 0)
+      .integer("bytes", admin.memory_usage(key))
+      .emit();
+  progress("largest {} {}: {:.2f} us/call", who, stage, calls > 0 ? static_cast<double>(st.usec) / static_cast<double>(calls) : 0);
+}
+
+template <class S>
+void largest_of(Admin& admin, const std::string& who, const S& s, std::int64_t limit, long calls) {
+  admin.flushall();
+  admin.reset_stats();
+  for (long i = 0; i < calls; ++i) s.consume("u" + std::to_string(i % 100));
+  emit_largest(admin, who, "cost 1", calls, s.key_for("u0"));
+  admin.flushall();
+  admin.reset_stats();
+  s.consume("big", limit);
+  for (long i = 1; i < calls; ++i) s.consume("big", 1 + i % 7);
+  emit_largest(admin, who, "cost = limit, then rejected", calls, s.key_for("big"));
+}
+
+}  // namespace
+
+void suite_largest(const Config& c, Admin& admin) {
+  using redlimit::Limit;
+  auto limiter = connect(c, 1);
+  const bool quick = c.max_ops < 100'000;  // BENCH_QUICK runs with a small operation cap
+  const long calls = quick ? 500 : 3000;
+  const Limit top(Limit::max_count(), Limit::max_window());
+  largest_of(admin, "fixed window 2^40/10y", limiter.fixed_window("lf", top), top.count(), calls);
+  largest_of(admin, "sliding window 2^40/10y", limiter.sliding_window("ls", top), top.count(), calls);
+  largest_of(admin, "sliding window 2^40/10y@/100", limiter.sliding_window("lp", top, top.window() / 100), top.count(),
+             calls);
+  largest_of(admin, "token bucket 2^40/10y", limiter.token_bucket("lt", top.count(), top.count(), top.window()),
+             top.count(), calls);
+  largest_of(admin, "leaky bucket 2^40/10y", limiter.leaky_bucket("ll", top.count(), top), top.count(), calls);
+  largest_of(admin, "sliding log 2^40/10y", limiter.sliding_log("lg", top), top.count(), calls);
+  const auto day = limiter.sliding_log("ld", Limit::per_day(1'000'000));
+  largest_of(admin, "sliding log 1M/1d", day, 1'000'000, calls);
+  // A log holding `entries` requests of random cost, then rejections that must search it.
+  admin.flushall();
+  const long entries = quick ? 2'000 : 20'000;
+  std::mt19937_64 rng(7);
+  std::vector<redlimit::Request> reqs;
+  long units = 0;
+  for (long i = 0; i < entries; ++i) {
+    const long cost = 1 + static_cast<long>(rng() % 40);
+    if (units + cost > 1'000'000) break;
+    units += cost;
+    reqs.push_back({"full", cost});
+    if (reqs.size() == 100) {
+      day.consume_many(reqs);
+      reqs.clear();
+    }
+  }
+  if (!reqs.empty()) day.consume_many(reqs);
+  admin.reset_stats();
+  for (long i = 0; i < calls; ++i) day.peek("full", 1'000'000 - units + 1 + static_cast<long>(rng() % 20'000));
+  emit_largest(admin, "sliding log 1M/1d, " + std::to_string(entries) + " requests held", "rejected (binary search)",
+               calls, day.key_for("full"));
   admin.flushall();
 }
 

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     if (all || c.suite == "memory") suite_memory(c, admin);
     if (all || c.suite == "flood") suite_flood(c, admin);
     if (all || c.suite == "growth") suite_growth(c, admin);
+    if (all || c.suite == "largest") suite_largest(c, admin);
   } catch (const std::exception& e) {
     fmt::print(stderr, "redlimit_bench: {}\n", e.what());
     return 1;

@@ -235,6 +235,10 @@ timeout 300 "${CLIENT_CPU[@]}" /usr/bin/python3 "$PEERS/limits_bench.py" --port 
   --flood-limit "$FLOOD_LIMIT" >>"$RESULTS" || failed "limits_bench.py --phase flood"
 rcli FLUSHALL >/dev/null
 
+step "The largest quotas (2^40 per ten years; a million a day): Redis CPU per call by cost"
+"${BENCH[@]}" --suite largest >>"$RESULTS" || failed "redlimit_bench --suite largest"
+rcli FLUSHALL >/dev/null
+
 step "Growth: $SIZES subjects (budget ${GROWTH_BUDGET}s)"
 "${BENCH[@]}" --suite growth --sizes "$SIZES" --growth-budget "$GROWTH_BUDGET" >>"$RESULTS" ||
   failed "redlimit_bench --suite growth"
