@@ -1,7 +1,7 @@
 #pragma once
-// Sliding log: a sorted set of the admitted units of the last window, scored by admission time.
-// Exact at every instant; memory and work grow with the limit (never with a flood: rejected requests
-// add nothing). Script: lua/sliding_log.lua.
+// Sliding log: a sorted set of the admitted requests of the last window, each with its cost, scored
+// by admission time. Exact at every instant; memory and work grow with the requests in the window,
+// never with the cost or a flood (rejected requests add nothing). Script: lua/sliding_log.lua.
 #include "redlimit/detail/config.hpp"
 #include <cstdint>
 #include <memory>
