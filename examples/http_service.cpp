@@ -54,6 +54,8 @@ const char* source_name(redlimit::Source s) {
       return "failure_policy";
     case redlimit::Source::local_cache:
       return "local_cache";
+    case redlimit::Source::lease:
+      return "lease";
   }
   return "unknown";
 }

@@ -12,6 +12,7 @@
 #include "redlimit/impl/decision_path-inl.hpp"
 #include "redlimit/impl/decode-inl.hpp"
 #include "redlimit/impl/keys-inl.hpp"
+#include "redlimit/impl/leases-inl.hpp"
 #include "redlimit/impl/limit-inl.hpp"
 #include "redlimit/impl/rate_limiter-inl.hpp"
 #include "redlimit/impl/script-inl.hpp"

@@ -13,6 +13,7 @@ enum class Source {
   fallback,        // the in-memory fallback, because Redis failed (OnFailure::fallback)
   failure_policy,  // no store: OnFailure::fail_open / fail_closed answered, because Redis failed
   local_cache,     // rejected in-process: Redis rejected this subject moments ago (Options::local_reject_cache)
+  lease,           // admitted in-process from units Redis granted to this process (redlimit/leases.hpp)
 };
 
 // One limit of a policy (or of a sliding window, a policy of one limit), as a decision left it: what

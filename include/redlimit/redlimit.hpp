@@ -9,6 +9,7 @@
 #include "redlimit/fixed_window.hpp"
 #include "redlimit/http.hpp"
 #include "redlimit/leaky_bucket.hpp"
+#include "redlimit/leases.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/transport/memory_connection.hpp"
 #include "redlimit/metrics.hpp"

@@ -92,6 +92,8 @@ class Strategy {
            std::vector<std::chrono::microseconds> windows = {});
 
  private:
+  friend class Leases;  // reads the clock and time source its leases are timed on
+
   // One request's script call (checks the subject): KEYS state and block marker; ARGV now (or
   // `now` when the caller already has it: one clock reading for a whole batch), cost, mode, params.
   detail::ScriptCall prepare(std::string_view subject, std::int64_t cost, const char* mode,

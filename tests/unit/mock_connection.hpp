@@ -29,6 +29,9 @@ inline void PrintTo(Source s, std::ostream* os) {
     case Source::local_cache:
       *os << "Source::local_cache";
       return;
+    case Source::lease:
+      *os << "Source::lease";
+      return;
   }
   *os << "Source(" << static_cast<int>(s) << ")";
 }
