@@ -337,6 +337,7 @@ void suite_raw(const Config& c, Admin& admin);
 void suite_memory(const Config& c, Admin& admin);
 void suite_growth(const Config& c, Admin& admin);
 void suite_largest(const Config& c, Admin& admin);
+void suite_lease(const Config& c, Admin& admin);
 void suite_flood(const Config& c, Admin& admin);
 
 }  // namespace redlimit_bench

@@ -2,7 +2,9 @@
 // flooded sliding log.
 #include "bench_common.hpp"
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 namespace redlimit_bench {
 
@@ -277,6 +279,60 @@ void suite_largest(const Config& c, Admin& admin) {
   for (long i = 0; i < calls; ++i) day.peek("full", 1'000'000 - units + 1 + static_cast<long>(rng() % 20'000));
   emit_largest(admin, "sliding log 1M/1d, " + std::to_string(entries) + " requests held", "rejected (binary search)",
                calls, day.key_for("full"));
+  admin.flushall();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases (issue 14): one hot subject of a fixed window (limit far above what is offered, so every
+// request is admitted), two threads for a fixed time, per request against redlimit::Leases:
+// decisions a second and Redis CPU per decision (INFO commandstats over the decisions made).
+
+namespace {
+
+template <class Consume>
+void lease_run(const Config& c, Admin& admin, const std::string& who, Consume consume) {
+  admin.reset_stats();
+  std::atomic<long long> decisions{0};
+  const auto until = Clock::now() + std::chrono::duration<double>(std::max(1.0, c.seconds));
+  const auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 2; ++t) {
+    pool.emplace_back([&] {
+      long long n = 0;
+      while ((n & 63) != 0 || Clock::now() < until) {
+        consume();
+        ++n;
+      }
+      decisions += n;
+    });
+  }
+  for (auto& th : pool) th.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const CmdStat st = admin.script_stats();
+  const auto n = static_cast<double>(decisions.load());
+  Json()
+      .str("suite", "lease")
+      .str("who", who)
+      .integer("decisions", decisions.load())
+      .num("rate", n / secs)
+      .integer("script_calls", st.calls)
+      .num("usec_per_decision", static_cast<double>(st.usec) / n)
+      .emit();
+  progress("lease {}: {:.0f} decisions/s, {:.3f} us of Redis CPU a decision", who, n / secs,
+           static_cast<double>(st.usec) / n);
+}
+
+}  // namespace
+
+void suite_lease(const Config& c, Admin& admin) {
+  auto limiter = connect(c, 2);
+  admin.flushall();
+  const auto fw = limiter.fixed_window("hot", redlimit::Limit(redlimit::Limit::max_count(), std::chrono::hours(1)));
+  lease_run(c, admin, "per request", [&] { fw.consume("subject"); });
+  admin.flushall();
+  redlimit::Leases leases(fw);
+  lease_run(c, admin, "leases", [&] { leases.consume("subject"); });
+  leases.close();
   admin.flushall();
 }
 

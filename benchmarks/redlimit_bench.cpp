@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
     if (all || c.suite == "flood") suite_flood(c, admin);
     if (all || c.suite == "growth") suite_growth(c, admin);
     if (all || c.suite == "largest") suite_largest(c, admin);
+    if (all || c.suite == "lease") suite_lease(c, admin);
   } catch (const std::exception& e) {
     fmt::print(stderr, "redlimit_bench: {}\n", e.what());
     return 1;

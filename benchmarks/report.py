@@ -577,6 +577,18 @@ def main():
                                                       r.get("bytes", "-")))
     largest_table = "\n".join(lg) if len(lg) > 2 else "(not measured in this run)"
 
+    ls = ["| decided | decisions/s | Redis CPU per decision (us) | ratio to per request |", "|---|---:|---:|---|"]
+    lease_rows = {r["who"]: r for r in res.select(suite="lease")}
+    base = lease_rows.get("per request")
+    for who in ("per request", "leases"):
+        r = lease_rows.get(who)
+        if not r:
+            continue
+        ratio = "-" if not base or who == "per request" else "{:.1f}x decisions/s, {:.3f}x Redis CPU".format(
+            r["rate"] / base["rate"], r["usec_per_decision"] / base["usec_per_decision"])
+        ls.append("| {} | {} | {} | {} |".format(who, fmt_rate(r["rate"]), fmt_us(r["usec_per_decision"]), ratio))
+    lease_table = "\n".join(ls) if len(ls) > 2 else "(not measured in this run)"
+
     # ---- Client-side CPU (no I/O) ----------------------------------------------------------------
     micro_lines = []
     micro_rows = res.select(suite="micro")
@@ -827,6 +839,15 @@ sliding log spent 3.5 s inside Redis on one `consume(1'000'000)`.)
 
 {largest}
 
+## Quota leases: a hot subject decided in-process
+
+One subject of a fixed window whose limit is far above what two threads can offer, decided per
+request and through `redlimit::Leases` ([leases.md](leases.md)) for the same time: decisions a
+second and Redis CPU per decision. Targets (issue 14): at least 20x the decisions a second, at
+most 0.05x the Redis CPU per decision.
+
+{lease}
+
 ## Client-side CPU per decision
 
 What redlimit itself spends in the calling thread per decision (input checks, key building, the
@@ -854,7 +875,7 @@ for the cluster rows, on a cluster from `scripts/cluster.sh`), `benchmarks/peers
 the ceiling; `benchmarks/report.py` writes this file.
 """.format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
            throughput=throughput_table, async_note=async_note, cluster=cluster_section, ceiling=ceiling_table, cpu=cpu_table,
-           memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table, largest=largest_table,
+           memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table, largest=largest_table, lease=lease_table,
            micro=micro_table)
     with open(a.out, "w") as f:
         f.write(doc)

@@ -239,6 +239,10 @@ step "The largest quotas (2^40 per ten years; a million a day): Redis CPU per ca
 "${BENCH[@]}" --suite largest >>"$RESULTS" || failed "redlimit_bench --suite largest"
 rcli FLUSHALL >/dev/null
 
+step "Leases: one hot subject, two threads, per request against redlimit::Leases"
+"${BENCH[@]}" --suite lease >>"$RESULTS" || failed "redlimit_bench --suite lease"
+rcli FLUSHALL >/dev/null
+
 step "Growth: $SIZES subjects (budget ${GROWTH_BUDGET}s)"
 "${BENCH[@]}" --suite growth --sizes "$SIZES" --growth-budget "$GROWTH_BUDGET" >>"$RESULTS" ||
   failed "redlimit_bench --suite growth"
