@@ -1,6 +1,7 @@
-// Issue 14: quota leases across processes never admit past the limit. Four processes of two
-// threads each (tests/leases/lease_worker.cpp) share one fixed-window subject on the suite's
-// redis-server, offered 1.5x its limit for 20 windows; the test sums what each window admitted.
+// Issue 14: quota leases across processes. Processes of two threads each (tests/leases/
+// lease_worker.cpp) share one fixed-window subject on the suite's redis-server at more than its
+// limit; the test sums what each window admitted. No window may pass its limit; a process killed
+// with SIGKILL loses at most its lease, and the next window has its whole quota again.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,48 +12,69 @@
 #include <string>
 #include <vector>
 
+#include "redlimit/leases.hpp"
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
 namespace {
 
-class LeaseProcessesTest : public RedisTest {};
+constexpr long long kLimit = 2'000, kWindowMs = 200, kThreads = 2;
+
+struct Outcome {
+  std::map<long long, long long> admitted;  // by window, all processes
+  unsigned long long leases = 0, local = 0, remote = 0, returned = 0;
+  std::vector<int> status;  // pclose() of each process
+};
+
+class LeaseProcessesTest : public RedisTest {
+ protected:
+  // The index of a window that starts late enough for every process to connect first.
+  static long long first_window() {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return std::chrono::duration_cast<std::chrono::microseconds>(now).count() / (kWindowMs * 1000) + 4;
+  }
+
+  // One process per entry of `die_ms` (-1: runs to the end), each offering `rate` requests a second.
+  Outcome run(long long first, long long windows, double rate, const std::vector<long long>& die_ms) {
+    std::vector<FILE*> workers;
+    for (const long long die : die_ms) {
+      std::ostringstream cmd;
+      cmd << REDLIMIT_LEASE_WORKER << ' ' << server().url() << ' ' << kLimit << ' ' << kWindowMs << ' ' << first << ' '
+          << windows << ' ' << kThreads << ' ' << rate << " 1";
+      if (die >= 0) cmd << ' ' << die;
+      FILE* f = popen(cmd.str().c_str(), "r");
+      EXPECT_NE(f, nullptr) << cmd.str();
+      if (f != nullptr) workers.push_back(f);
+    }
+    Outcome r;
+    for (FILE* f : workers) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        long long w = 0, n = 0;
+        unsigned long long a = 0, b = 0, c = 0, d = 0;
+        if (std::sscanf(line, "window %lld %lld", &w, &n) == 2) r.admitted[w] += n;
+        if (std::sscanf(line, "stats %llu %llu %llu %llu", &a, &b, &c, &d) == 4) {
+          r.leases += a;
+          r.local += b;
+          r.remote += c;
+          r.returned += d;
+        }
+      }
+      r.status.push_back(pclose(f));
+    }
+    return r;
+  }
+};
 
 TEST_F(LeaseProcessesTest, FourProcessesNeverAdmitPastTheLimitInAnyWindow) {
-  constexpr long long kLimit = 2'000, kWindowMs = 200, kWindows = 20, kProcesses = 4, kThreads = 2;
+  constexpr long long kWindows = 20, kProcesses = 4;
   const double offered = 1.5 * kLimit * 1000.0 / kWindowMs;  // requests a second, all processes together
-  const auto now_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const long long first = now_us / (kWindowMs * 1000) + 4;  // time for every process to connect
-  std::vector<FILE*> workers;
-  for (int p = 0; p < kProcesses; ++p) {
-    std::ostringstream cmd;
-    cmd << REDLIMIT_LEASE_WORKER << ' ' << server().url() << ' ' << kLimit << ' ' << kWindowMs << ' ' << first << ' '
-        << kWindows << ' ' << kThreads << ' ' << offered / kProcesses << " 1";
-    FILE* f = popen(cmd.str().c_str(), "r");
-    ASSERT_NE(f, nullptr) << cmd.str();
-    workers.push_back(f);
-  }
-  std::map<long long, long long> admitted;
-  unsigned long long leases = 0, local = 0, remote = 0, returned = 0;
-  for (FILE* f : workers) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      long long w = 0, n = 0;
-      unsigned long long a = 0, b = 0, c = 0, d = 0;
-      if (std::sscanf(line, "window %lld %lld", &w, &n) == 2) admitted[w] += n;
-      if (std::sscanf(line, "stats %llu %llu %llu %llu", &a, &b, &c, &d) == 4) {
-        leases += a;
-        local += b;
-        remote += c;
-        returned += d;
-      }
-    }
-    EXPECT_EQ(pclose(f), 0);
-  }
-  ASSERT_FALSE(admitted.empty());
+  const long long first = first_window();
+  const Outcome r = run(first, kWindows, offered / kProcesses, std::vector<long long>(kProcesses, -1));
+  for (const int s : r.status) EXPECT_EQ(s, 0);
+  ASSERT_FALSE(r.admitted.empty());
   long long total = 0, worst_under = 0, full_windows = 0, under_sum = 0;
-  for (const auto& [w, n] : admitted) {
+  for (const auto& [w, n] : r.admitted) {
     EXPECT_LE(n, kLimit) << "window " << w << " admitted " << n << " of " << kLimit;
     total += n;
     if (w > first && w < first + kWindows - 1) {  // whole windows of offered load
@@ -61,14 +83,40 @@ TEST_F(LeaseProcessesTest, FourProcessesNeverAdmitPastTheLimitInAnyWindow) {
       worst_under = std::max(worst_under, kLimit - n);
     }
   }
-  EXPECT_GT(local, remote) << "most decisions should come from leases";
-  EXPECT_GT(leases, 0u);
+  EXPECT_GT(r.local, r.remote) << "most decisions should come from leases";
+  EXPECT_GT(r.leases, 0u);
   std::cout << "[ leases ] " << kProcesses << " processes x " << kThreads << " threads, limit " << kLimit << " per "
-            << kWindowMs << " ms, offered 1.5x: admitted " << total << " in " << admitted.size()
+            << kWindowMs << " ms, offered 1.5x: admitted " << total << " in " << r.admitted.size()
             << " windows; under-admission per full window: mean "
             << (full_windows ? 100.0 * static_cast<double>(under_sum) / static_cast<double>(full_windows * kLimit) : 0)
-            << "% of the limit, worst " << 100.0 * static_cast<double>(worst_under) / kLimit << "%; leases " << leases
-            << ", local decisions " << local << ", remote " << remote << ", units returned " << returned << "\n";
+            << "% of the limit, worst " << 100.0 * static_cast<double>(worst_under) / kLimit << "%; leases "
+            << r.leases << ", local decisions " << r.local << ", remote " << r.remote << ", units returned "
+            << r.returned << "\n";
+}
+
+TEST_F(LeaseProcessesTest, AProcessKilledInAWindowLosesAtMostItsLease) {
+  // Two processes, each offering 1.5x the limit alone; the second kills itself (SIGKILL: no
+  // refund) right after taking its first lease of window 5, so it dies holding it. That window
+  // admits the limit less what the dead process held; window 6, with the survivor alone, has its
+  // whole quota again.
+  constexpr long long kWindows = 10, kDies = 5;
+  const double rate = 1.5 * kLimit * 1000.0 / kWindowMs;
+  const long long first = first_window();
+  const Outcome r = run(first, kWindows, rate, {-1, kDies * kWindowMs});
+  ASSERT_EQ(r.status.size(), 2u);
+  EXPECT_EQ(r.status[0], 0);
+  EXPECT_NE(r.status[1], 0) << "the second process was to be killed";
+  for (const auto& [w, n] : r.admitted) EXPECT_LE(n, kLimit) << "window " << w;
+  const long long killed = first + kDies;
+  const long long lost = kLimit - r.admitted.at(killed);
+  const auto share = redlimit::LeaseOptions{}.share;
+  EXPECT_GT(lost, 0) << "the dead process held no lease: the case is not exercised";
+  EXPECT_LE(lost, static_cast<long long>(share * kLimit)) << "more than one lease's worth lost";
+  const long long next = r.admitted.at(killed + 1);
+  EXPECT_GE(next, kLimit * 98 / 100) << "the next window has its quota back";
+  std::cout << "[ leases ] a process killed by SIGKILL holding a lease, in a window of " << kLimit
+            << ": that window admitted " << r.admitted.at(killed) << " (lost " << lost << ", at most share x limit = "
+            << share * kLimit << "), the next " << next << "\n";
 }
 
 }  // namespace

@@ -1,25 +1,45 @@
-// One process of the multi-process lease test (tests/integration/lease_processes_test.cpp): `threads`
-// threads consume one subject of a fixed window through redlimit::Leases (or per request when
-// `leases` is 0) at `rate` requests a second in all, from the start of the window numbered `first`
-// for `windows` windows, on the system clock. Prints one line per window, "window <index>
-// <admitted>" (the window each admission was decided in), then "stats <leases taken> <local decisions> <remote decisions> <units returned>".
+// One process of the multi-process lease tests (tests/integration/lease_processes_test.cpp):
+// `threads` threads consume one subject of a fixed window through redlimit::Leases (or per request
+// when `leases` is 0) at `rate` requests a second in all, from the start of the window numbered
+// `first` for `windows` windows, on the system clock. Prints one line per window, "window <index>
+// <admitted>" (the window each admission was decided in), then "stats <leases taken> <local
+// decisions> <remote decisions> <units returned>". With DIE_MS, the first lease it takes DIE_MS or
+// more after the start is its last: it stops its threads, prints what it admitted, and kills
+// itself with SIGKILL, holding that lease's unused units.
 //
-//   redlimit_lease_worker URL LIMIT WINDOW_MS FIRST WINDOWS THREADS RATE LEASES
+//   redlimit_lease_worker URL LIMIT WINDOW_MS FIRST WINDOWS THREADS RATE LEASES [DIE_MS]
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
 
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+long long micros(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+void print(const std::vector<std::atomic<long long>>& admitted, long long first) {
+  for (std::size_t i = 0; i < admitted.size(); ++i) {
+    const long long n = admitted[i].load();
+    if (n > 0) std::printf("window %lld %lld\n", first - 1 + static_cast<long long>(i), n);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 9) {
-    std::fprintf(stderr, "usage: redlimit_lease_worker URL LIMIT WINDOW_MS FIRST WINDOWS THREADS RATE LEASES\n");
+  if (argc != 9 && argc != 10) {
+    std::fprintf(stderr, "usage: redlimit_lease_worker URL LIMIT WINDOW_MS FIRST WINDOWS THREADS RATE LEASES [DIE_MS]\n");
     return 2;
   }
   const std::string url = argv[1];
@@ -30,43 +50,59 @@ int main(int argc, char** argv) {
   const int threads = std::atoi(argv[6]);
   const double rate = std::atof(argv[7]);
   const bool use_leases = std::atoi(argv[8]) != 0;
+  const long long die_ms = argc == 10 ? std::atoll(argv[9]) : -1;
 
   auto limiter = redlimit::RateLimiter::connect(url);
   const auto fw = limiter.fixed_window("leased", redlimit::Limit(limit, window));
   redlimit::Leases leases(fw);
-  using Clock = std::chrono::system_clock;
-  const auto window_us = std::chrono::duration_cast<std::chrono::microseconds>(window).count();
+  const long long window_us = std::chrono::duration_cast<std::chrono::microseconds>(window).count();
   const Clock::time_point start{std::chrono::microseconds(first * window_us)};
   const Clock::time_point end = start + window * windows;
   const auto gap = std::chrono::duration<double>(static_cast<double>(threads) / rate);
+  // admitted[i]: window first - 1 + i (a request decided just before the first edge lands in i = 0).
+  std::vector<std::atomic<long long>> admitted(static_cast<std::size_t>(windows + 2));
 
-  std::mutex m;
-  std::map<long long, long long> admitted;
+  std::atomic<long long> armed{-1};  // leases taken when DIE_MS came
+  std::atomic<bool> dying{false};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      std::map<long long, long long> mine;
       auto next = start + std::chrono::duration_cast<Clock::duration>(gap * (static_cast<double>(t) / threads));
       std::this_thread::sleep_until(next);
       while (Clock::now() < end) {
-        const long long before =
-            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+        if (dying.load()) {
+          std::this_thread::sleep_for(std::chrono::seconds(10));  // until the process is killed
+          continue;
+        }
+        const long long before = micros(Clock::now());
         const redlimit::Decision d = use_leases ? leases.consume("s") : fw.consume("s");
         // The window the decision was made in, from what it says: an admitted request's reset_after
         // is its window's end minus the time it was decided, a moment after `before` (the call's
         // own latency, far below half a window), so before + reset_after is nearest that end.
         // (`before`'s own window would misplace a request decided just past an edge.)
-        if (d.allowed) ++mine[(before + d.reset_after.count() + window_us / 2) / window_us - 1];
+        if (d.allowed) {
+          const long long w = (before + d.reset_after.count() + window_us / 2) / window_us - 1;
+          const long long i = w - first + 1;
+          if (i >= 0 && i < static_cast<long long>(admitted.size())) ++admitted[static_cast<std::size_t>(i)];
+        }
+        if (die_ms >= 0 && Clock::now() >= start + std::chrono::milliseconds(die_ms)) {
+          long long unarmed = -1;
+          const auto taken = static_cast<long long>(leases.stats().leases_taken);
+          if (!armed.compare_exchange_strong(unarmed, taken) && taken > armed.load() && !dying.exchange(true)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the other threads finish their call
+            print(admitted, first);
+            std::fflush(stdout);
+            std::raise(SIGKILL);  // no close(), no refund: the lease just taken is lost
+          }
+        }
         next += std::chrono::duration_cast<Clock::duration>(gap);
         std::this_thread::sleep_until(next);
       }
-      std::lock_guard<std::mutex> g(m);
-      for (const auto& [w, n] : mine) admitted[w] += n;
     });
   }
   for (auto& th : pool) th.join();
   leases.close();
-  for (const auto& [w, n] : admitted) std::printf("window %lld %lld\n", w, n);
+  print(admitted, first);
   const auto s = leases.stats();
   std::printf("stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.leases_taken),
               static_cast<unsigned long long>(s.local_decisions), static_cast<unsigned long long>(s.remote_decisions),
