@@ -44,6 +44,10 @@ struct SentinelEndpoint {
   std::vector<Endpoint> sentinels;  // host, port (default 26379) and the sentinels' credentials
   std::string master_name;
   Endpoint master;                  // credentials and db of the data connection; no host yet
+  // ?sentinel_check_ms=N: how often (at most) a call also asks a sentinel whether the master is
+  // still the one in use, so that a failover whose old master stays up (and keeps taking writes
+  // that the new master will never see) is followed within about that time. 0 = never.
+  int check_interval_ms = 1000;
 };
 
 // Throws InvalidArgument naming what is wrong (quoting the URL as redact_url() writes it).

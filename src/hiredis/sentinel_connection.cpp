@@ -51,11 +51,35 @@ std::string SentinelConnection::master() const {
 }
 
 std::shared_ptr<ConnectionPool> SentinelConnection::current() {
+  if (endpoint_.check_interval_ms > 0) check_now_and_then();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (pool_ && !stale_) return pool_;
   }
   return rediscover();
+}
+
+void SentinelConnection::check_now_and_then() {
+  const auto now = std::chrono::steady_clock::now();
+  const std::chrono::milliseconds every(endpoint_.check_interval_ms);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pool_ || stale_ || now - checked_ < every) return;
+  }
+  std::unique_lock<std::mutex> one_at_a_time(discovery_mutex_, std::try_to_lock);
+  if (!one_at_a_time.owns_lock()) return;  // another thread is asking already
+  std::string in_use;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (now - checked_ < every) return;
+    checked_ = now;
+    in_use = master_;
+  }
+  const std::string named =
+      hiredis_detail::master_named_by(endpoint_, next_sentinel_, connect_timeout_, command_timeout_);
+  if (named.empty() || named == in_use) return;  // no answer: the master in use stays
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (master_ == in_use) stale_ = true;  // current() asks the sentinels again, and checks ROLE
 }
 
 void SentinelConnection::forget(const std::shared_ptr<ConnectionPool>& pool) noexcept {
@@ -110,6 +134,7 @@ std::shared_ptr<ConnectionPool> SentinelConnection::rediscover() {
     master_ = address;
   }
   stale_ = false;
+  checked_ = std::chrono::steady_clock::now();
   ++discoveries_;
   return pool_;
 }

@@ -122,6 +122,17 @@ bool confirm_master(const SentinelEndpoint& endpoint, const FoundMaster& found, 
 
 }  // namespace
 
+std::string master_named_by(const SentinelEndpoint& endpoint, std::size_t index,
+                            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout) {
+  if (index >= endpoint.sentinels.size()) return {};
+  Pass pass;
+  FoundMaster found;
+  if (!ask_sentinel(endpoint, endpoint.sentinels[index], Timeouts{connect_timeout, command_timeout}, found, pass)) {
+    return {};
+  }
+  return fmt::format("{}:{}", found.host, found.port);
+}
+
 FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std::chrono::milliseconds connect_timeout,
                         std::chrono::milliseconds command_timeout) {
   if (endpoint.sentinels.empty()) throw InvalidArgument("a Sentinel URL needs at least one sentinel");

@@ -24,4 +24,9 @@ struct FoundMaster {
 FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std::chrono::milliseconds connect_timeout,
                         std::chrono::milliseconds command_timeout);
 
+// "host:port" that sentinel `index` names as the master now; "" when it cannot say (down, refusing,
+// not knowing the name). The periodic check of a master in use: no ROLE, no error.
+std::string master_named_by(const SentinelEndpoint& endpoint, std::size_t index,
+                            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout);
+
 }  // namespace redlimit::hiredis_detail

@@ -69,6 +69,15 @@ TEST(SentinelUrl, DataAndSentinelCredentialsAreSeparate) {
   EXPECT_TRUE(plain.sentinels[0].password.empty());  // the data password is not the sentinels'
 }
 
+TEST(SentinelUrl, CheckInterval) {
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m").check_interval_ms, 1000);
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=250").check_interval_ms, 250);
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=0").check_interval_ms, 0);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=-1"), InvalidArgument);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=x"), InvalidArgument);
+  EXPECT_THROW(parse_url("redis://h?sentinel_check_ms=5"), InvalidArgument);
+}
+
 TEST(SentinelUrl, MasterNameIsPercentDecoded) {
   EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/my%2Fmaster").master_name, "my/master");
   EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m/").master.db, 0);

@@ -98,11 +98,17 @@ struct Query {
   bool sentinel = false;  // sentinel_* parameters allowed
   std::string password_env;
   std::string sentinel_user, sentinel_password, sentinel_password_env;
+  int sentinel_check_ms = -1;  // -1: not given
 };
 
 // sentinel_* parameters; false if `name` is not one.
 REDLIMIT_INLINE bool parse_sentinel_parameter(std::string_view url, std::string_view name, std::string_view value,
                                               Query& q) {
+  if (name == "sentinel_check_ms") {
+    if (!q.sentinel) bad(url, "sentinel_check_ms needs a redis-sentinel:// URL");
+    q.sentinel_check_ms = parse_int(url, value, "sentinel_check_ms", 0, 3600000);
+    return true;
+  }
   std::string* field = nullptr;
   if (name == "sentinel_user" || name == "sentinel_username") field = &q.sentinel_user;
   if (name == "sentinel_password") field = &q.sentinel_password;
@@ -293,6 +299,7 @@ REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::strin
   resolve_password(url, "password_env", q.password_env, out.master.password);
   resolve_password(url, "sentinel_password_env", q.sentinel_password_env, q.sentinel_password);
   if (!q.sentinel_user.empty() && q.sentinel_password.empty()) bad(url, "sentinel_user needs a sentinel password");
+  if (q.sentinel_check_ms >= 0) out.check_interval_ms = q.sentinel_check_ms;
   for (auto& s : out.sentinels) {
     s.username = q.sentinel_user;
     s.password = q.sentinel_password;

@@ -17,6 +17,12 @@
 //     script is refused, so nothing was recorded), so it is re-sent once to the master found
 //     again, if the call still has time; otherwise the reply goes to the caller (an outage reply:
 //     the failure policy answers).
+//   - when a sentinel names another master: every SentinelEndpoint::check_interval_ms (1 s by
+//     default, ?sentinel_check_ms=) one call asks the sentinel that answered last, before its
+//     command. A failover whose old master stays up (SENTINEL FAILOVER, a network partition) is
+//     not seen otherwise until Sentinel demotes it, some 10 s later, and meanwhile it takes
+//     writes the new master never sees (Sentinel's own split-brain window; min-replicas-to-write
+//     on the server narrows it).
 // The same address found again keeps its pool (its connections reconnect by themselves).
 #include <atomic>
 #include <chrono>
@@ -66,6 +72,9 @@ class SentinelConnection final : public Connection {
   // After `pool` failed (in transit, or READONLY / LOADING): the next call asks the sentinels.
   void forget(const std::shared_ptr<ConnectionPool>& pool) noexcept;
   void lock_for_discovery(std::unique_lock<std::mutex>& lock) const;
+  // The periodic check (check_interval_ms): asks one sentinel, at most once per interval, by one
+  // thread (the others go on); marks the pool stale when the sentinel names another master.
+  void check_now_and_then();
 
   SentinelEndpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
@@ -77,6 +86,7 @@ class SentinelConnection final : public Connection {
   std::shared_ptr<ConnectionPool> pool_;
   std::string master_;  // pool_'s address
   bool stale_ = true;   // pool_ failed: ask the sentinels before the next command
+  std::chrono::steady_clock::time_point checked_{};  // the last discovery or check
 
   std::mutex discovery_mutex_;  // one discovery at a time; guards next_sentinel_
   std::size_t next_sentinel_ = 0;
