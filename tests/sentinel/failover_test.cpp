@@ -40,6 +40,7 @@ constexpr auto kMaxAfterKill = 20s;
 struct Sample {
   Steady::time_point start, end;
   bool error = false;
+  bool breaker = false;  // the error was the open breaker's refusal (nothing sent)
   bool allowed = false;
 };
 
@@ -132,6 +133,7 @@ class Load {
         ++(s.allowed ? admitted_ : rejected_);
       } catch (const redlimit::Error& e) {
         s.error = true;
+        s.breaker = std::string(e.what()).find("circuit breaker open") != std::string::npos;
         std::lock_guard<std::mutex> lock(mutex_);
         if (errors_.size() < 6 && std::string(e.what()).find("breaker") == std::string::npos)
           errors_.push_back(e.what());
@@ -156,7 +158,7 @@ class Load {
 };
 
 struct Figures {
-  std::int64_t admitted = 0, admitted_started_before_kill = 0, errors = 0, errors_before_kill = 0;
+  std::int64_t admitted = 0, admitted_started_before_kill = 0, errors = 0, errors_before_kill = 0, breaker = 0;
   std::int64_t rejected_after_kill = 0, decisions = 0;
   double resume_ms = -1;  // the first decision answered after the kill, since the kill
 };
@@ -169,6 +171,7 @@ Figures tally(const std::vector<Sample>& samples, Steady::time_point signalled, 
     ++f.decisions;
     if (s.error) {
       ++f.errors;
+      if (s.breaker) ++f.breaker;
       if (s.end < signalled) ++f.errors_before_kill;
       continue;
     }
@@ -194,10 +197,11 @@ TEST(SentinelFailover, KillNineOfTheMasterUnderLoad) {
   // read is counted in admitted_started_before_kill, so replica_used bounds the loss from below.
   const std::string key = state_key(d.replica());
   ASSERT_FALSE(key.empty());
-  const std::int64_t master_offset =
-      std::stoll(info_field(d.master().command({"INFO", "replication"}).str, "master_repl_offset"));
+  // The replica's offset first: the lag printed is then at least the lag at any moment before the kill.
   const std::int64_t replica_offset =
       std::stoll(info_field(d.replica().command({"INFO", "replication"}).str, "slave_repl_offset"));
+  const std::int64_t master_offset =
+      std::stoll(info_field(d.master().command({"INFO", "replication"}).str, "master_repl_offset"));
   const std::int64_t replica_used = used_of(d.replica().command({"GET", key}));
   const Steady::time_point signalled = Steady::now();
   d.master().kill9();
@@ -217,12 +221,13 @@ TEST(SentinelFailover, KillNineOfTheMasterUnderLoad) {
   std::printf(
       "sentinel failover (kill -9 of the master, %d threads, fixed window of %lld):\n"
       "  sentinels named the replica after %.0f ms; the limiter resumed (first decision answered) after %.0f ms\n"
-      "  decisions %lld, lost (errors) %lld, admitted %lld, over-admission %lld (limit %lld)\n"
+      "  decisions %lld, lost (errors) %lld (%lld of them refused by the open breaker, nothing sent), admitted %lld, "
+      "over-admission %lld (limit %lld)\n"
       "  at the kill: replica %lld bytes behind (master_repl_offset %lld, slave_repl_offset %lld); admitted and "
       "started before the kill %lld, of which the replica had %lld: bound on over-admission %lld\n"
       "  the new master holds %lld units\n",
       kThreads, static_cast<long long>(kLimit), switch_ms, f.resume_ms, static_cast<long long>(f.decisions),
-      static_cast<long long>(f.errors), static_cast<long long>(f.admitted),
+      static_cast<long long>(f.errors), static_cast<long long>(f.breaker), static_cast<long long>(f.admitted),
       static_cast<long long>(std::max<std::int64_t>(0, f.admitted - kLimit)), static_cast<long long>(kLimit),
       static_cast<long long>(master_offset - replica_offset), static_cast<long long>(master_offset),
       static_cast<long long>(replica_offset), static_cast<long long>(f.admitted_started_before_kill),
