@@ -139,22 +139,29 @@ std::shared_ptr<ConnectionPool> SentinelConnection::rediscover() {
   return pool_;
 }
 
+Reply SentinelConnection::send(const std::shared_ptr<ConnectionPool>& pool, const std::vector<std::string>& argv) {
+  try {
+    Reply reply = pool->command(argv);
+    if (not_served(reply)) forget(pool);
+    return reply;
+  } catch (const ConnectionError&) {
+    forget(pool);  // its outcome is unknown: never re-sent; the next call asks the sentinels first
+    throw;
+  }
+}
+
 Reply SentinelConnection::command(const std::vector<std::string>& argv) {
   CallScope call(*this);  // a command outside any call is a call of its own
-  for (int sent = 1;; ++sent) {
-    const auto pool = current();
-    Reply reply;
-    try {
-      reply = pool->command(argv);
-    } catch (const ConnectionError&) {
-      forget(pool);  // its outcome is unknown: never re-sent; the next call asks the sentinels first
-      throw;
-    }
-    if (!not_served(reply)) return reply;
-    forget(pool);
-    // Refused before it ran: once more, to the master found again, if the call has time.
-    if (sent >= 2 || left_in_call(command_timeout_) <= std::chrono::nanoseconds::zero()) return reply;
+  Reply reply = send(current(), argv);
+  // Refused before it ran: once more, to the master found again, if the call has time.
+  if (!not_served(reply) || left_in_call(command_timeout_) <= std::chrono::nanoseconds::zero()) return reply;
+  std::shared_ptr<ConnectionPool> again;
+  try {
+    again = current();
+  } catch (const ConnectionError&) {
+    return reply;  // nothing re-sent: the refusal stands (an outage reply, for the failure policy)
   }
+  return send(again, argv);
 }
 
 std::vector<Reply> SentinelConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {

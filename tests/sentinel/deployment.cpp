@@ -88,6 +88,21 @@ pid_t spawn(std::vector<std::string> args, const std::string& log) {
 
 }  // namespace
 
+std::int64_t used_of(const redlimit::Reply& state) {
+  if (state.type != redlimit::Reply::Type::string || state.str.size() != 12) return -1;
+  std::int64_t used = 0;
+  for (std::size_t i = 12; i-- > 7;) used = used * 256 + static_cast<unsigned char>(state.str[i]);
+  return used;
+}
+
+std::string state_key(Process& server, const std::string& pattern) {
+  const redlimit::Reply keys = server.command({"KEYS", "*" + pattern + "*"});
+  for (const auto& k : keys.elements) {
+    if (used_of(server.command({"GET", k.str})) >= 0) return k.str;
+  }
+  return {};
+}
+
 std::string info_field(const std::string& info, const std::string& field) {
   const std::string key = field + ":";
   std::size_t at = info.find(key);

@@ -86,6 +86,11 @@ class Deployment {
   std::vector<std::unique_ptr<Process>> sentinels_;
 };
 
+// The units a fixed window's state holds (its GET reply: pack2(start, used), '<I7I5'), -1 if it is not one.
+std::int64_t used_of(const redlimit::Reply& state);
+// The key of the fixed-window state whose name holds `pattern` on `server` ("" when none).
+std::string state_key(Process& server, const std::string& pattern);
+
 // The value of `field` in an INFO reply ("" when missing).
 std::string info_field(const std::string& info, const std::string& field);
 

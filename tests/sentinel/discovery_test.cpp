@@ -193,3 +193,37 @@ TEST_F(SentinelDiscovery, AclUserOnARedisUrl) {
 }
 
 }  // namespace
+
+namespace {
+
+// Last (it swaps the roles of master and replica under the sentinels, then back): the master in use
+// turns into a replica under our open connections (a REPLICAOF that kills no client), so a decision
+// gets -READONLY; the sentinels still name it and ROLE says it is not a master, so nothing is
+// re-sent anywhere and nothing is recorded; once it is a master again the limiter decides again.
+TEST_F(SentinelDiscovery, ZzAMasterTurnedReplicaIsNeitherWrittenNorTrusted) {
+  Options o = quick();
+  o.breaker_threshold = 0;  // every call reaches the transport
+  auto limiter = RateLimiter::connect(good_url("&sentinel_check_ms=0"), o);
+  auto fw = limiter.fixed_window("readonly", redlimit::Limit::per_minute(100));
+  ASSERT_TRUE(fw.consume("u").allowed);
+  auto& m = d().master();
+  auto& r = d().replica();
+  ASSERT_EQ(r.command({"REPLICAOF", "NO", "ONE"}).str, "OK");
+  ASSERT_EQ(m.command({"REPLICAOF", "127.0.0.1", std::to_string(r.port())}).str, "OK");
+  const auto started = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { fw.consume("u"); });
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::printf("a master turned replica: %s (after %lld ms)\n", e.c_str(), static_cast<long long>(took.count()));
+  EXPECT_TRUE(e.find("READONLY") != std::string::npos || e.find("LOADING") != std::string::npos) << e;
+  // Recorded nowhere: the one unit admitted before is all either server holds.
+  using redlimit_sentinel::state_key;
+  using redlimit_sentinel::used_of;
+  EXPECT_EQ(used_of(r.command({"GET", state_key(r, "readonly")})), 1);
+  EXPECT_EQ(used_of(m.command({"GET", state_key(m, "readonly")})), 1);
+  // Back as it was: the limiter finds the master again and decides.
+  ASSERT_EQ(m.command({"REPLICAOF", "NO", "ONE"}).str, "OK");
+  ASSERT_EQ(r.command({"REPLICAOF", "127.0.0.1", std::to_string(m.port())}).str, "OK");
+  EXPECT_TRUE(fw.consume("u").allowed);
+}
+
+}  // namespace

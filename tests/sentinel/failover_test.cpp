@@ -28,6 +28,8 @@ using redlimit::Options;
 using redlimit::RateLimiter;
 using redlimit_sentinel::Deployment;
 using redlimit_sentinel::info_field;
+using redlimit_sentinel::state_key;
+using redlimit_sentinel::used_of;
 using Steady = std::chrono::steady_clock;
 
 constexpr std::int64_t kLimit = 1500;     // the fixed window's limit (per hour; HourClock, below)
@@ -43,23 +45,6 @@ struct Sample {
   bool breaker = false;  // the error was the open breaker's refusal (nothing sent)
   bool allowed = false;
 };
-
-// The units a fixed window's state holds: pack2(start, used) ('<I7I5': used in bytes 7..11, LE).
-std::int64_t used_of(const redlimit::Reply& state) {
-  if (state.type != redlimit::Reply::Type::string || state.str.size() != 12) return -1;
-  std::int64_t used = 0;
-  for (int i = 11; i >= 7; --i) used = used * 256 + static_cast<unsigned char>(state.str[static_cast<std::size_t>(i)]);
-  return used;
-}
-
-// The key of the one subject of the load, found on a server that has it.
-std::string state_key(redlimit_sentinel::Process& server) {
-  const redlimit::Reply keys = server.command({"KEYS", "*hot*"});
-  for (const auto& k : keys.elements) {
-    if (used_of(server.command({"GET", k.str})) >= 0) return k.str;
-  }
-  return {};
-}
 
 double ms(Steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -195,7 +180,7 @@ TEST(SentinelFailover, KillNineOfTheMasterUnderLoad) {
   ASSERT_GE(load.admitted(), kKillAfter) << "the load did not start";
   // What the replica has received, then the kill: every write the master acknowledged after this
   // read is counted in admitted_started_before_kill, so replica_used bounds the loss from below.
-  const std::string key = state_key(d.replica());
+  const std::string key = state_key(d.replica(), "hot");
   ASSERT_FALSE(key.empty());
   // The replica's offset first: the lag printed is then at least the lag at any moment before the kill.
   const std::int64_t replica_offset =
@@ -295,7 +280,7 @@ TEST(SentinelFailover, AManualFailoverIsFollowed) {
     if (followed_ms >= 0) ++after_switch;
     std::this_thread::sleep_for(2ms);
   }
-  const std::int64_t held = used_of(d.replica().command({"GET", state_key(d.replica())}));
+  const std::int64_t held = used_of(d.replica().command({"GET", state_key(d.replica(), "hot")}));
   std::printf(
       "SENTINEL FAILOVER: replica promoted after %.0f ms, named by the sentinels after %.0f ms, followed by the "
       "limiter after %.0f ms (%llu discoveries; sentinel_check_ms 1000)\n"

@@ -71,6 +71,8 @@ class SentinelConnection final : public Connection {
   std::shared_ptr<ConnectionPool> rediscover();
   // After `pool` failed (in transit, or READONLY / LOADING): the next call asks the sentinels.
   void forget(const std::shared_ptr<ConnectionPool>& pool) noexcept;
+  // One command on `pool`; forgets the pool after a failure in transit (rethrown) or a refusal.
+  Reply send(const std::shared_ptr<ConnectionPool>& pool, const std::vector<std::string>& argv);
   void lock_for_discovery(std::unique_lock<std::mutex>& lock) const;
   // The periodic check (check_interval_ms): asks one sentinel, at most once per interval, by one
   // thread (the others go on); marks the pool stale when the sentinel names another master.
@@ -84,8 +86,8 @@ class SentinelConnection final : public Connection {
 
   mutable std::mutex mutex_;  // guards the three below
   std::shared_ptr<ConnectionPool> pool_;
-  std::string master_;  // pool_'s address
-  bool stale_ = true;   // pool_ failed: ask the sentinels before the next command
+  std::string master_;                               // pool_'s address
+  bool stale_ = true;                                // pool_ failed: ask the sentinels before the next command
   std::chrono::steady_clock::time_point checked_{};  // the last discovery or check
 
   std::mutex discovery_mutex_;  // one discovery at a time; guards next_sentinel_
