@@ -148,9 +148,10 @@ bool Process::start_once(const MakeArgs& make_args, std::string& error) {
       throw std::runtime_error(error);
     }
     try {
-      // A server of someone else's on the port would not know our password, nor be our pid: the
-      // process exits when it cannot bind, which the waitpid above sees first.
-      if (command({"PING"}).is_error() == false) return true;
+      // Answered by our process, not by a server of someone else's that took the port first (ours
+      // then exits, which the waitpid above sees).
+      const redlimit::Reply info = command({"INFO", "server"});
+      if (!info.is_error() && info_field(info.str, "process_id") == std::to_string(pid_)) return true;
     } catch (const redlimit::Error&) {
     }
     std::this_thread::sleep_for(20ms);
