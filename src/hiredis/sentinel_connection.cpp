@@ -191,7 +191,10 @@ std::vector<Reply> SentinelConnection::pipeline(const std::vector<std::vector<st
   }
   try {
     std::vector<Reply> second = pool->pipeline(resend);
-    for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+    for (std::size_t j = 0; j < again.size(); ++j) {
+      if (not_served(second[j])) forget(pool);  // refused there too: the next call asks again
+      replies[again[j]] = std::move(second[j]);
+    }
   } catch (const ConnectionError& e) {
     forget(pool);
     for (std::size_t i : again) replies[i] = transit_failure(e);  // outcome unknown: never re-sent
