@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "redlimit/redlimit.hpp"
 #include "sentinel/deployment.hpp"
@@ -77,6 +78,21 @@ TEST_F(SentinelDiscovery, FindsTheMasterAndDecidesThere) {
   const auto keys = d().master().command({"EVAL", "redis.call('SELECT', 3) return redis.call('DBSIZE')", "0"});
   EXPECT_EQ(keys.integer, 1) << keys.str;
   EXPECT_EQ(d().master_address(), "127.0.0.1:" + std::to_string(d().master().port()));
+}
+
+// A batch of more than 256 requests is several script calls in one pipeline (SentinelConnection::pipeline).
+TEST_F(SentinelDiscovery, ABatchGoesToTheMasterInOnePipeline) {
+  auto limiter = RateLimiter::connect(good_url(), quick());
+  auto fw = limiter.fixed_window("batch", redlimit::Limit::per_minute(1));
+  std::vector<std::string> subjects;
+  for (int i = 0; i < 600; ++i) subjects.push_back("s" + std::to_string(i));
+  std::vector<redlimit::Request> twice;
+  for (const auto& s : subjects) twice.push_back({s, 1});
+  for (const auto& s : subjects) twice.push_back({s, 1});
+  const auto decisions = fw.consume_many(twice);
+  ASSERT_EQ(decisions.size(), 1200u);
+  for (std::size_t i = 0; i < decisions.size(); ++i) EXPECT_EQ(decisions[i].allowed, i < 600) << i;
+  EXPECT_EQ(d().master().command({"EXISTS", redlimit_sentinel::state_key(d().master(), "batch")}).integer, 1);
 }
 
 TEST_F(SentinelDiscovery, TheConnectionSaysWhichMasterItFound) {
