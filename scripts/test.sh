@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's one test command: installs what is missing, builds, runs every test (unit,
-# integration, faults, cluster); exits non-zero on any failure or sanitizer report.
+# integration, faults, cluster, sentinel); exits non-zero on any failure or sanitizer report.
 #
 #   scripts/test.sh                     # build in build/ (or $BUILD_DIR), run ctest, the consumer
 #                                       # tests (tests/consumer/run.sh), then fuzz briefly
@@ -76,7 +76,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. Packages ---------------------------------------------------------------------------------
 PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
-  googletest redis-server redis-tools python3 libcpp-httplib-dev libjemalloc2 liblzf1  # these two: Valkey's libraries
+  googletest redis-server redis-tools python3  # redis-server: the sentinels of tests/sentinel too (--sentinel) libcpp-httplib-dev libjemalloc2 liblzf1  # these two: Valkey's libraries
   libssl-dev openssl)  # the hiredis 1.2 + TLS pass: OpenSSL's headers, and the tool that makes its certificates
 
 # shellcheck source=SCRIPTDIR/lib/install.sh

@@ -36,7 +36,9 @@ class TimeoutError : public ConnectionError {
 };
 
 // The server was reached but refused this client's AUTH or SELECT (wrong credentials, a database it
-// does not have): a configuration error, thrown by connect() whatever the failure policy.
+// does not have), or, on redis-sentinel://, no sentinel knows the master's name or every sentinel
+// refused our sentinel credentials: a configuration error, thrown by connect() whatever the failure
+// policy.
 class AuthError : public ConnectionError {
  public:
   explicit AuthError(const std::string& what) : ConnectionError(what) {}

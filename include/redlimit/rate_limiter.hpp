@@ -36,8 +36,10 @@ struct Context;
 
 class RateLimiter {
  public:
-  // Connects to redis://, rediss:// is not supported (hiredis 0.14 has no TLS), or unix://.
-  // Throws InvalidArgument for a malformed URL or options; ConnectionError if the server is unreachable.
+  // Connects to redis://, rediss:// (a build with TLS), unix://, redis-cluster:// or
+  // redis-sentinel:// (docs/connecting.md). Throws InvalidArgument for a malformed URL or options;
+  // ConnectionError if the server is unreachable (under OnFailure::raise); AuthError for refused
+  // credentials whatever the policy.
   static RateLimiter connect(std::string_view url, Options options = {});
 
   // Over any Connection (a mock in unit tests, a custom transport).

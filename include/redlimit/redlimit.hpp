@@ -17,6 +17,7 @@
 #include "redlimit/policy.hpp"
 #include "redlimit/rate_limiter.hpp"
 #include "redlimit/transport/redis_connection.hpp"
+#include "redlimit/transport/sentinel_connection.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/sliding_log.hpp"
 #include "redlimit/sliding_window.hpp"

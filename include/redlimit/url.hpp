@@ -2,10 +2,14 @@
 // Where the server is: redis://[:password@]host[:port][/db], redis://user:password@host,
 // unix:///path/to.sock[?db=N&password=P]. IPv6 hosts go in brackets: redis://[::1]:6379.
 // TLS: rediss://host[:port][/db][?tls_ca_file=...&...] (the parameters are TlsOptions' fields, below;
-// docs/connecting.md). Any URL takes ?db=, ?user= and ?password= too.
+// docs/connecting.md). Any URL takes ?db=, ?user= and ?password= too, and ?password_env=NAME: the
+// password read from the environment variable NAME when the URL is parsed (InvalidArgument naming
+// the variable when it is not set). Sentinel: redis-sentinel://[user:password@]host[:port][,host[:port]...]
+// /master-name[/db][?sentinel_user=U&sentinel_password=P&...] (SentinelEndpoint, below).
 #include "redlimit/detail/config.hpp"
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace redlimit {
 
@@ -32,12 +36,30 @@ struct Endpoint {
   TlsOptions tls;
 };
 
+// redis-sentinel://[user:password@]host1[:26379],host2[:26379]/<master-name>[/db][?query]: the sentinels
+// to ask for the master called master_name (docs/connecting.md). The userinfo and ?user=, ?password=,
+// ?password_env=, ?db= are the data connection's (the master's); ?sentinel_user=, ?sentinel_password=
+// and ?sentinel_password_env= are the sentinels' own (Redis Sentinel has ACLs of its own).
+struct SentinelEndpoint {
+  std::vector<Endpoint> sentinels;  // host, port (default 26379) and the sentinels' credentials
+  std::string master_name;
+  Endpoint master;                  // credentials and db of the data connection; no host yet
+  // ?sentinel_check_ms=N: how often (at most) a call also asks a sentinel whether the master is
+  // still the one in use, so that a failover whose old master stays up (and keeps taking writes
+  // that the new master will never see) is followed within about that time. 0 = never.
+  int check_interval_ms = 1000;
+};
+
+// Throws InvalidArgument naming what is wrong (quoting the URL as redact_url() writes it).
+SentinelEndpoint parse_sentinel_url(std::string_view url);
+
 // Throws InvalidArgument naming what is wrong (quoting the URL as redact_url() writes it). The scheme
 // is case-insensitive.
 Endpoint parse_url(std::string_view url);
 
 // `url` as it may be printed (errors, logs, metrics): the password replaced by "***" (the whole
-// userinfo when it has no user, and a password= query parameter), unprintable bytes as \xNN.
+// userinfo when it has no user, and the password= and sentinel_password= query parameters),
+// unprintable bytes as \xNN.
 std::string redact_url(std::string_view url);
 
 // True when `url` starts with `scheme` ("redis://", lower case), in any case.

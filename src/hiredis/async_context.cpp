@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
+#include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
@@ -179,8 +181,13 @@ void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const re
   if (p->setup != nullptr) {
     if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && conn.failure.empty()) {
       // The commands queued behind it must not run unauthenticated or on the wrong db.
-      conn.failure = fmt::format("{} on {} failed: {}", p->setup, describe(endpoint_),
-                                 std::string(reply->str, reply->len));
+      // The ACL user is named, never the password (as RedisConnection does).
+      const std::string who = std::string_view(p->setup) != "AUTH" ? std::string()
+                              : endpoint_.username.empty()
+                                  ? std::string(" as user \"default\"")
+                                  : fmt::format(" as user \"{}\"", detail::printable(endpoint_.username));
+      conn.failure =
+          fmt::format("{}{} on {} failed: {}", p->setup, who, describe(endpoint_), std::string(reply->str, reply->len));
       retire(conn);
     }
     return;

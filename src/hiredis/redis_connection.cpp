@@ -11,6 +11,7 @@
 #include <cstring>
 #include <sys/time.h>
 
+#include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
@@ -174,8 +175,13 @@ redisContext& RedisConnection::context() {
     const Reply r = command(cmd);
     if (r.is_error()) {
       ctx_.reset();
-      // Never the command's arguments: AUTH's are the credentials.
-      throw AuthError(fmt::format("{} on {} failed: {}", cmd[0], describe(endpoint_), r.str));
+      // Never the command's arguments: AUTH's are the credentials. The user is named (the password
+      // never is): the first thing to check in a refusal is which ACL user was tried.
+      const std::string who = cmd[0] != "AUTH" ? std::string()
+                               : fmt::format(" as user \"{}\"", endpoint_.username.empty()
+                                                                    ? std::string("default")
+                                                                    : detail::printable(endpoint_.username));
+      throw AuthError(fmt::format("{}{} on {} failed: {}", cmd[0], who, describe(endpoint_), r.str));
     }
   }
   ++connects_;

@@ -1,4 +1,4 @@
-// parse_url and parse_cluster_url on arbitrary bytes. They must either throw InvalidArgument or
+// parse_url, parse_cluster_url and parse_sentinel_url on arbitrary bytes. They must either throw InvalidArgument or
 // return an endpoint that makes sense: a TCP endpoint has a host and a port in 1..65535, a unix
 // endpoint an absolute path, db is in [0, 2^20], TLS only from rediss://. A parsed endpoint, written
 // back as a URL with its user, password and TLS parameters percent-encoded, parses to the same
@@ -122,6 +122,22 @@ void one(std::string_view url) {
   } catch (const redlimit::InvalidArgument& err) {
     check_message(err);
   }
+  try {
+    const redlimit::SentinelEndpoint s = redlimit::parse_sentinel_url(url);
+    FUZZ_CHECK(redlimit::has_scheme(url, "redis-sentinel://"), "Sentinel endpoint from another scheme");
+    FUZZ_CHECK(!s.sentinels.empty(), "Sentinel URL without sentinels");
+    FUZZ_CHECK(!s.master_name.empty(), "Sentinel URL without a master name");
+    FUZZ_CHECK(s.master.db >= 0 && s.master.db <= (1 << 20), "db %d out of range", s.master.db);
+    FUZZ_CHECK(s.master.host.empty() && !s.master.tls.enabled, "a Sentinel master with a host or TLS");
+    for (const auto& sentinel : s.sentinels) {
+      FUZZ_CHECK(!sentinel.host.empty(), "empty sentinel host");
+      FUZZ_CHECK(sentinel.port >= 1 && sentinel.port <= 65535, "sentinel port %d out of range", sentinel.port);
+      FUZZ_CHECK(sentinel.host.find('/') == std::string::npos, "sentinel host holds a '/'");
+      FUZZ_CHECK(sentinel.db == 0 && !sentinel.tls.enabled, "a sentinel with a db or TLS");
+    }
+  } catch (const redlimit::InvalidArgument& err) {
+    check_message(err);
+  }
 }
 
 }  // namespace
@@ -134,6 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     one("redis://" + std::string(input));
     one("unix://" + std::string(input));
     one("redis-cluster://" + std::string(input));
+    one("redis-sentinel://" + std::string(input));
   }
   return 0;
 }

@@ -217,7 +217,8 @@ TEST_F(AsyncTest, AuthenticatesWithTheEndpointCredentials) {
       get_within(denied);
       ADD_FAILURE() << "PING after a refused AUTH must fail";
     } catch (const redlimit::ConnectionError& e) {
-      EXPECT_NE(std::string(e.what()).find("AUTH"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("AUTH as user \"redlimit-async\""), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("wrong"), std::string::npos) << e.what();
     }
   }
   loop.stop();

@@ -14,6 +14,7 @@
 #include "redlimit/transport/cluster_connection.hpp"
 #include "redlimit/transport/connection_pool.hpp"
 #include "redlimit/transport/memory_connection.hpp"
+#include "redlimit/transport/sentinel_connection.hpp"
 #include "redlimit/url.hpp"
 
 namespace redlimit {
@@ -73,11 +74,13 @@ REDLIMIT_INLINE std::string info_field(const std::string& info, std::string_view
 // the server may have restarted with another configuration, or the limiter started lazily during an
 // outage) and said through the metrics sink once per change to an evicting policy, not once per
 // connection. INFO is readable by most ACL users; a server that refuses it is left alone.
-REDLIMIT_INLINE void watch_eviction(ConnectionPool& pool, const Options& options) {
-  if (!options.metrics) return;
+// The hook for ConnectionPool::on_connect (SentinelConnection::on_connect: every master's pool); empty
+// without a metrics sink.
+REDLIMIT_INLINE ConnectionPool::ConnectHook eviction_watch(const Options& options) {
+  if (!options.metrics) return {};
   // 0: not known yet, 1: not evicting, 2: evicting (said). Shared by the pool's connections.
   auto said = std::make_shared<std::atomic<int>>(0);
-  pool.on_connect([said, metrics = options.metrics](Connection& conn) {
+  return [said, metrics = options.metrics](Connection& conn) {
     const Reply info = conn.command({"INFO", "memory"});
     if (info.is_error()) return;
     const std::string policy = info_field(info.str, "maxmemory_policy");
@@ -90,7 +93,7 @@ REDLIMIT_INLINE void watch_eviction(ConnectionPool& pool, const Options& options
         "subject's state is forgotten and its quota admitted again; use noeviction or a dedicated Redis "
         "(docs/reliability.md)",
         detail::printable(limit), detail::printable(policy)));
-  });
+  };
 }
 
 }  // namespace rate_limiter_impl
@@ -101,10 +104,16 @@ REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options o
     auto cluster = std::make_shared<ClusterConnection>(parse_cluster_url(url), options);
     return RateLimiter(std::move(cluster), std::move(options));
   }
+  if (has_scheme(url, "redis-sentinel://")) {
+    auto sentinel = std::make_shared<SentinelConnection>(parse_sentinel_url(url), options);
+    sentinel->on_connect(rate_limiter_impl::eviction_watch(options));
+    rate_limiter_impl::first_ping(*sentinel, options.on_failure != OnFailure::raise);  // finds the master
+    return RateLimiter(std::move(sentinel), std::move(options));
+  }
   Endpoint endpoint = parse_url(url);
   auto conn = std::make_shared<ConnectionPool>(std::move(endpoint), options.connect_timeout, options.command_timeout,
                                                options.pool);
-  rate_limiter_impl::watch_eviction(*conn, options);  // first, so the first PING's connection is checked
+  conn->on_connect(rate_limiter_impl::eviction_watch(options));  // first, so the first PING's connection is checked
   rate_limiter_impl::first_ping(*conn, options.on_failure != OnFailure::raise);
   return RateLimiter(std::move(conn), std::move(options));
 }

@@ -2,6 +2,7 @@
 // Bodies of redlimit/url.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
 // with REDLIMIT_HEADER_ONLY).
 #include <cctype>
+#include <cstdlib>
 
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/message.hpp"
@@ -91,8 +92,39 @@ REDLIMIT_INLINE bool parse_tls_parameter(std::string_view url, std::string_view 
   return true;
 }
 
-// ?db=N&password=P&user=U, and the tls_* parameters of a rediss:// URL.
-REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
+// What a query says beyond an Endpoint's own fields: the names of environment variables to read
+// passwords from, and (redis-sentinel:// only) the sentinels' credentials.
+struct Query {
+  bool sentinel = false;  // sentinel_* parameters allowed
+  std::string password_env;
+  std::string sentinel_user, sentinel_password, sentinel_password_env;
+  int sentinel_check_ms = -1;  // -1: not given
+};
+
+// sentinel_* parameters; false if `name` is not one.
+REDLIMIT_INLINE bool parse_sentinel_parameter(std::string_view url, std::string_view name, std::string_view value,
+                                              Query& q) {
+  if (name == "sentinel_check_ms") {
+    if (!q.sentinel) bad(url, "sentinel_check_ms needs a redis-sentinel:// URL");
+    q.sentinel_check_ms = parse_int(url, value, "sentinel_check_ms", 0, 3600000);
+    return true;
+  }
+  std::string* field = nullptr;
+  if (name == "sentinel_user" || name == "sentinel_username") field = &q.sentinel_user;
+  if (name == "sentinel_password") field = &q.sentinel_password;
+  if (name == "sentinel_password_env") field = &q.sentinel_password_env;
+  if (field == nullptr) return false;
+  if (!q.sentinel) bad(url, detail::message("{} needs a redis-sentinel:// URL", detail::printable(name)));
+  *field = decode(url, value);
+  if (field == &q.sentinel_password_env && field->empty()) {
+    bad(url, "sentinel_password_env must name an environment variable");
+  }
+  return true;
+}
+
+// ?db=N&password=P&user=U&password_env=NAME, the tls_* parameters of a rediss:// URL and the
+// sentinel_* ones of a redis-sentinel:// URL.
+REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, Endpoint& e, Query& q) {
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
@@ -103,15 +135,60 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
       e.db = parse_int(url, value, "db", 0, 1 << 20);
     } else if (name == "password") {
       e.password = decode(url, value);
+    } else if (name == "password_env") {
+      q.password_env = decode(url, value);
+      if (q.password_env.empty()) bad(url, "password_env must name an environment variable");
     } else if (name == "user" || name == "username") {
       e.username = decode(url, value);
-    } else if (parse_tls_parameter(url, name, value, e.tls)) {
+    } else if (q.sentinel && name.substr(0, 4) == "tls_") {
+      bad(url, "TLS is not supported on redis-sentinel:// URLs yet");
+    } else if (parse_tls_parameter(url, name, value, e.tls) || parse_sentinel_parameter(url, name, value, q)) {
     } else {
       bad(url, detail::message("unknown query parameter \"{}\"", detail::printable(name)));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
   }
+}
+
+// The value of the environment variable `name`, for the query parameter `param` (password_env,
+// sentinel_password_env). The message names the variable, never a value.
+REDLIMIT_INLINE std::string from_env(std::string_view url, std::string_view param, const std::string& name) {
+  bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!valid) bad(url, detail::message("{} must name an environment variable ([A-Za-z_][A-Za-z0-9_]*)", param));
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) bad(url, detail::message("{}: the environment variable {} is not set", param, name));
+  if (*value == '\0') bad(url, detail::message("{}: the environment variable {} is empty", param, name));
+  return value;
+}
+
+// `password` from the variable named by `env` (when given); a password given as well is refused.
+REDLIMIT_INLINE void resolve_password(std::string_view url, std::string_view param, const std::string& env,
+                                      std::string& password) {
+  if (env.empty()) return;
+  if (!password.empty()) bad(url, detail::message("a password and {} are given: use one", param));
+  password = from_env(url, param, env);
+}
+
+REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
+  Query q;
+  parse_query(url, query, e, q);
+  resolve_password(url, "password_env", q.password_env, e.password);
+}
+
+// Splits `rest` at the first '?' into what comes before and the query. An '@' after it is either a
+// password holding a raw '?' or a query value holding a raw '@': refused without quoting either (a
+// password's tail would show).
+REDLIMIT_INLINE std::string_view split_query(std::string_view url, std::string_view& rest) {
+  const std::size_t q = rest.find('?');
+  if (q == std::string_view::npos) return {};
+  if (rest.find('@', q) != std::string_view::npos) {
+    bad(url, "'@' after '?': percent-encode a '?' in a password as %3F and an '@' in a query value as %40");
+  }
+  const std::string_view query = rest.substr(q + 1);
+  rest = rest.substr(0, q);
+  return query;
 }
 
 REDLIMIT_INLINE Endpoint parse_unix(std::string_view url, std::string_view rest) {
@@ -155,17 +232,7 @@ REDLIMIT_INLINE std::string_view parse_host(std::string_view url, std::string_vi
 REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest, bool tls) {
   Endpoint e;
   e.tls.enabled = tls;
-  const std::size_t q = rest.find('?');
-  std::string_view query;
-  if (q != std::string_view::npos) {
-    // The query starts at the first '?'. An '@' after it is either a password holding a raw '?' or a
-    // query value holding a raw '@': refused without quoting either (a password's tail would show).
-    if (rest.find('@', q) != std::string_view::npos) {
-      bad(url, "'@' after '?': percent-encode a '?' in a password as %3F and an '@' in a query value as %40");
-    }
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
-  }
+  const std::string_view query = split_query(url, rest);
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
@@ -186,6 +253,62 @@ REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest, 
   return e;
 }
 
+// host1[:port],host2[:port]: the sentinels (port 26379 by default).
+REDLIMIT_INLINE std::vector<Endpoint> parse_sentinel_hosts(std::string_view url, std::string_view hosts) {
+  std::vector<Endpoint> out;
+  while (true) {
+    const std::size_t comma = hosts.find(',');
+    Endpoint s;
+    s.port = 26379;
+    const std::string_view port = parse_host(url, hosts.substr(0, comma), s);
+    if (!port.empty()) s.port = parse_int(url, port, "port", 1, 65535);
+    out.push_back(std::move(s));
+    if (comma == std::string_view::npos) return out;
+    hosts.remove_prefix(comma + 1);
+  }
+}
+
+// <master-name>[/db]
+REDLIMIT_INLINE void parse_sentinel_path(std::string_view url, std::string_view path, SentinelEndpoint& out) {
+  const std::size_t slash = path.find('/');
+  out.master_name = decode(url, path.substr(0, slash));
+  if (out.master_name.empty()) bad(url, "a Sentinel URL names its master: redis-sentinel://host:26379/mymaster");
+  if (slash == std::string_view::npos) return;
+  const std::string_view db = path.substr(slash + 1);
+  if (!db.empty()) out.master.db = parse_int(url, db, "db", 0, 1 << 20);
+}
+
+REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::string_view rest) {
+  SentinelEndpoint out;
+  const std::string_view query = split_query(url, rest);
+  const std::size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    bad(url, "a Sentinel URL names its master: redis-sentinel://host:26379/mymaster");
+  }
+  std::string_view authority = rest.substr(0, slash);
+  parse_sentinel_path(url, rest.substr(slash + 1), out);
+  const std::size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    parse_userinfo(url, authority.substr(0, at), out.master);
+    authority = authority.substr(at + 1);
+  }
+  out.sentinels = parse_sentinel_hosts(url, authority);
+  Query q;
+  q.sentinel = true;
+  parse_query(url, query, out.master, q);
+  resolve_password(url, "password_env", q.password_env, out.master.password);
+  resolve_password(url, "sentinel_password_env", q.sentinel_password_env, q.sentinel_password);
+  if (!q.sentinel_user.empty() && q.sentinel_password.empty()) bad(url, "sentinel_user needs a sentinel password");
+  if (q.sentinel_check_ms >= 0) out.check_interval_ms = q.sentinel_check_ms;
+  for (auto& s : out.sentinels) {
+    s.username = q.sentinel_user;
+    s.password = q.sentinel_password;
+  }
+  out.master.host.clear();
+  out.master.port = 0;
+  return out;
+}
+
 }  // namespace url_impl
 
 REDLIMIT_INLINE bool has_scheme(std::string_view url, std::string_view scheme) {
@@ -203,8 +326,11 @@ REDLIMIT_INLINE std::string redact_url(std::string_view url) {
   // password=... in the query (unix:///path?password=P, redis://host?password=P), first: after it no
   // '@' of a password value is left for the step below to mistake for the end of a userinfo.
   for (std::size_t pos = out.find_first_of("?&"); pos != std::string::npos; pos = out.find_first_of("?&", pos + 1)) {
-    if (out.compare(pos + 1, 9, "password=") != 0) continue;
-    const std::size_t value = pos + 10, end = out.find('&', value);
+    std::size_t value = 0;
+    if (out.compare(pos + 1, 9, "password=") == 0) value = pos + 10;
+    if (out.compare(pos + 1, 18, "sentinel_password=") == 0) value = pos + 19;
+    if (value == 0) continue;
+    const std::size_t end = out.find('&', value);
     out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
   }
   // The password of the userinfo (all of it when there is no user): up to the last '@', so that even
@@ -232,7 +358,19 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   // Whether this build can speak TLS is the transport's to say (RedisConnection throws before any
   // I/O when it cannot): the URL itself is valid either way.
   if (has_scheme(url, "rediss://")) return url_impl::parse_tcp(url, url.substr(9), true);
+  if (has_scheme(url, "redis-sentinel://") || has_scheme(url, "redis-cluster://")) {
+    url_impl::bad(url, "this URL names several servers: RateLimiter::connect takes it, a single connection does not");
+  }
   url_impl::bad(url, "scheme must be redis://, rediss:// or unix://");
+}
+
+REDLIMIT_INLINE SentinelEndpoint parse_sentinel_url(std::string_view url) {
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) url_impl::bad(url, "control bytes are not allowed in a URL");
+  }
+  constexpr std::string_view kScheme = "redis-sentinel://";
+  if (!has_scheme(url, kScheme)) url_impl::bad(url, "scheme must be redis-sentinel://");
+  return url_impl::parse_sentinel(url, url.substr(kScheme.size()));
 }
 
 }  // namespace redlimit

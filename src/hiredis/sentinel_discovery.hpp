@@ -1,0 +1,32 @@
+#pragma once
+// Sentinel discovery (SentinelConnection's internals): one pass over the sentinels, asking each
+// for the master's address and confirming it with ROLE. Every connection is a RedisConnection of
+// its own, bounded by connect_timeout and by the deadline of the call in progress (call_deadline.hpp).
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "redlimit/url.hpp"
+
+namespace redlimit::hiredis_detail {
+
+struct FoundMaster {
+  std::string host;
+  int port = 0;
+  std::size_t sentinel = 0;  // the index of the sentinel that named it
+};
+
+// One pass over the sentinels, starting at `first`. Throws:
+//   - AuthError: every sentinel that answered refused our sentinel credentials or knows no master
+//     named so, or the master refused the data credentials (configuration: retrying cannot help);
+//   - ConnectionError naming each sentinel's answer when no master was confirmed (sentinels down, the
+//     master they name down or not a master yet: a failover in progress).
+FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std::chrono::milliseconds connect_timeout,
+                        std::chrono::milliseconds command_timeout);
+
+// "host:port" that sentinel `index` names as the master now; "" when it cannot say (down, refusing,
+// not knowing the name). The periodic check of a master in use: no ROLE, no error.
+std::string master_named_by(const SentinelEndpoint& endpoint, std::size_t index,
+                            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout);
+
+}  // namespace redlimit::hiredis_detail

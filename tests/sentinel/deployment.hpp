@@ -1,0 +1,97 @@
+#pragma once
+// A Redis Sentinel deployment for the tests, all our own processes on free loopback ports: one
+// master, one replica and three sentinels (quorum 2), each in a private directory under
+// $REDLIMIT_TEST_TMPDIR (else /tmp), killed with the test process (PR_SET_PDEATHSIG) and listed in
+// $REDLIMIT_TEST_PIDDIR while they run (scripts/test.sh stops what a killed test left behind).
+//
+// Binaries: $REDIS_SERVER (else redis-server) for the data servers; $REDIS_SENTINEL (else the same
+// redis-server with --sentinel, which is what Debian's redis-sentinel runs) for the sentinels.
+// Start deployments from the main thread (the parent-death signal is tied to the forking thread).
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/reply.hpp"
+
+namespace redlimit_sentinel {
+
+// One server process of our own (redis-server, or a sentinel).
+class Process {
+ public:
+  // Starts `args` (port and config included: `make_args(port, dir)`) on a free port, retrying with
+  // another port if it was taken, and waits until it answers PING. Throws std::runtime_error.
+  using MakeArgs = std::function<std::vector<std::string>(int port, const std::string& dir)>;
+  // `password`: the server's requirepass, sent by the harness's own connections ("": none).
+  Process(std::string name, const MakeArgs& make_args, std::string password = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_; }
+  bool running() const { return pid_ > 0; }
+  void kill9();  // SIGKILL and reap; idempotent
+  std::string log() const;
+  // One command on a fresh connection of the harness's own (with the server's password).
+  redlimit::Reply command(const std::vector<std::string>& argv) const;
+
+ private:
+  bool start_once(const MakeArgs& make_args, std::string& error);
+  std::string name_;
+  std::string password_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::string pid_file_;
+};
+
+struct DeploymentOptions {
+  std::string master_name = "mymaster";
+  std::string requirepass;        // the data servers' default-user password ("": none)
+  std::string sentinel_password;  // the sentinels' own requirepass ("": none)
+  int down_after_ms = 500;
+  int failover_timeout_ms = 2000;
+};
+
+class Deployment {
+ public:
+  // Starts master, replica and sentinels, and waits (at most 30 s) until the replica is in sync and
+  // every sentinel knows the replica and the two other sentinels (only then can they fail over).
+  explicit Deployment(DeploymentOptions options = {});
+  ~Deployment();
+
+  // redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/<master-name>; `userinfo` ("u:p@") and
+  // `query` ("?...") as given.
+  std::string url(const std::string& userinfo = {}, const std::string& query = {}) const;
+  const DeploymentOptions& options() const { return options_; }
+  Process& master() { return *master_; }
+  Process& replica() { return *replica_; }
+  Process& sentinel(std::size_t i) { return *sentinels_.at(i); }
+  // "host:port" that sentinel 0 names as the master now.
+  std::string master_address() const;
+  // Waits (at most `limit`) until every live sentinel names `address` as the master.
+  bool wait_for_master(const std::string& address, std::chrono::milliseconds limit) const;
+
+ private:
+  void wait_until_ready();
+
+  DeploymentOptions options_;
+  std::unique_ptr<Process> master_;
+  std::unique_ptr<Process> replica_;
+  std::vector<std::unique_ptr<Process>> sentinels_;
+};
+
+// The units a fixed window's state holds (its GET reply: pack2(start, used), '<I7I5'), -1 if it is not one.
+std::int64_t used_of(const redlimit::Reply& state);
+// The key of the fixed-window state whose name holds `pattern` on `server` ("" when none).
+std::string state_key(Process& server, const std::string& pattern);
+
+// The value of `field` in an INFO reply ("" when missing).
+std::string info_field(const std::string& info, const std::string& field);
+
+}  // namespace redlimit_sentinel

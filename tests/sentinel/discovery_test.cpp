@@ -1,0 +1,245 @@
+// Issue 15: redis-sentinel:// against a real deployment (a master with an ACL user, its replica and
+// three sentinels with a password of their own): discovery, its errors (a master name no sentinel
+// knows, every sentinel down), credentials kept apart and named when refused (never a password),
+// and passwords from the environment.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/redlimit.hpp"
+#include "sentinel/deployment.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using redlimit::OnFailure;
+using redlimit::Options;
+using redlimit::RateLimiter;
+using redlimit_sentinel::Deployment;
+
+constexpr const char* kDataPassword = "data-pw-17";      // requirepass of master and replica
+constexpr const char* kAppPassword = "app-pw-23";        // the ACL user "app"
+constexpr const char* kSentinelPassword = "watch-pw-5";  // the sentinels' requirepass
+
+Options quick(OnFailure policy = OnFailure::raise) {
+  Options o;
+  o.on_failure = policy;
+  o.connect_timeout = 500ms;
+  o.command_timeout = 2000ms;
+  return o;
+}
+
+class SentinelDiscovery : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    redlimit_sentinel::DeploymentOptions o;
+    o.requirepass = kDataPassword;
+    o.sentinel_password = kSentinelPassword;
+    deployment_ = std::make_unique<Deployment>(o);
+    for (auto* server : {&deployment_->master(), &deployment_->replica()}) {  // ACLs are not replicated
+      const auto r =
+          server->command({"ACL", "SETUSER", "app", "on", std::string(">") + kAppPassword, "~*", "&*", "+@all"});
+      ASSERT_FALSE(r.is_error()) << r.str;
+    }
+  }
+  static void TearDownTestSuite() { deployment_.reset(); }
+  static Deployment& d() { return *deployment_; }
+  // The URL with the ACL user and the sentinels' password.
+  static std::string good_url(const std::string& extra = {}) {
+    return d().url(std::string("app:") + kAppPassword + "@",
+                   std::string("?sentinel_password=") + kSentinelPassword + extra);
+  }
+  static std::unique_ptr<Deployment> deployment_;
+};
+std::unique_ptr<Deployment> SentinelDiscovery::deployment_;
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const redlimit::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST_F(SentinelDiscovery, FindsTheMasterAndDecidesThere) {
+  auto limiter = RateLimiter::connect(good_url("&db=3"), quick());
+  auto fw = limiter.fixed_window("discovery", redlimit::Limit::per_minute(2));
+  EXPECT_TRUE(fw.consume("u").allowed);
+  EXPECT_TRUE(fw.consume("u").allowed);
+  EXPECT_FALSE(fw.consume("u").allowed);
+  // Recorded on the master, in db 3 (and replicated).
+  const auto keys = d().master().command({"EVAL", "redis.call('SELECT', 3) return redis.call('DBSIZE')", "0"});
+  EXPECT_EQ(keys.integer, 1) << keys.str;
+  EXPECT_EQ(d().master_address(), "127.0.0.1:" + std::to_string(d().master().port()));
+}
+
+// A batch of more than 256 requests is several script calls in one pipeline (SentinelConnection::pipeline).
+TEST_F(SentinelDiscovery, ABatchGoesToTheMasterInOnePipeline) {
+  auto limiter = RateLimiter::connect(good_url(), quick());
+  auto fw = limiter.fixed_window("batch", redlimit::Limit::per_minute(1));
+  std::vector<std::string> subjects;
+  for (int i = 0; i < 600; ++i) subjects.push_back("s" + std::to_string(i));
+  std::vector<redlimit::Request> twice;
+  for (const auto& s : subjects) twice.push_back({s, 1});
+  for (const auto& s : subjects) twice.push_back({s, 1});
+  const auto decisions = fw.consume_many(twice);
+  ASSERT_EQ(decisions.size(), 1200u);
+  for (std::size_t i = 0; i < decisions.size(); ++i) EXPECT_EQ(decisions[i].allowed, i < 600) << i;
+  EXPECT_EQ(d().master().command({"EXISTS", redlimit_sentinel::state_key(d().master(), "batch")}).integer, 1);
+}
+
+TEST_F(SentinelDiscovery, TheConnectionSaysWhichMasterItFound) {
+  redlimit::SentinelConnection conn(redlimit::parse_sentinel_url(good_url()), quick());
+  EXPECT_EQ(conn.master(), "");  // no I/O before the first command
+  EXPECT_EQ(conn.command({"PING"}).str, "PONG");
+  EXPECT_EQ(conn.master(), "127.0.0.1:" + std::to_string(d().master().port()));
+  EXPECT_EQ(conn.discoveries(), 1u);
+  EXPECT_EQ(conn.command({"ROLE"}).elements.at(0).str, "master");
+  EXPECT_EQ(conn.discoveries(), 1u);  // asked once, not per command
+}
+
+TEST_F(SentinelDiscovery, AMasterNameNoSentinelKnowsIsAClearAuthErrorWhateverThePolicy) {
+  const std::string url = d().url({}, std::string("?sentinel_password=") + kSentinelPassword);
+  const std::string wrong = url.substr(0, url.find("/mymaster")) + "/nosuchmaster" + url.substr(url.find('?'));
+  for (const OnFailure policy : {OnFailure::raise, OnFailure::fail_open}) {
+    const std::string e = error_of([&] { RateLimiter::connect(wrong, quick(policy)); });
+    EXPECT_NE(e.find("no sentinel knows a master named \"nosuchmaster\""), std::string::npos) << e;
+    std::printf("wrong master name: %s\n", e.c_str());
+    EXPECT_THROW(RateLimiter::connect(wrong, quick(policy)), redlimit::AuthError);
+  }
+}
+
+TEST_F(SentinelDiscovery, EverySentinelDownIsAClearConnectionErrorAndTheFailurePolicyAnswers) {
+  // Three ports where nothing listens (the sentinels of a deployment that is down).
+  std::string hosts;
+  for (int i = 0; i < 3; ++i) {
+    redlimit_sentinel::Process gone("scratch", [](int port, const std::string&) {
+      return std::vector<std::string>{std::getenv("REDIS_SERVER") ? std::getenv("REDIS_SERVER") : "redis-server",
+                                      "--port",
+                                      std::to_string(port),
+                                      "--bind",
+                                      "127.0.0.1",
+                                      "--save",
+                                      ""};
+    });
+    hosts += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(gone.port());
+  }  // each stopped again here: its port refuses connections
+  const std::string url = "redis-sentinel://" + hosts + "/mymaster";
+  const auto started = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { RateLimiter::connect(url, quick()); });
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::printf("every sentinel down: connect() failed in %lld ms\n", static_cast<long long>(took.count()));
+  std::printf("every sentinel down: %s\n", e.c_str());
+  EXPECT_NE(e.find("no master \"mymaster\" confirmed by the sentinels"), std::string::npos) << e;
+  EXPECT_NE(e.find("Connection refused"), std::string::npos) << e;
+  EXPECT_THROW(RateLimiter::connect(url, quick()), redlimit::ConnectionError);
+  EXPECT_LT(took, 2500ms);  // within the call's deadline (2 s), with room for a loaded machine
+  // Under fail_open the limiter starts, and the policy answers.
+  auto open = RateLimiter::connect(url, quick(OnFailure::fail_open));
+  const redlimit::Decision dec = open.fixed_window("down", redlimit::Limit::per_minute(1)).consume("u");
+  EXPECT_TRUE(dec.allowed);
+  EXPECT_EQ(dec.source, redlimit::Source::failure_policy);
+}
+
+TEST_F(SentinelDiscovery, WrongSentinelCredentialsAreNamedNeverShown) {
+  const std::string url = d().url(std::string("app:") + kAppPassword + "@", "?sentinel_password=not-it-91");
+  const std::string e = error_of([&] { RateLimiter::connect(url, quick(OnFailure::fail_open)); });
+  std::printf("wrong sentinel password: %s\n", e.c_str());
+  EXPECT_NE(e.find("the sentinels refused our sentinel credentials"), std::string::npos) << e;
+  EXPECT_NE(e.find("as user \"default\""), std::string::npos) << e;
+  EXPECT_EQ(e.find("not-it-91"), std::string::npos) << e;
+  EXPECT_EQ(e.find(kAppPassword), std::string::npos) << e;
+  // Without any: the sentinels say NOAUTH.
+  EXPECT_THROW(RateLimiter::connect(d().url("app:x@"), quick()), redlimit::AuthError);
+}
+
+TEST_F(SentinelDiscovery, WrongDataCredentialsNameTheUserNeverThePassword) {
+  const std::string url = d().url("app:wrong-pw-33@", std::string("?sentinel_password=") + kSentinelPassword);
+  for (const OnFailure policy : {OnFailure::raise, OnFailure::fail_open}) {
+    try {
+      RateLimiter::connect(url, quick(policy));
+      ADD_FAILURE() << "wrong data credentials were accepted";
+    } catch (const redlimit::AuthError& e) {
+      const std::string what = e.what();
+      std::printf("wrong data password: %s\n", what.c_str());
+      EXPECT_NE(what.find("AUTH as user \"app\" on 127.0.0.1:" + std::to_string(d().master().port())),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(what.find("wrong-pw-33"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST_F(SentinelDiscovery, PasswordsFromTheEnvironment) {
+  ::setenv("REDLIMIT_TEST_APP_PW", kAppPassword, 1);
+  ::setenv("REDLIMIT_TEST_WATCH_PW", kSentinelPassword, 1);
+  auto limiter = RateLimiter::connect(
+      d().url({}, "?user=app&password_env=REDLIMIT_TEST_APP_PW&sentinel_password_env=REDLIMIT_TEST_WATCH_PW"), quick());
+  EXPECT_TRUE(limiter.token_bucket("env", 5, 1, 1s).consume("u").allowed);
+  ::unsetenv("REDLIMIT_TEST_WATCH_PW");
+  const std::string e = error_of([&] {
+    RateLimiter::connect(d().url({}, "?password_env=REDLIMIT_TEST_APP_PW&sentinel_password_env=REDLIMIT_TEST_WATCH_PW"),
+                         quick());
+  });
+  EXPECT_NE(e.find("invalid argument"), std::string::npos) << e;
+  EXPECT_NE(e.find("REDLIMIT_TEST_WATCH_PW is not set"), std::string::npos) << e;
+  ::unsetenv("REDLIMIT_TEST_APP_PW");
+}
+
+// Item 3 of the issue on a plain redis:// URL too: a real server with an ACL user.
+TEST_F(SentinelDiscovery, AclUserOnARedisUrl) {
+  const std::string host = "@127.0.0.1:" + std::to_string(d().master().port());
+  auto limiter = RateLimiter::connect(std::string("redis://app:") + kAppPassword + host, quick());
+  EXPECT_TRUE(limiter.fixed_window("acl", redlimit::Limit::per_minute(1)).consume("u").allowed);
+  const std::string e =
+      error_of([&] { RateLimiter::connect("redis://app:bad-pw-8" + host, quick(OnFailure::fail_open)); });
+  EXPECT_NE(e.find("AUTH as user \"app\" on 127.0.0.1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("WRONGPASS"), std::string::npos) << e;
+  EXPECT_EQ(e.find("bad-pw-8"), std::string::npos) << e;
+  const std::string nobody = error_of([&] { RateLimiter::connect("redis://:bad-pw-8" + host, quick()); });
+  EXPECT_NE(nobody.find("AUTH as user \"default\""), std::string::npos) << nobody;
+  EXPECT_EQ(nobody.find("bad-pw-8"), std::string::npos) << nobody;
+}
+
+}  // namespace
+
+namespace {
+
+// Last (it swaps the roles of master and replica under the sentinels, then back): the master in use
+// turns into a replica under our open connections (a REPLICAOF that kills no client), so a decision
+// gets -READONLY; the sentinels still name it and ROLE says it is not a master, so nothing is
+// re-sent anywhere and nothing is recorded; once it is a master again the limiter decides again.
+TEST_F(SentinelDiscovery, ZzAMasterTurnedReplicaIsNeitherWrittenNorTrusted) {
+  Options o = quick();
+  o.breaker_threshold = 0;  // every call reaches the transport
+  auto limiter = RateLimiter::connect(good_url("&sentinel_check_ms=0"), o);
+  auto fw = limiter.fixed_window("readonly", redlimit::Limit::per_minute(100));
+  ASSERT_TRUE(fw.consume("u").allowed);
+  auto& m = d().master();
+  auto& r = d().replica();
+  ASSERT_EQ(r.command({"REPLICAOF", "NO", "ONE"}).str, "OK");
+  ASSERT_EQ(m.command({"REPLICAOF", "127.0.0.1", std::to_string(r.port())}).str, "OK");
+  const auto started = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { fw.consume("u"); });
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::printf("a master turned replica: %s (after %lld ms)\n", e.c_str(), static_cast<long long>(took.count()));
+  EXPECT_TRUE(e.find("READONLY") != std::string::npos || e.find("LOADING") != std::string::npos) << e;
+  // Recorded nowhere: the one unit admitted before is all either server holds.
+  using redlimit_sentinel::state_key;
+  using redlimit_sentinel::used_of;
+  EXPECT_EQ(used_of(r.command({"GET", state_key(r, "readonly")})), 1);
+  EXPECT_EQ(used_of(m.command({"GET", state_key(m, "readonly")})), 1);
+  // Back as it was: the limiter finds the master again and decides.
+  ASSERT_EQ(m.command({"REPLICAOF", "NO", "ONE"}).str, "OK");
+  ASSERT_EQ(r.command({"REPLICAOF", "127.0.0.1", std::to_string(m.port())}).str, "OK");
+  EXPECT_TRUE(fw.consume("u").allowed);
+}
+
+}  // namespace

@@ -1,0 +1,164 @@
+// Issue 15: redis-sentinel:// URLs and passwords from the environment (password_env=NAME), parsed
+// before any I/O; every mistake an InvalidArgument that names what is wrong, never a password.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "redlimit/errors.hpp"
+#include "redlimit/url.hpp"
+
+namespace {
+
+using redlimit::Endpoint;
+using redlimit::InvalidArgument;
+using redlimit::parse_sentinel_url;
+using redlimit::parse_url;
+using redlimit::redact_url;
+using redlimit::SentinelEndpoint;
+
+template <class Parse>
+std::string error_of(Parse parse) {
+  try {
+    parse();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// An environment variable set for the life of the object.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~EnvVar() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(SentinelUrl, HostsMasterNameAndDb) {
+  const SentinelEndpoint s = parse_sentinel_url("redis-sentinel://s1:26380,s2,[::1]:26381/mymaster/3");
+  ASSERT_EQ(s.sentinels.size(), 3u);
+  EXPECT_EQ(s.sentinels[0].host, "s1");
+  EXPECT_EQ(s.sentinels[0].port, 26380);
+  EXPECT_EQ(s.sentinels[1].host, "s2");
+  EXPECT_EQ(s.sentinels[1].port, 26379);  // Sentinel's default port, not 6379
+  EXPECT_EQ(s.sentinels[2].host, "::1");
+  EXPECT_EQ(s.sentinels[2].port, 26381);
+  EXPECT_EQ(s.master_name, "mymaster");
+  EXPECT_EQ(s.master.db, 3);
+  EXPECT_TRUE(s.master.host.empty());  // discovery fills it in
+  EXPECT_FALSE(s.master.tls.enabled);
+}
+
+TEST(SentinelUrl, DataAndSentinelCredentialsAreSeparate) {
+  const SentinelEndpoint s = parse_sentinel_url(
+      "Redis-Sentinel://app:data%40pw@s1,s2/cache?sentinel_user=watch&sentinel_password=s%26pw&db=2");
+  EXPECT_EQ(s.master.username, "app");
+  EXPECT_EQ(s.master.password, "data@pw");
+  EXPECT_EQ(s.master.db, 2);
+  for (const Endpoint& e : s.sentinels) {
+    EXPECT_EQ(e.username, "watch");
+    EXPECT_EQ(e.password, "s&pw");
+    EXPECT_EQ(e.db, 0);
+  }
+  const SentinelEndpoint plain = parse_sentinel_url("redis-sentinel://s1/m?user=app&password=p");
+  EXPECT_EQ(plain.master.username, "app");
+  EXPECT_EQ(plain.master.password, "p");
+  EXPECT_TRUE(plain.sentinels[0].password.empty());  // the data password is not the sentinels'
+}
+
+TEST(SentinelUrl, CheckInterval) {
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m").check_interval_ms, 1000);
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=250").check_interval_ms, 250);
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=0").check_interval_ms, 0);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=-1"), InvalidArgument);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=x"), InvalidArgument);
+  EXPECT_THROW(parse_url("redis://h?sentinel_check_ms=5"), InvalidArgument);
+}
+
+TEST(SentinelUrl, MasterNameIsPercentDecoded) {
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/my%2Fmaster").master_name, "my/master");
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m/").master.db, 0);
+}
+
+TEST(SentinelUrl, MistakesAreInvalidArgumentsThatSayWhat) {
+  const auto says = [](const char* url, const char* what) {
+    const std::string e = error_of([&] { parse_sentinel_url(url); });
+    EXPECT_NE(e.find(what), std::string::npos) << url << " -> " << e;
+  };
+  says("redis-sentinel://s1", "names its master");
+  says("redis-sentinel://s1/", "names its master");
+  says("redis-sentinel://s1,,s2/m", "empty host");
+  says("redis-sentinel://s1:0/m", "port must be");
+  says("redis-sentinel://s1/m/x", "db must be");
+  says("redis-sentinel://s1/m/1/2", "db must be");
+  says("redis-sentinel://s1/m?tls_ca_file=/x", "TLS is not supported on redis-sentinel://");
+  says("redis-sentinel://s1/m?nope=1", "unknown query parameter");
+  says("redis-sentinel://s1/m?sentinel_user=u", "sentinel_user needs a sentinel password");
+  says("sentinel://s1/m", "scheme must be redis-sentinel://");
+  EXPECT_NE(error_of([] { parse_url("redis://h?sentinel_password=x"); }).find("needs a redis-sentinel:// URL"),
+            std::string::npos);
+  // A Sentinel URL written with another scheme: the master name is not a db.
+  EXPECT_NE(error_of([] { parse_url("redis://s1:26379/mymaster"); }).find("db must be"), std::string::npos);
+  // A single connection cannot take a URL of several servers.
+  EXPECT_NE(error_of([] { parse_url("redis-sentinel://s1/m"); }).find("names several servers"), std::string::npos);
+}
+
+TEST(SentinelUrl, PasswordsNeverShowInItsErrors) {
+  const std::string e =
+      error_of([] { parse_sentinel_url("redis-sentinel://app:s3cret@s1/m?sentinel_password=t0p&x=1"); });
+  EXPECT_NE(e.find("unknown query parameter"), std::string::npos) << e;
+  EXPECT_EQ(e.find("s3cret"), std::string::npos) << e;
+  EXPECT_EQ(e.find("t0p"), std::string::npos) << e;
+  EXPECT_EQ(redact_url("redis-sentinel://s1/m?sentinel_password=t0p&db=1"),
+            "redis-sentinel://s1/m?sentinel_password=***&db=1");
+}
+
+TEST(PasswordEnv, ReadsThePasswordFromTheNamedVariable) {
+  const EnvVar data("REDLIMIT_TEST_DATA_PW", "from-env@:/");
+  const EnvVar watch("REDLIMIT_TEST_SENTINEL_PW", "sentinel-env");
+  const Endpoint tcp = parse_url("redis://h:1/2?user=app&password_env=REDLIMIT_TEST_DATA_PW");
+  EXPECT_EQ(tcp.username, "app");
+  EXPECT_EQ(tcp.password, "from-env@:/");
+  EXPECT_EQ(parse_url("unix:///tmp/r.sock?password_env=REDLIMIT_TEST_DATA_PW").password, "from-env@:/");
+  EXPECT_EQ(parse_url("rediss://h?password_env=REDLIMIT_TEST_DATA_PW").password, "from-env@:/");
+  const SentinelEndpoint s = parse_sentinel_url(
+      "redis-sentinel://s1,s2/"
+      "m?user=app&password_env=REDLIMIT_TEST_DATA_PW&sentinel_password_env=REDLIMIT_TEST_SENTINEL_PW");
+  EXPECT_EQ(s.master.password, "from-env@:/");
+  EXPECT_EQ(s.sentinels[1].password, "sentinel-env");
+}
+
+TEST(PasswordEnv, AMissingOrEmptyVariableIsNamedNeverAValue) {
+  ::unsetenv("REDLIMIT_TEST_UNSET_PW");
+  const std::string unset = error_of([] { parse_url("redis://h?password_env=REDLIMIT_TEST_UNSET_PW"); });
+  EXPECT_NE(unset.find("password_env: the environment variable REDLIMIT_TEST_UNSET_PW is not set"), std::string::npos)
+      << unset;
+  const std::string sentinel =
+      error_of([] { parse_sentinel_url("redis-sentinel://s1/m?sentinel_password_env=REDLIMIT_TEST_UNSET_PW"); });
+  EXPECT_NE(sentinel.find("sentinel_password_env: the environment variable REDLIMIT_TEST_UNSET_PW is not set"),
+            std::string::npos)
+      << sentinel;
+  const EnvVar empty("REDLIMIT_TEST_EMPTY_PW", "");
+  EXPECT_NE(error_of([] { parse_url("redis://h?password_env=REDLIMIT_TEST_EMPTY_PW"); }).find("is empty"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_url("redis://h?password_env=1BAD"); }).find("must name an environment variable"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_url("redis://h?password_env="); }).find("must name an environment variable"),
+            std::string::npos);
+}
+
+TEST(PasswordEnv, APasswordGivenTwiceIsRefusedWithoutShowingIt) {
+  const EnvVar pw("REDLIMIT_TEST_DATA_PW", "env-value");
+  for (const char* url : {"redis://:inline-pw@h?password_env=REDLIMIT_TEST_DATA_PW",
+                          "redis://h?password=inline-pw&password_env=REDLIMIT_TEST_DATA_PW"}) {
+    const std::string e = error_of([&] { parse_url(url); });
+    EXPECT_NE(e.find("a password and password_env are given"), std::string::npos) << e;
+    EXPECT_EQ(e.find("inline-pw"), std::string::npos) << e;
+    EXPECT_EQ(e.find("env-value"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
