@@ -89,9 +89,10 @@ pid_t spawn(std::vector<std::string> args, const std::string& log) {
 }  // namespace
 
 std::int64_t used_of(const redlimit::Reply& state) {
-  if (state.type != redlimit::Reply::Type::string || state.str.size() != 12) return -1;
+  // The fixed window's state (docs/keys.md): start in 7 bytes, used in 6, window in 7.
+  if (state.type != redlimit::Reply::Type::string || state.str.size() != 20) return -1;
   std::int64_t used = 0;
-  for (std::size_t i = 12; i-- > 7;) used = used * 256 + static_cast<unsigned char>(state.str[i]);
+  for (std::size_t i = 13; i-- > 7;) used = used * 256 + static_cast<unsigned char>(state.str[i]);
   return used;
 }
 
