@@ -13,14 +13,15 @@
 # BENCH_PIN=1 (redis-server on CPU 0, every client on CPU 1); BENCH_OUT (default docs/performance.md);
 # BENCH_SKIP_INSTALL=1 (install nothing); BENCH_WAIT_QUIET=S (on a shared machine: first wait up to S
 # seconds for the 1-minute load average to fall below BENCH_QUIET_LOAD, default 1);
-# BENCH_KEEP_RESULTS=FILE (keep the raw JSON lines); BENCH_CLUSTER=0 (no cluster rows).
+# BENCH_KEEP_RESULTS=FILE (keep the raw JSON lines); BENCH_CLUSTER=0 (no cluster rows); BENCH_HTTP=0
+# (no wrk run of the HTTP service, scripts/bench_http.sh, appended to the report).
 #
 # On a fresh Debian 12 machine it first installs what is missing (apt; npm into
 # benchmarks/peers/node). Builds go to build-bench/. The server and the cluster listen on free
 # loopback ports, keep nothing on disk, and are stopped on exit whatever happens.
 set -euo pipefail
 
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
 for arg in "$@"; do
   case "$arg" in
     -h | --help) usage; exit 0 ;;
@@ -71,7 +72,7 @@ failed() {
 
 # --- What the run needs ---------------------------------------------------------------------------
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libbenchmark-dev libevent-dev
-  redis-server redis-tools python3-limits python3-redis)
+  redis-server redis-tools python3-limits python3-redis wrk libcpp-httplib-dev curl)
 
 install_missing() {
   local missing=() p
@@ -103,7 +104,7 @@ if [[ "${BENCH_SKIP_INSTALL:-0}" != 1 ]]; then install_missing; fi
 # --- Build ----------------------------------------------------------------------------------------
 step "Building the benchmarks in $BUILD (Release)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREDLIMIT_BUILD_BENCHMARKS=ON \
-  -DREDLIMIT_BUILD_TESTS=OFF -DREDLIMIT_BUILD_EXAMPLES=OFF -DREDLIMIT_INSTALL=OFF -Wno-dev >/dev/null
+  -DREDLIMIT_BUILD_TESTS=OFF -DREDLIMIT_BUILD_EXAMPLES=ON -DREDLIMIT_BUILD_CLI=OFF -DREDLIMIT_INSTALL=OFF -Wno-dev >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target redlimit_bench
 HAVE_MICRO=0
 if cmake --build "$BUILD" -j "$(nproc)" --target redlimit_micro >/dev/null 2>&1; then HAVE_MICRO=1; fi
@@ -275,6 +276,18 @@ python3 "$ROOT/benchmarks/report.py" --results "$RESULTS" --micro "$MICRO_JSON" 
   --elapsed "$(($(date +%s) - STARTED_AT))" --reps "$REPS" --seconds "$SECONDS_PER" --pin "$PIN" \
   --cluster "$CLUSTER_STATUS"
 if [[ -n "${BENCH_KEEP_RESULTS:-}" ]]; then cp "$RESULTS" "$BENCH_KEEP_RESULTS"; fi
+
+# --- The HTTP service under wrk (scripts/bench_http.sh; BENCH_HTTP=0 skips it) ---------------------
+if [[ "${BENCH_HTTP:-1}" == 1 ]]; then
+  step "The HTTP service under wrk: limiter on Redis, on memory, off"
+  if cmake --build "$BUILD" -j "$(nproc)" --target example_http_service >/dev/null 2>&1 &&
+    HTTP_TABLE="$("$ROOT/scripts/bench_http.sh" "$BUILD")"; then
+    printf '\n## The HTTP service under wrk\n\n`scripts/bench_http.sh` (examples/http_service, /api/search):\n%s\n' \
+      "$HTTP_TABLE" >>"$OUT"
+  else
+    FAILURES+=("bench_http.sh")
+  fi
+fi
 step "Done in $(($(date +%s) - STARTED_AT)) s: $OUT"
 if [[ ${#FAILURES[@]} -gt 0 ]]; then
   echo "bench.sh: these drivers failed: ${FAILURES[*]}" >&2

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds redlimit's examples and runs each one: one per strategy, each printing its decisions.
+# Builds redlimit's examples and runs each one: one per strategy, each printing its decisions; then
+# starts the HTTP service example for a few seconds and shows a 429 with its headers, via curl.
 #
 #   scripts/demo.sh                      # starts a throwaway redis-server on a free loopback port
 #   REDIS_URL=redis://host:6379/0 scripts/demo.sh   # uses that server instead
@@ -34,7 +35,7 @@ done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-demo"
-PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev redis-server redis-tools)
+PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev redis-server redis-tools libcpp-httplib-dev curl)
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -72,8 +73,13 @@ free_port() {
 }
 
 REDIS_PID=""
+SERVICE_PID=""
 TMP=""
 cleanup() {
+  if [[ -n "$SERVICE_PID" ]] && kill -0 "$SERVICE_PID" 2>/dev/null; then
+    kill "$SERVICE_PID" 2>/dev/null || true
+    wait "$SERVICE_PID" 2>/dev/null || true
+  fi
   if [[ -n "$REDIS_PID" ]] && kill -0 "$REDIS_PID" 2>/dev/null; then
     kill "$REDIS_PID" 2>/dev/null || true
     wait "$REDIS_PID" 2>/dev/null || true
@@ -122,5 +128,33 @@ for example in fixed_window sliding_log sliding_window token_bucket leaky_bucket
   step "example_$example"
   "$BUILD/examples/example_$example"
 done
+
+# The HTTP service: 15 requests with one API key at once (its limit is 10/s); the last is answered 429.
+demo_service() {
+  local port
+  port="$(free_port)"
+  step "example_http_service on 127.0.0.1:$port: 15 requests with one API key, the last one shown"
+  PORT="$port" "$BUILD/examples/example_http_service" >/dev/null &
+  SERVICE_PID=$!
+  local _
+  for _ in $(seq 1 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break
+    sleep 0.1
+  done
+  local key="demo-$$-$RANDOM"
+  for _ in $(seq 1 14); do
+    curl -s -o /dev/null -H "X-API-Key: $key" "http://127.0.0.1:$port/api/search"
+  done
+  curl -s -i -H "X-API-Key: $key" "http://127.0.0.1:$port/api/search" | tr -d '\r'
+  echo
+  kill "$SERVICE_PID" 2>/dev/null || true
+  wait "$SERVICE_PID" 2>/dev/null || true
+  SERVICE_PID=""
+}
+if [[ -x "$BUILD/examples/example_http_service" ]]; then
+  demo_service
+else
+  step "example_http_service was not built (libcpp-httplib-dev missing): no HTTP demo"
+fi
 
 step "Done: every example ran."

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string_view>
 
 #include "redlimit/decision.hpp"
@@ -15,10 +16,14 @@ enum class Operation { consume, peek, refund, block, reset };
 
 struct MetricsEvent {
   std::string_view resource;
+  // The strategy's kind, as in its state keys (docs/keys.md): "fw", "sl", "sw", "pol", "tb", "lb".
+  std::string_view strategy;
   Operation operation = Operation::consume;
   // Null when the call threw; then `error` holds the exception's message.
   const Decision* decision = nullptr;
   std::string_view error;
+  // The exception itself when the call threw (null otherwise), for classifying it by type.
+  const std::exception* exception = nullptr;
   // Wall time spent in the call, round trip included (steady clock, whatever the limiter clock is).
   std::chrono::nanoseconds latency{0};
 };

@@ -19,6 +19,7 @@
 #include "redlimit/transport/async_connection.hpp"
 #include "redlimit/transport/connection.hpp"
 #include "redlimit/fixed_window.hpp"
+#include "redlimit/health.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/metrics.hpp"
@@ -71,6 +72,9 @@ class RateLimiter {
   const Options& options() const;
   // How often each outcome happened since this limiter was made (shared by its strategies).
   Counters counters() const;
+  // The circuit breakers' states and the latest decision's source, read without touching Redis:
+  // what a service's health endpoint shows.
+  Health health() const;
   Clock& clock() const;
 
  private:

@@ -7,6 +7,7 @@
 #include "redlimit/decision.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/fixed_window.hpp"
+#include "redlimit/health.hpp"
 #include "redlimit/http.hpp"
 #include "redlimit/leaky_bucket.hpp"
 #include "redlimit/leases.hpp"

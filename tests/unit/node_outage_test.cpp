@@ -186,4 +186,30 @@ TEST_F(NodeOutageTest, FailedEvalAfterNoscriptKeepsTheOtherNodesDecision) {
   EXPECT_FALSE(d[1].allowed);
 }
 
+// RateLimiter::health() on a cluster: each node's breaker by shard, the facade's the worst of them.
+TEST_F(NodeOutageTest, HealthShowsEachNodesBreaker) {
+  const RateLimiter limiter = make(OnFailure::fail_open, 2);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly([&](const Argv& c) -> Reply {
+    if (to_dead(c)) throw ConnectionError("refused");
+    return decision_reply(1, 4, 0, 1'000'000);
+  });
+  fw.consume("live");
+  fw.consume("dead");
+  fw.consume("dead");
+  redlimit::Health h = limiter.health();
+  EXPECT_EQ(h.breaker, redlimit::BreakerState::open);
+  using State = std::pair<std::size_t, redlimit::BreakerState>;
+  EXPECT_EQ(h.breakers, (std::vector<State>{{0, redlimit::BreakerState::closed},
+                                            {1, redlimit::BreakerState::closed},
+                                            {2, redlimit::BreakerState::open}}));
+  EXPECT_EQ(h.last_source, Source::failure_policy);
+  fw.consume("live");
+  h = limiter.health();
+  EXPECT_EQ(h.last_source, Source::primary);
+  EXPECT_EQ(h.breaker, redlimit::BreakerState::open) << "node 2 is still down";
+  clock->advance(1s);
+  EXPECT_EQ(limiter.health().breaker, redlimit::BreakerState::half_open);
+}
+
 }  // namespace

@@ -8,7 +8,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <utility>
+#include <vector>
+
 #include "redlimit/detail/config.hpp"
+#include "redlimit/health.hpp"
 
 namespace redlimit::detail {
 
@@ -26,11 +30,13 @@ class Breaker {
   void release();
   std::chrono::microseconds cooldown() const { return cooldown_; }
   int threshold() const { return threshold_; }
+  // What allow(now) would find, without changing anything: for RateLimiter::health().
+  BreakerState state(std::chrono::microseconds now) const;
 
  private:
   const int threshold_;
   const std::chrono::microseconds cooldown_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   int failures_ = 0;
   bool open_ = false;
   bool probing_ = false;
@@ -46,10 +52,12 @@ class Breakers {
   Breakers(int threshold, std::chrono::microseconds cooldown) : first_(threshold, cooldown) {}
   Breaker& of(std::size_t shard);
   std::chrono::microseconds cooldown() const { return first_.cooldown(); }
+  // Every breaker made so far, by shard, shard 0 first (it always exists).
+  std::vector<std::pair<std::size_t, BreakerState>> states(std::chrono::microseconds now) const;
 
  private:
   Breaker first_;  // shard 0: a single server's only one, reached without a lock or a lookup
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<std::size_t, std::unique_ptr<Breaker>> others_;
 };
 

@@ -36,6 +36,8 @@ struct Context {
   std::unique_ptr<Breakers> breakers;
   AtomicCounters counters;
   std::unique_ptr<RejectCache> reject_cache;  // null unless options.local_reject_cache
+  // The Source of the latest decision, as an int; -1 before the first (RateLimiter::health()).
+  std::atomic<int> last_source{-1};
 
   // ARGV[1] of every script: the client's time in microseconds, or "redis" for the script to read TIME.
   // Throws InvalidArgument for a client clock before 1970.

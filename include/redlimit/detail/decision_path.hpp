@@ -92,7 +92,7 @@ class DecisionPath {
   ScriptCall& call_of(std::size_t request) { return alone_ ? script_calls_[0] : requests_[request]; }
   const ScriptCall& call_of(std::size_t request) const { return alone_ ? script_calls_[0] : requests_[request]; }
   void account(Decision& d, std::chrono::nanoseconds latency) const;
-  void report(const Decision* d, std::string_view error, std::chrono::nanoseconds latency) const;
+  void report(const Decision* d, const std::exception* error, std::chrono::nanoseconds latency) const;
 
   Context* ctx_;
   const StrategySpec* spec_;

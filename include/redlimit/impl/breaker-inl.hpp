@@ -1,5 +1,7 @@
 #pragma once
 // Bodies of redlimit/detail/breaker.hpp (see redlimit/detail/config.hpp).
+#include <algorithm>
+
 #include "redlimit/detail/breaker.hpp"
 
 namespace redlimit::detail {
@@ -31,6 +33,22 @@ REDLIMIT_INLINE void Breaker::failure(std::chrono::microseconds now) {
     open_ = true;
     open_until_ = now + cooldown_;
   }
+}
+
+REDLIMIT_INLINE BreakerState Breaker::state(std::chrono::microseconds now) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!open_) return BreakerState::closed;
+  // Past the cooldown the next call probes, so the breaker is half-open already.
+  return probing_ || now >= open_until_ ? BreakerState::half_open : BreakerState::open;
+}
+
+REDLIMIT_INLINE std::vector<std::pair<std::size_t, BreakerState>> Breakers::states(
+    std::chrono::microseconds now) const {
+  std::vector<std::pair<std::size_t, BreakerState>> out{{0, first_.state(now)}};
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [shard, breaker] : others_) out.emplace_back(shard, breaker->state(now));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 REDLIMIT_INLINE Breaker& Breakers::of(std::size_t shard) {

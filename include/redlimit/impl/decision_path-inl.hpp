@@ -286,7 +286,8 @@ REDLIMIT_INLINE void DecisionPath::account(Decision& d, std::chrono::nanoseconds
   }
   if (d.source == Source::fallback) ++c.from_fallback;
   if (d.source == Source::failure_policy) ++c.from_failure_policy;
-  report(&d, {}, latency);
+  ctx.last_source.store(static_cast<int>(d.source), std::memory_order_relaxed);
+  report(&d, nullptr, latency);
 }
 
 REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
@@ -296,17 +297,19 @@ REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
 }
 
 REDLIMIT_INLINE void DecisionPath::report_error(const std::exception& error) const {
-  report(nullptr, error.what(), std::chrono::steady_clock::now() - started_);
+  report(nullptr, &error, std::chrono::steady_clock::now() - started_);
 }
 
-REDLIMIT_INLINE void DecisionPath::report(const Decision* d, std::string_view error,
+REDLIMIT_INLINE void DecisionPath::report(const Decision* d, const std::exception* error,
                                           std::chrono::nanoseconds latency) const {
   if (!ctx_->options.metrics) return;
   MetricsEvent e;
   e.resource = spec_->resource;
+  e.strategy = spec_->kind;
   e.operation = op_;
   e.decision = d;
-  e.error = error;
+  e.exception = error;
+  if (error != nullptr) e.error = error->what();
   e.latency = latency;
   ctx_->options.metrics->on_event(e);
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Bodies of redlimit/rate_limiter.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
 // with REDLIMIT_HEADER_ONLY).
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
@@ -153,6 +154,23 @@ REDLIMIT_INLINE void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> 
 }
 
 REDLIMIT_INLINE Counters RateLimiter::counters() const { return ctx_->counters.snapshot(); }
+
+REDLIMIT_INLINE Health RateLimiter::health() const {
+  Health h;
+  if (ctx_->breakers) {
+    h.breakers = ctx_->breakers->states(ctx_->clock->now());
+    for (const auto& [shard, state] : h.breakers) {
+      (void)shard;
+      h.breaker = std::max(h.breaker, state);  // the worst: open > half-open > closed
+    }
+  }
+  const int last = ctx_->last_source.load(std::memory_order_relaxed);
+  if (last >= 0) {
+    h.decided = true;
+    h.last_source = static_cast<Source>(last);
+  }
+  return h;
+}
 
 REDLIMIT_INLINE FixedWindow RateLimiter::fixed_window(std::string resource, Limit limit) const {
   return FixedWindow(ctx_, std::move(resource), limit);

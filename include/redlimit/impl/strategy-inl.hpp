@@ -190,12 +190,14 @@ REDLIMIT_INLINE std::future<Decision> Strategy::consume_future(std::string_view 
 REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
   const std::vector<std::string> argv{"DEL", key_for(subject), block_key_for(subject)};
   const auto started = std::chrono::steady_clock::now();
-  const auto report = [&](std::string_view error) {
+  const auto report = [&](const std::exception* error) {
     if (!ctx_->options.metrics) return;
     MetricsEvent e;
     e.resource = spec_->resource;
+    e.strategy = spec_->kind;
     e.operation = Operation::reset;
-    e.error = error;
+    e.exception = error;
+    if (error != nullptr) e.error = error->what();
     e.latency = std::chrono::steady_clock::now() - started;
     ctx_->options.metrics->on_event(e);
   };
@@ -211,10 +213,10 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
     if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", detail::printable(r.str)));
   } catch (const std::exception& e) {
     ++ctx_->counters.errors;
-    report(e.what());
+    report(&e);
     throw;
   }
-  report({});
+  report(nullptr);
 }
 
 }  // namespace redlimit

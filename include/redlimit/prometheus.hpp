@@ -1,0 +1,253 @@
+#pragma once
+// A MetricsSink that keeps Prometheus counters and a latency histogram, and renders them in the text
+// exposition format (version 0.0.4) for a /metrics endpoint. Header-only; no Prometheus library.
+//
+//   auto prom = std::make_shared<redlimit::PrometheusSink>();
+//   options.metrics = prom;
+//   auto limiter = redlimit::RateLimiter::connect(url, options);
+//   ...  GET /metrics:  body = prom->render(limiter.health());  // Content-Type: kContentType
+//
+// Label cardinality is bounded: labels never carry a subject, only the resource (the name the code
+// gave a strategy), its kind, the operation, the outcome, the source and an error's kind. Resources
+// past the first `max_resources` distinct ones are counted under resource="_other", so a program
+// that makes strategies from user input cannot grow the exposition without bound.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "redlimit/errors.hpp"
+#include "redlimit/health.hpp"
+#include "redlimit/metrics.hpp"
+
+namespace redlimit {
+
+class PrometheusSink : public MetricsSink {
+ public:
+  static constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+  static constexpr std::size_t kDefaultMaxResources = 64;
+  // Upper bounds of the latency histogram, in seconds: 50 µs (a loopback round trip) to 1 s (well past
+  // any sane command timeout), roughly 1-2.5-5 per decade.
+  static constexpr std::array<double, 14> kBuckets{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                   0.01,    0.025,  0.05,    0.1,    0.25,  0.5,   1.0};
+
+  explicit PrometheusSink(std::size_t max_resources = kDefaultMaxResources) : max_resources_(max_resources) {}
+
+  void on_event(const MetricsEvent& e) noexcept override {
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const std::string& resource = resource_label(e.resource);
+      const std::string strategy(e.strategy);
+      const char* op = operation_name(e.operation);
+      if (e.decision != nullptr) {
+        const Decision& d = *e.decision;
+        const char* outcome = d.shadow_rejected ? "shadow_rejected" : d.allowed ? "allowed" : "rejected";
+        ++decisions_[{resource, strategy, op, outcome, to_string(d.source)}];
+        if (d.source == Source::local_cache) ++local_cache_hits_[resource];
+      } else {
+        ++errors_[{op, error_kind(e.exception)}];
+      }
+      observe(op, std::chrono::duration<double>(e.latency).count());
+    } catch (...) {
+      // Out of memory while counting: the request matters more than its metric.
+    }
+  }
+
+  void on_warning(std::string_view) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++warnings_;
+  }
+
+  // The exposition: every family with its HELP and TYPE once, samples sorted by labels. With a
+  // Health (RateLimiter::health()), the breakers' states too.
+  std::string render(const Health* health = nullptr) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string out;
+    render_decisions(out);
+    family(out, "redlimit_errors_total", "counter",
+           "Calls that threw, by operation and error kind (outages the failure policy answered are "
+           "decisions with source failure_policy or fallback).");
+    for (const auto& [k, n] : errors_) {
+      sample(out, "redlimit_errors_total", {{"operation", std::get<0>(k)}, {"kind", std::get<1>(k)}}, n);
+    }
+    family(out, "redlimit_local_cache_hits_total", "counter",
+           "Consumes rejected by the local reject cache without asking Redis.");
+    for (const auto& [r, n] : local_cache_hits_) sample(out, "redlimit_local_cache_hits_total", {{"resource", r}}, n);
+    family(out, "redlimit_warnings_total", "counter", "Warnings the limiter gave (see MetricsSink::on_warning).");
+    sample(out, "redlimit_warnings_total", {}, warnings_);
+    family(out, "redlimit_resources_overflow_total", "counter",
+           "Events counted under resource=\"_other\" because the resource cap was reached.");
+    sample(out, "redlimit_resources_overflow_total", {}, overflow_);
+    render_latency(out);
+    if (health != nullptr) render_health(out, *health);
+    return out;
+  }
+  std::string render(const Health& health) const { return render(&health); }
+
+ private:
+  using Labels = std::initializer_list<std::pair<const char*, std::string_view>>;
+  struct Histogram {
+    std::array<std::uint64_t, kBuckets.size()> buckets{};  // per bucket, not cumulative
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+
+  static const char* operation_name(Operation op) {
+    switch (op) {
+      case Operation::consume:
+        return "consume";
+      case Operation::peek:
+        return "peek";
+      case Operation::refund:
+        return "refund";
+      case Operation::block:
+        return "block";
+      case Operation::reset:
+        return "reset";
+    }
+    return "unknown";
+  }
+
+  // Most derived first: TimeoutError and AuthError are ConnectionErrors, UnavailableError a ReplyError.
+  static const char* error_kind(const std::exception* e) {
+    if (e == nullptr) return "unknown";
+    if (dynamic_cast<const InvalidArgument*>(e) != nullptr) return "invalid_argument";
+    if (dynamic_cast<const TimeoutError*>(e) != nullptr) return "timeout";
+    if (dynamic_cast<const AuthError*>(e) != nullptr) return "auth";
+    if (dynamic_cast<const ConnectionError*>(e) != nullptr) return "connection";
+    if (dynamic_cast<const UnavailableError*>(e) != nullptr) return "unavailable";
+    if (dynamic_cast<const ReplyError*>(e) != nullptr) return "reply";
+    return "other";
+  }
+
+  const std::string& resource_label(std::string_view resource) {
+    static const std::string other = "_other";
+    auto it = resources_.find(resource);
+    if (it != resources_.end()) return *it;
+    if (resources_.size() >= max_resources_) {
+      ++overflow_;
+      return other;
+    }
+    return *resources_.emplace(resource).first;
+  }
+
+  void observe(const char* op, double seconds) {
+    Histogram& h = latency_[op];
+    std::size_t i = 0;
+    while (i < kBuckets.size() && seconds > kBuckets[i]) ++i;
+    if (i < kBuckets.size()) ++h.buckets[i];
+    ++h.count;
+    h.sum += seconds;
+  }
+
+  static void family(std::string& out, const char* name, const char* type, const char* help) {
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    out += help;
+    out += "\n# TYPE ";
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+  }
+
+  // Label values escaped as the format asks: backslash, double quote and newline.
+  static void escape(std::string& out, std::string_view v) {
+    for (char c : v) {
+      if (c == '\\' || c == '"') {
+        out += '\\';
+        out += c;
+      } else if (c == '\n') {
+        out += "\\n";
+      } else {
+        out += c;
+      }
+    }
+  }
+
+  template <class Value>
+  static void sample(std::string& out, std::string_view name, Labels labels, Value value) {
+    out += name;
+    if (labels.size() > 0) {
+      out += '{';
+      bool first = true;
+      for (const auto& [k, v] : labels) {
+        if (!first) out += ',';
+        first = false;
+        out += k;
+        out += "=\"";
+        escape(out, v);
+        out += '"';
+      }
+      out += '}';
+    }
+    out += ' ';
+    out += number(value);
+    out += '\n';
+  }
+
+  static std::string number(std::uint64_t v) { return std::to_string(v); }
+  static std::string number(int v) { return std::to_string(v); }
+  static std::string number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+  }
+
+  void render_decisions(std::string& out) const {
+    family(out, "redlimit_decisions_total", "counter",
+           "Decisions by resource, strategy kind, operation, outcome and source.");
+    for (const auto& [k, n] : decisions_) {
+      const auto& [resource, strategy, op, outcome, source] = k;
+      sample(out, "redlimit_decisions_total",
+             {{"resource", resource}, {"strategy", strategy}, {"operation", op}, {"outcome", outcome},
+              {"source", source}},
+             n);
+    }
+  }
+
+  void render_latency(std::string& out) const {
+    family(out, "redlimit_call_duration_seconds", "histogram",
+           "Wall time of limiter calls, round trip to Redis included, by operation.");
+    for (const auto& [op, h] : latency_) {
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+        cumulative += h.buckets[i];
+        sample(out, "redlimit_call_duration_seconds_bucket", {{"operation", op}, {"le", number(kBuckets[i])}},
+               cumulative);
+      }
+      sample(out, "redlimit_call_duration_seconds_bucket", {{"operation", op}, {"le", "+Inf"}}, h.count);
+      sample(out, "redlimit_call_duration_seconds_sum", {{"operation", op}}, h.sum);
+      sample(out, "redlimit_call_duration_seconds_count", {{"operation", op}}, h.count);
+    }
+  }
+
+  static void render_health(std::string& out, const Health& health) {
+    family(out, "redlimit_breaker_state", "gauge",
+           "Circuit breaker per shard: 0 closed, 1 half-open, 2 open (absent without a breaker).");
+    for (const auto& [shard, state] : health.breakers) {
+      sample(out, "redlimit_breaker_state", {{"shard", std::to_string(shard)}}, static_cast<int>(state));
+    }
+  }
+
+  const std::size_t max_resources_;
+  mutable std::mutex mutex_;
+  std::set<std::string, std::less<>> resources_;
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, std::uint64_t> decisions_;
+  std::map<std::tuple<std::string, std::string>, std::uint64_t> errors_;
+  std::map<std::string, std::uint64_t> local_cache_hits_;
+  std::map<std::string, Histogram> latency_;
+  std::uint64_t warnings_ = 0;
+  std::uint64_t overflow_ = 0;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,90 @@
+// inspect: what the library's own peek says of a subject (remaining, waits), plus what Redis holds
+// (block marker, TTL, the raw state decoded per docs/keys.md, for display only).
+#include "cli.hpp"
+
+namespace cli {
+
+namespace {
+
+using redlimit::Reply;
+
+// A little-endian unsigned integer of `n` bytes at `at` (lua/prologue.lua's string.pack "<In").
+long long field(const std::string& v, std::size_t at, std::size_t n) {
+  unsigned long long x = 0;
+  for (std::size_t i = 0; i < n; ++i) x |= static_cast<unsigned long long>(static_cast<unsigned char>(v[at + i])) << (8 * i);
+  return static_cast<long long>(x);
+}
+
+Reply call(redlimit::Connection& conn, std::vector<std::string> argv) {
+  Reply r = conn.command(argv);
+  if (r.is_error()) throw redlimit::ReplyError(argv[0] + ": " + r.str);
+  return r;
+}
+
+Output decode_string(const std::string& kind, const std::string& v) {
+  Output o;
+  o.number("bytes", static_cast<long long>(v.size()));
+  if (kind == "fw" && v.size() == 20) {
+    o.number("start_us", field(v, 0, 7));
+    o.number("used", field(v, 7, 6));
+    o.number("window_us", field(v, 13, 7));
+  } else if ((kind == "tb" || kind == "lb") && v.size() == 27) {
+    o.number("at_us", field(v, 0, 7));
+    o.number("whole", field(v, 7, 6));
+    o.number("frac", field(v, 13, 7));
+    o.number("unit", field(v, 20, 7));
+  } else {
+    o.text("layout", "unknown (an older version's state, read as written under the current limit)");
+  }
+  return o;
+}
+
+}  // namespace
+
+Output decode_state(redlimit::Connection& conn, const std::string& kind, const std::string& key) {
+  Output o;
+  const std::string type = call(conn, {"TYPE", key}).str;
+  o.text("type", type);
+  if (type == "none") return o;
+  if (type == "string") {
+    o.object("value", decode_string(kind, call(conn, {"GET", key}).str));
+  } else if (type == "zset") {  // sliding log: entries "<cum>/<cost>" scored by time
+    o.number("entries", call(conn, {"ZCARD", key}).integer);
+    const Reply newest = call(conn, {"ZRANGE", key, "-1", "-1", "WITHSCORES"});
+    if (newest.elements.size() == 2) {
+      o.text("newest", newest.elements[0].str);
+      o.text("newest_at_us", newest.elements[1].str);
+    }
+  } else if (type == "hash") {  // sliding window: "<window>[@<precision>]:<bucket>" -> units
+    Output fields;
+    const Reply all = call(conn, {"HGETALL", key});
+    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) fields.text(all.elements[i].str, all.elements[i + 1].str);
+    o.object("buckets", fields);
+  }
+  return o;
+}
+
+int run_inspect(const Args& args, Output& out) {
+  if (args.positional.size() != 3) throw UsageError("inspect needs STRATEGY RESOURCE SUBJECT");
+  if (args.limit.empty()) throw UsageError("inspect needs --limit RATE (the limit the subject is held to)");
+  const std::string kind = kind_of(args.positional[0]);
+  const Session s = open_session(args);
+  const redlimit::Strategy strategy = make_strategy(s, kind, args.positional[1], args.limit);
+  const std::string& subject = args.positional[2];
+  const std::string key = strategy.key_for(subject), block_key = strategy.block_key_for(subject);
+  const redlimit::Decision d = strategy.peek(subject);
+  const long long block_ttl = call(*s.connection, {"PTTL", block_key}).integer;
+  out.text("key", key);
+  out.boolean("allowed", d.allowed);
+  out.number("limit", d.limit);
+  out.number("remaining", d.remaining);
+  out.number("retry_after_us", d.retry_after.count());
+  out.number("reset_after_us", d.reset_after.count());
+  out.boolean("blocked", block_ttl > 0 || block_ttl == -1);
+  out.number("blocked_ttl_ms", block_ttl > 0 ? block_ttl : 0);
+  out.number("ttl_ms", call(*s.connection, {"PTTL", key}).integer);  // -2: no key, -1: no TTL
+  out.object("state", decode_state(*s.connection, kind, key));
+  return d.allowed ? kOk : kLimited;
+}
+
+}  // namespace cli
