@@ -59,6 +59,8 @@ struct LeaseStats {
   std::uint64_t units_lapsed = 0;
   std::uint64_t local_decisions = 0;   // admitted from a lease, no Redis call
   std::uint64_t remote_decisions = 0;  // per-request decisions (cold, little left, rejected)
+  // The subjects the table holds now (used within the last ten lease durations), by LeaseState.
+  std::uint64_t subjects_cold = 0, subjects_leased = 0, subjects_little_left = 0, subjects_rejected = 0;
 };
 
 class Leases {

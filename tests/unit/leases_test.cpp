@@ -44,6 +44,8 @@ TEST_F(LeasesTest, AColdSubjectIsDecidedPerRequest) {
   EXPECT_EQ(leases.stats().leases_taken, 0u);
   EXPECT_EQ(leases.stats().remote_decisions, 10u);
   EXPECT_EQ(leases.state("u"), LeaseState::cold);
+  EXPECT_EQ(leases.stats().subjects_cold, 1u);
+  EXPECT_EQ(leases.stats().subjects_leased, 0u);
 }
 
 TEST_F(LeasesTest, AHotSubjectIsDecidedLocallyAndNeverPastTheLimit) {
@@ -61,6 +63,7 @@ TEST_F(LeasesTest, AHotSubjectIsDecidedLocallyAndNeverPastTheLimit) {
   EXPECT_GT(s.leases_taken, 10u);
   EXPECT_GT(s.local_decisions, 20 * s.leases_taken) << "leases should carry many decisions each";
   EXPECT_EQ(leases.state("hot"), LeaseState::leased);
+  EXPECT_EQ(s.subjects_leased, 1u);
   // Near the limit, under-admission stays small: each full window admits nearly its 10,000.
   for (const auto& [window, n] : admitted) {
     if (window > admitted.begin()->first && window < admitted.rbegin()->first) EXPECT_GE(n, 9'800) << window;
@@ -113,6 +116,7 @@ TEST_F(LeasesTest, LittleLeftMeansPerRequestDecisions) {
   }
   EXPECT_EQ(leases.stats().leases_taken, 0u);
   EXPECT_EQ(leases.state("u"), LeaseState::little_left);
+  EXPECT_EQ(leases.stats().subjects_little_left, 1u);
 }
 
 TEST_F(LeasesTest, BadInputThrowsBeforeAnything) {

@@ -339,8 +339,23 @@ REDLIMIT_INLINE void Leases::return_expired() { table_->return_expired(false); }
 
 REDLIMIT_INLINE LeaseStats Leases::stats() const {
   const auto& s = table_->stats;
-  return {s.leases_taken.load(),    s.leases_returned.load(), s.leases_lapsed.load(),   s.units_leased.load(),
-          s.units_returned.load(), s.units_lapsed.load(),    s.local_decisions.load(), s.remote_decisions.load()};
+  LeaseStats out{s.leases_taken.load(),    s.leases_returned.load(), s.leases_lapsed.load(),
+                 s.units_leased.load(),    s.units_returned.load(),  s.units_lapsed.load(),
+                 s.local_decisions.load(), s.remote_decisions.load()};
+  for (auto& sh : table_->shards) {
+    std::lock_guard<std::mutex> g(sh.m);
+    for (const auto& entry : sh.leases) {
+      std::lock_guard<std::mutex> lg(entry.second->m);
+      switch (entry.second->state) {
+        case LeaseState::cold: ++out.subjects_cold; break;
+        case LeaseState::leased: ++out.subjects_leased; break;
+        case LeaseState::little_left: ++out.subjects_little_left; break;
+        case LeaseState::rejected: ++out.subjects_rejected; break;
+        case LeaseState::closed: break;
+      }
+    }
+  }
+  return out;
 }
 
 REDLIMIT_INLINE LeaseState Leases::state(std::string_view subject) const {
