@@ -95,8 +95,14 @@ AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   if (tls_) {
     // Only begun here (the socket is still connecting): hiredis's SSL read and write handlers finish
     // the handshake, and a refused certificate shows as a broken connection (reply_error says why).
+    // On loopback the socket may already be connected and the handshake done here: a refused
+    // certificate is then known at once, and is the same TlsError as when the loop finds it.
     std::string why;
-    if (tls_->start(raw->c, why, &conn->ssl) != hiredis_detail::Tls::Start::ok) {
+    const auto started = tls_->start(raw->c, why, &conn->ssl);
+    if (started == hiredis_detail::Tls::Start::refused) {
+      throw TlsError(fmt::format("handshake with {}: {}", describe(endpoint_), why));
+    }
+    if (started != hiredis_detail::Tls::Start::ok) {
       throw ConnectionError(fmt::format("TLS with {}: {}", describe(endpoint_), why));
     }
   }
