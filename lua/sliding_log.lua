@@ -115,7 +115,9 @@ local function decide(key, cost)
   if used > 0 then
     if refund then newest_t = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
     reset_after = max(0, newest_t + window - now)
-    if allowed and record then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
+    -- A refund too: shortening the only entry pops it (Redis deletes the emptied set) and adds it
+    -- back, a new key without a TTL.
+    if (allowed and record) or refund then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
   end
   return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1
 end

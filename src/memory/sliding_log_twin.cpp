@@ -96,7 +96,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   if (used > 0) {
     if (c_.refund) newest_t = log->at(-1)->time;
     d.reset_after = std::max<std::int64_t>(0, newest_t + window_ - now);
-    if (allowed && c_.record) key.expire_ms(now, ttl_ms(d.reset_after));
+    if ((allowed && c_.record) || c_.refund) key.expire_ms(now, ttl_ms(d.reset_after));  // as the script
   }
   return d;
 }

@@ -150,3 +150,23 @@ TEST_F(SlidingLogTest, ALogWrittenBy02IsRestarted) {
 
 }  // namespace
 }  // namespace redlimit_test
+
+namespace redlimit_test {
+namespace {
+
+// Shortening the only entry pops it (Redis deletes the emptied set) and adds it back: the key must
+// get its TTL again (found by the fault suite's mixed workload under ASan).
+TEST_F(SlidingLogTest, APartRefundOfTheOnlyEntryKeepsATtl) {
+  auto sl = rl().sliding_log("sl", Limit(10, 1h));
+  at(0s);
+  ASSERT_TRUE(sl.consume("u", 5).allowed);
+  sl.refund("u", 2);
+  EXPECT_EQ(zcard(sl, "u"), 1);
+  const std::int64_t pttl = server().integer({"PTTL", sl.key_for("u")});
+  EXPECT_GT(pttl, 0) << "no TTL after the refund";
+  EXPECT_LE(pttl, 1h / 1ms + 1001);
+  EXPECT_EQ(sl.peek("u").remaining, 7);
+}
+
+}  // namespace
+}  // namespace redlimit_test
