@@ -1,21 +1,31 @@
-# Writes OUT, a C++ header with one string constant per LUA_DIR/*.lua script
-# (redlimit::detail::lua::<name>), each being "#!lua", prologue.lua, the script itself, then, for
-# a script that defines decide(), epilogue.lua (which runs decide() over the call's requests).
-# The shebang (Redis >= 7.0) makes Redis refuse keys a script did not declare and keys of two
-# cluster slots, so a routing mistake fails loudly instead of touching the wrong shard.
-# prologue.lua and epilogue.lua are parts, not scripts: they get no constant of their own.
+# Writes OUT, a C++ header of string constants (redlimit::detail::lua) made from LUA_DIR/*.lua:
+# - <name>: an EVAL script per file, "#!lua", helpers.lua, prologue.lua, the script itself, then,
+#   for a script that defines decide(), epilogue.lua (which runs decide() over the call's requests);
+# - library: the same scripts as one Redis Functions library (Redis >= 7.0). helpers.lua runs once,
+#   at load; each script is a function of (KEYS, ARGV) holding prologue, script and epilogue,
+#   registered as <name>_function. The library and its functions are named after the SHA1 of the
+#   library's code (library_name), so two versions of redlimit sharing one Redis during a rolling
+#   deploy each call their own functions and never replace the other's.
+# The shebang makes Redis refuse keys a script did not declare and keys of two cluster slots, so a
+# routing mistake fails loudly instead of touching the wrong shard.
+# helpers.lua, prologue.lua and epilogue.lua are parts, not scripts: they get no constant of their own.
 cmake_policy(SET CMP0054 NEW)  # "prologue" below is a string, never a variable's value
 cmake_policy(SET CMP0007 NEW)
+file(READ ${LUA_DIR}/helpers.lua helpers_src)
 file(READ ${LUA_DIR}/prologue.lua prologue_src)
 file(READ ${LUA_DIR}/epilogue.lua epilogue_src)
 file(GLOB files ${LUA_DIR}/*.lua)
 list(SORT files)
 set(body "// Generated from lua/*.lua by cmake/embed_lua.cmake. Do not edit.\n#pragma once\n#include <string_view>\n\nnamespace redlimit::detail::lua {\n")
+# @HASH@ stands for the library's hash until the whole text is known.
+set(library "#!lua name=redlimit_@HASH@\n${helpers_src}")
+set(names "")
 foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)
-  if(name STREQUAL "prologue" OR name STREQUAL "epilogue")
+  if(name STREQUAL "helpers" OR name STREQUAL "prologue" OR name STREQUAL "epilogue")
     continue()
   endif()
+  list(APPEND names ${name})
   file(READ ${f} src)
   string(FIND "${src}" "local function decide(" has_decide)
   if(has_decide EQUAL -1)
@@ -23,7 +33,16 @@ foreach(f ${files})
   else()
     set(tail "\n${epilogue_src}")
   endif()
-  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${prologue_src}\n-- ${name}.lua\n${src}${tail})redlimit_lua\";\n")
+  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n${prologue_src}\n-- ${name}.lua\n${src}${tail})redlimit_lua\";\n")
+  string(APPEND library "\nlocal function run_${name}(KEYS, ARGV)\n${prologue_src}\n-- ${name}.lua\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\n")
+endforeach()
+string(SHA1 hash "${library}")
+string(SUBSTRING "${hash}" 0 16 hash)
+string(REPLACE "@HASH@" "${hash}" library "${library}")
+string(APPEND body "inline constexpr std::string_view library_name = \"redlimit_${hash}\";\n")
+string(APPEND body "inline constexpr std::string_view library = R\"redlimit_lua(${library})redlimit_lua\";\n")
+foreach(name ${names})
+  string(APPEND body "inline constexpr std::string_view ${name}_function = \"redlimit_${hash}_${name}\";\n")
 endforeach()
 string(APPEND body "}  // namespace redlimit::detail::lua\n")
 file(WRITE ${OUT}.tmp "${body}")

@@ -36,7 +36,7 @@ local function time_to_empty(whole, frac)
 end
 
 local function decide(_, cost, v)
-  local whole, frac, at, t0, ahead = read_bucket(v, 0, capacity, unit, true)
+  local whole, frac, at, t0, ahead = read_bucket(now, v, 0, capacity, unit, true)
   -- Leak since `at`: compare the elapsed time with the time to empty first, so that
   -- elapsed * leak is only formed when it stays below the water held.
   local elapsed = t0 - at

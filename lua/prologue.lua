@@ -1,6 +1,8 @@
--- Prologue: prepended at build time to every script in this folder, and epilogue.lua appended to
--- those that define decide() (cmake/embed_lua.cmake), so the shared conventions live in one place.
--- A script's decide() judges one request; the epilogue runs the call's requests through it.
+-- Prologue: the start of every call of every script in this folder, behind helpers.lua, and
+-- epilogue.lua appended to those that define decide() (cmake/embed_lua.cmake), so the shared
+-- conventions live in one place. A script's decide() judges one request; the epilogue runs the
+-- call's requests through it. As a Redis Function, a script's body with this prologue and its
+-- epilogue is the function (KEYS and ARGV are its arguments); helpers.lua runs once, at load.
 --
 -- One call decides n >= 1 requests of one strategy, in order (consume_many sends many):
 -- KEYS[2i-1]  request i's state, for one (resource, subject)
@@ -14,13 +16,7 @@
 -- ARGV[4..]  the strategy's parameters, named in each script
 -- ARGV[#ARGV-n+2 .. #ARGV]  the costs of requests 2..n (none when n = 1)
 -- Returns request 1's decision when n = 1, otherwise the n decisions one after the other.
---
--- Every time and quantity is an integer held in a Lua double, exact below 2^53: microsecond
--- timestamps until 2255, counts up to 2^40, windows up to ten years (< 2^49 us). A product of two
--- of them may not be exact: the scripts form such products only through muldiv() below.
--- math.fmod is exact on such integers, so floor_div/ceil_div are too. Numbers are written back
--- with fmt(): Lua's own tostring keeps only 14 digits, and '%d' formats an integer directly
--- where '%.0f' would run the C library's slower floating-point printer.
+if not fmod then bind_libraries() end -- helpers.lua
 local now = tonumber(ARGV[1])
 if not now then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
@@ -30,120 +26,3 @@ end
 local mode = ARGV[3]
 local record = mode == '1'
 local refund = mode == '2'
-
--- The library functions the scripts call per request, as locals: a global lookup and a field
--- lookup less each time, which a batch of hundreds of requests notices.
-local fmod, max, min, format, pack, unpack_ = math.fmod, math.max, math.min, string.format, struct.pack, struct.unpack
-
-local function fmt(x) return format('%d', x) end
-local function floor_div(a, b) return (a - fmod(a, b)) / b end
-local function ceil_div(a, b)
-  local r = fmod(a, b)
-  return (a - r) / b + ((r > 0) and 1 or 0)
-end
--- floor(a * b / c) and (a * b) mod c, exactly, for integers a, b >= 0 and 0 < c < 2^49 whose
--- quotient is below 2^53 (counts times times, which can reach 2^89). When a * b is below 2^53 the
--- double product is exact and one division does. Otherwise b = qb * c + rb, so
--- a * b / c = a * qb + a * rb / c, and a * rb / c (rb < c) is long division: a's digits in base
--- s = 2^k go in from the top, keeping a remainder below c; rem * s + digit * rb < 2 * s * c, which
--- k is chosen to keep within 2^53. At most 49 / k + 1 rounds (k >= 3): only quotas near the ends
--- of the range take this path.
-local TWO53 = 9007199254740992
-local function muldiv(a, b, c)
-  local p = a * b
-  if p < TWO53 then
-    local r = fmod(p, c)
-    return (p - r) / c, r
-  end
-  local rb = fmod(b, c)
-  local q = a * ((b - rb) / c)
-  local s = 2
-  while 4 * s * c <= TWO53 do s = s * 2 end
-  local digits, x = {}, a
-  while x > 0 do
-    local d = fmod(x, s)
-    digits[#digits + 1] = d
-    x = (x - d) / s
-  end
-  local qq, rem = 0, 0
-  for i = #digits, 1, -1 do
-    local t = rem * s + digits[i] * rb
-    rem = fmod(t, c)
-    qq = qq * s + (t - rem) / c
-  end
-  return q + qq, rem
-end
-
--- PEXPIRE/PX argument for a state that is back to its empty value `us` from now. A TTL is garbage
--- collection, never part of a decision: every state says in itself when it stops mattering, so it
--- may outlive that freely, and it does by a margin of a second. Redis expires keys on its own
--- clock, in real time, while `now` is the caller's (a ManualClock held still, a client running
--- behind): without the margin a key could vanish while it still matters at the caller's time,
--- and the same call would be decided differently a few real milliseconds later. The extra
--- millisecond covers Redis counting expiry in whole milliseconds of its own clock.
-local TTL_MARGIN_MS = 1000
-local function ttl_ms(us) return ceil_div(max(us, 0), 1000) + 1 + TTL_MARGIN_MS end
-
--- String states (fixed window, token and leaky buckets) are integers packed little-endian, a time
--- in 7 bytes first. Each names the configuration it was written under, so that a reconfigured
--- limit recognises a state written under another one (docs/algorithms.md, Reconfiguration):
---   fixed window: pack('<I7I6I7', start, used, window)              20 bytes
---   buckets:      pack('<I7I6I7I7', at, whole, frac, unit)          27 bytes
--- 0.2 wrote pack2(time, quantity) ('<I7I5', or '<I7I8' past 2^40: 12 or 15 bytes) without the
--- configuration; such a state is read as written under the current one. Any other string reads as
--- no state.
-local function unpack2(v)
-  local len = #v
-  if len == 12 then return unpack_('<I7I5', v) end
-  if len == 15 then return unpack_('<I7I8', v) end
-  return nil
-end
-local function pack_window(start, used, window) return pack('<I7I6I7', start, used, window) end
-local function unpack_window(v, window)
-  if #v == 20 then return unpack_('<I7I6I7', v) end
-  local t, q = unpack2(v)
-  if t then return t, q, window end
-  return nil
-end
-local function pack_bucket(at, whole, frac, unit) return pack('<I7I6I7I7', at, whole, frac, unit) end
-
--- A bucket's level is `whole` units of capacity (tokens, or requests of water) and `frac` ticks of
--- the next one: level = whole * unit + frac ticks, 0 <= frac < unit, where the rate moves `per`
--- ticks a microsecond (token_bucket.lua). Neither part grows with the product capacity * unit,
--- which passes 2^53 for big capacities at rates like 7 per 3 days.
--- read_bucket returns the stored level (at most `cap` whole units), or `missing` at now without a
--- state; t0, the later of now and `at` (a client whose clock runs ahead wrote it: nothing moves
--- backwards), and ahead = t0 - now, which the waits returned include. A state written under
--- another unit (the rate changed) keeps its whole units, and its ticks are rescaled to the new unit,
--- rounded towards the fuller bucket (`round_up` for water, down for tokens): never more room.
-local function read_bucket(v, missing, cap, unit, round_up)
-  local whole, frac, at = missing, 0, now
-  if v then
-    if #v == 27 then
-      local t, w, f, u = unpack_('<I7I6I7I7', v)
-      if u ~= unit then
-        local q, r = muldiv(f, unit, u)
-        if round_up and r > 0 then q = q + 1 end
-        f = q
-        if f >= unit then w, f = w + 1, f - unit end
-      end
-      whole, frac, at = w, f, t
-    else
-      local t, l = unpack2(v)
-      if t then whole, frac, at = floor_div(l, unit), fmod(l, unit), t end
-    end
-    if whole >= cap then whole, frac = cap, 0 end
-  end
-  local t0 = max(now, at)
-  return whole, frac, at, t0, t0 - now
-end
-
--- Microseconds until a rising level (whole, frac) reaches `target` whole units (target >= whole), at
--- `per` ticks a microsecond: ceil(((target - whole) * unit - frac) / per), with muldiv for the
--- product. With (target - whole) * unit = q * per + r this is q + ceil((r - frac) / per).
-local function time_to(target, whole, frac, unit, per)
-  local q, r = muldiv(target - whole, unit, per)
-  local d = r - frac
-  if d > 0 then return q + ceil_div(d, per) end
-  return q - floor_div(-d, per)
-end

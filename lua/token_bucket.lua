@@ -25,7 +25,7 @@ local refill = tonumber(ARGV[6])
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
-  local whole, frac, at, t0, ahead = read_bucket(v, capacity, capacity, unit, false)
+  local whole, frac, at, t0, ahead = read_bucket(now, v, capacity, capacity, unit, false)
   -- Refill since `at`: compare the elapsed time with the time to full first, so that
   -- elapsed * refill is only formed when it stays below a bucketful.
   local elapsed = t0 - at

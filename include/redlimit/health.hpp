@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "redlimit/decision.hpp"
+#include "redlimit/transport/script_path.hpp"
 
 namespace redlimit {
 
@@ -57,6 +58,10 @@ struct Health {
   // Whether any decision was made yet, and, if so, the latest one's source.
   bool decided = false;
   Source last_source = Source::primary;
+  // How scripts are called (redlimit/transport/script_path.hpp): `probe` until the first call
+  // settles it; async_scripts for the attached async connection (evalsha when there is none).
+  ScriptPath scripts = ScriptPath::evalsha;
+  ScriptPath async_scripts = ScriptPath::evalsha;
 };
 
 }  // namespace redlimit

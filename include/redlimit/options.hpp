@@ -73,6 +73,12 @@ struct Options {
   bool local_reject_cache = false;
   std::size_t local_reject_cache_size = 100000;
 
+  // Call the scripts as Redis Functions (FCALL) where the server has them (Redis >= 7.0, Valkey),
+  // falling back to EVALSHA by itself where it has not or the ACL user may not use them
+  // (docs/performance.md, "Redis Functions"). false: EVALSHA always. RateLimiter::health() says
+  // which path a limiter is on.
+  bool redis_functions = true;
+
   // Called for every decision, rejection and error; nullptr = none.
   std::shared_ptr<MetricsSink> metrics;
 };

@@ -237,6 +237,15 @@ class PrometheusSink : public MetricsSink {
     for (const auto& [shard, state] : health.breakers) {
       sample(out, "redlimit_breaker_state", {{"shard", std::to_string(shard)}}, static_cast<int>(state));
     }
+    family(out, "redlimit_script_path", "gauge",
+           "How the scripts are called: 1 for the path in use (functions, evalsha, or probe before the first "
+           "call), per API (sync, async).");
+    for (const ScriptPath p : {ScriptPath::functions, ScriptPath::evalsha, ScriptPath::probe}) {
+      sample(out, "redlimit_script_path", {{"api", "sync"}, {"path", std::string(to_string(p))}},
+             health.scripts == p ? 1 : 0);
+      sample(out, "redlimit_script_path", {{"api", "async"}, {"path", std::string(to_string(p))}},
+             health.async_scripts == p ? 1 : 0);
+    }
   }
 
   const std::size_t max_resources_;

@@ -51,6 +51,7 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, std::chrono::milliseconds conn
   if (options_.health_check_interval.count() < 0) {
     throw InvalidArgument("pool health_check_interval must not be negative");
   }
+  set_script_path(ScriptPath::probe);  // one server: Redis Functions if it has them
 }
 
 void ConnectionPool::begin_call() { hiredis_detail::begin_call(command_timeout_); }

@@ -10,7 +10,9 @@
 
 namespace redlimit {
 
-AsyncRedis::AsyncRedis(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+AsyncRedis::AsyncRedis(std::shared_ptr<Core> core) : core_(std::move(core)) {
+  set_script_path(ScriptPath::probe);  // one server: Redis Functions if it has them
+}
 
 AsyncRedis::~AsyncRedis() {
   try {

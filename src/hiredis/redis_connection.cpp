@@ -71,6 +71,7 @@ RedisConnection::RedisConnection(Endpoint endpoint, std::chrono::milliseconds co
       command_timeout_(command_timeout),
       tls_(std::move(tls)) {
   if (endpoint_.tls.enabled && !tls_) tls_ = hiredis_detail::Tls::make(endpoint_);
+  set_script_path(ScriptPath::probe);  // one server: Redis Functions if it has them
 }
 
 bool RedisConnection::has_tls() {

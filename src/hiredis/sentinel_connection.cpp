@@ -40,6 +40,8 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
       pool_options_(options.pool) {
   if (endpoint_.sentinels.empty()) throw InvalidArgument("a Sentinel URL needs at least one sentinel");
   if (endpoint_.master_name.empty()) throw InvalidArgument("a Sentinel URL needs a master name");
+  // One master at a time; the library is replicated with the data, so a promoted replica has it.
+  set_script_path(ScriptPath::probe);
 }
 
 void SentinelConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }

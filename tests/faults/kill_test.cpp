@@ -286,9 +286,11 @@ TEST(Restart, ServerRestartUnderLoadResumesWithinBoundAndReloadsScripts) {
     server.restart();  // a fresh server: empty script cache, empty data
     const auto resumed = wait_for_progress(15000ms);
     EXPECT_LT(resumed, 15000ms) << "decisions did not resume after the restart";
-    // The new server got EVALSHA -> NOSCRIPT -> EVAL (once per connection and script at most).
+    // The new server has no library: FCALL -> Function not found -> FUNCTION LOAD, and nothing ran
+    // twice (the decisions' exactness above); never a fallback to EVAL.
     auto admin = raw(server.url());
-    EXPECT_GE(command_calls(admin, "eval"), 1);
+    EXPECT_GE(command_calls(admin, "function|load"), 1);
+    EXPECT_EQ(command_calls(admin, "eval"), 0);
   }
   stop = true;
   for (auto& t : threads) t.join();
@@ -302,6 +304,7 @@ TEST(ScriptFlush, FlushLoopUnderLoadEveryCallSucceedsAndNothingIsCountedTwice) {
   auto clock = std::make_shared<redlimit::ManualClock>(kT0);
   redlimit::Options o;
   o.clock = clock;
+  o.redis_functions = false;  // SCRIPT FLUSH empties what EVALSHA calls
   o.pool.size = 4;
   auto limiter = redlimit::RateLimiter::connect(server.url(), o);
   constexpr std::int64_t kLimit = 100;

@@ -132,6 +132,7 @@ void expect_metrics(httplib::Client& http, int search_allowed, int search_reject
   EXPECT_EQ(m.sum("redlimit_call_duration_seconds_count", {{"operation", "consume"}}),
             m.sum("redlimit_decisions_total", {{"operation", "consume"}}));
   EXPECT_EQ(m.sum("redlimit_breaker_state", {{"shard", "0"}}), 0);
+  EXPECT_EQ(m.sum("redlimit_script_path", {{"api", "sync"}, {"path", "functions"}}), 1);  // Redis 7
   EXPECT_EQ(r->body.find("key:"), std::string::npos) << "no subject in a label";
 }
 

@@ -172,7 +172,9 @@ class AsyncDeadlineTest : public AsyncTest {
       AsyncOptions o;
       o.command_timeout = kLong;
       auto redis = loop.attach(endpoint_of(server()), o);
-      auto rl = redlimit::RateLimiter::connect(server().url(), fail_open());
+      redlimit::Options evalsha = fail_open();
+      evalsha.redis_functions = false;  // the EVALSHA path's NOSCRIPT
+      auto rl = redlimit::RateLimiter::connect(server().url(), evalsha);
       rl.attach_async(redis);
       const auto fw = rl.fixed_window("async.deadline.noscript", Limit::per_hour(1000000));
       loop.start();

@@ -1,9 +1,13 @@
 // NOSCRIPT under load (issue 18, item 4): after SCRIPT FLUSH (or a restart), thousands of async calls
 // in flight meet NOSCRIPT at once. One SCRIPT LOAD per connection must serve them all, instead of
-// each sending the whole script as EVAL (fixture: async_fixture.hpp).
+// each sending the whole script as EVAL (fixture: async_fixture.hpp). The same for Redis Functions
+// (issue 13): after FUNCTION FLUSH, one FUNCTION LOAD serves every call that met "Function not
+// found", and none falls back to EVALSHA or EVAL.
 #include <cstdio>
 
 #include "integration/async_fixture.hpp"
+
+using redlimit::ScriptPath;
 
 namespace redlimit_test {
 namespace {
@@ -14,8 +18,10 @@ class AsyncNoscriptTest : public AsyncTest {
  protected:
   // `calls` consumes against a limit of `limit`, sent after SCRIPT FLUSH: counts the script bodies
   // sent (EVAL and SCRIPT LOAD), checks every callback ran once and exactly `limit` were admitted.
+  // The EVALSHA path (Options::redis_functions = false) after SCRIPT FLUSH, or the Functions path
+  // after FUNCTION FLUSH.
   template <class Loop>
-  void flush_under_load(const char* name, int calls, std::int64_t limit) {
+  void flush_under_load(const char* name, int calls, std::int64_t limit, bool functions = false) {
     Loop loop;
     auto tally = std::make_shared<Tally>(calls);
     std::future<void> all_done = tally->all_done.get_future();
@@ -26,11 +32,15 @@ class AsyncNoscriptTest : public AsyncTest {
       AsyncOptions patient;
       patient.command_timeout = 30s;
       auto redis = loop.attach(endpoint_of(server()), patient);
-      auto rl = redlimit::RateLimiter::connect(server().url(), options());
+      redlimit::Options opts = options();
+      opts.redis_functions = functions;
+      auto rl = redlimit::RateLimiter::connect(server().url(), opts);
       rl.attach_async(redis);
       const auto fw = rl.fixed_window("async.storm", Limit::per_minute(limit));
-      fw.peek("warm-up");  // loads the script: the flush below is what empties the cache
-      ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).type, Reply::Type::status);
+      fw.peek("warm-up");  // loads the script or the library: the flush below is what empties the cache
+      const ScriptPath settled = functions ? ScriptPath::functions : ScriptPath::evalsha;
+      EXPECT_EQ(rl.health().scripts, settled);
+      ASSERT_EQ(server().command({functions ? "FUNCTION" : "SCRIPT", "FLUSH"}).type, Reply::Type::status);
       ASSERT_EQ(server().command({"CONFIG", "RESETSTAT"}).type, Reply::Type::status);
       const auto t0 = Clock::now();
       // Queued before the loop runs: the first max_in_flight EVALSHAs go out in one pipeline, and
@@ -43,11 +53,17 @@ class AsyncNoscriptTest : public AsyncTest {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       std::this_thread::sleep_for(50ms);  // a callback run twice would show now
       const auto evals = command_calls("eval");
-      const auto loads = command_calls("script|load");
       const auto shas = command_calls("evalsha");
-      std::printf("[ figures ] %s: %d calls after SCRIPT FLUSH: %lld EVAL, %lld SCRIPT LOAD, %lld EVALSHA, %.0f ms\n",
-                  name, calls, static_cast<long long>(evals), static_cast<long long>(loads),
-                  static_cast<long long>(shas), ms);
+      const auto loads = command_calls(functions ? "function|load" : "script|load");
+      const auto fcalls = command_calls("fcall");
+      std::printf("[ figures ] %s: %d calls after %s FLUSH: %lld EVAL, %lld LOAD, %lld EVALSHA, %lld FCALL, %.0f ms\n",
+                  name, calls, functions ? "FUNCTION" : "SCRIPT", static_cast<long long>(evals),
+                  static_cast<long long>(loads), static_cast<long long>(shas), static_cast<long long>(fcalls), ms);
+      EXPECT_EQ(rl.health().async_scripts, settled);
+      if (functions) {
+        EXPECT_EQ(evals + shas, 0) << "the Functions path must not fall back after a flush";
+        EXPECT_EQ(loads, 1);
+      }
       std::lock_guard<std::mutex> lock(tally->mutex);
       EXPECT_EQ(tally->done, calls);
       EXPECT_TRUE(tally->errors.empty()) << tally->errors.front();
@@ -69,6 +85,12 @@ TEST_F(AsyncNoscriptTest, LibeventOneReloadServes20000CallsAfterScriptFlush) {
 #ifdef REDLIMIT_HAVE_LIBUV
 TEST_F(AsyncNoscriptTest, LibuvOneReloadServes20000CallsAfterScriptFlush) {
   flush_under_load<LibuvLoop>("libuv", 20000, 1000);
+}
+#endif
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+TEST_F(AsyncNoscriptTest, LibeventOneLibraryLoadServes20000CallsAfterFunctionFlush) {
+  flush_under_load<LibeventLoop>("libevent", 20000, 1000, true);
 }
 #endif
 

@@ -1,11 +1,23 @@
-// Script caching: after SCRIPT FLUSH (as after a restart or failover) the next decision reloads the
-// script and is counted exactly once.
+// Script caching on the EVALSHA path (Options::redis_functions = false, or a server without
+// Functions): after SCRIPT FLUSH (as after a restart or failover) the next decision reloads the
+// script and is counted exactly once. The Functions path: functions_test.cpp.
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
 namespace {
 
-class ScriptsTest : public StrictRedisTest {};
+class ScriptsTest : public StrictRedisTest {
+ protected:
+  void SetUp() override {
+    StrictRedisTest::SetUp();
+    limiter.emplace(redlimit::RateLimiter::connect(server().url(), options()));
+  }
+  redlimit::Options options() const {
+    redlimit::Options o = StrictRedisTest::options();
+    o.redis_functions = false;
+    return o;
+  }
+};
 
 TEST_F(ScriptsTest, AfterScriptFlushTheNextConsumeCountsExactlyOnce) {
   at(0s);

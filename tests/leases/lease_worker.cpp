@@ -77,11 +77,14 @@ int main(int argc, char** argv) {
         const long long before = micros(Clock::now());
         const redlimit::Decision d = use_leases ? leases.consume("s") : fw.consume("s");
         // The window the decision was made in, from what it says: an admitted request's reset_after
-        // is its window's end minus the time it was decided, a moment after `before` (the call's
-        // own latency, far below half a window), so before + reset_after is nearest that end.
-        // (`before`'s own window would misplace a request decided just past an edge.)
+        // is its window's end minus the time it was decided (for a lease's local decision, minus a
+        // little more: the end as the lease saw it when taken), and that time is no earlier than
+        // `before`. So before + reset_after is at most the end, and below it by the call's delay
+        // and the lease's lag: the first window edge at or after it is the end, unless a thread
+        // stalled for a whole window (200 ms). (`before`'s own window would misplace a request
+        // decided just past an edge; rounding to the nearest edge, one stalled for half a window.)
         if (d.allowed) {
-          const long long w = (before + d.reset_after.count() + window_us / 2) / window_us - 1;
+          const long long w = (before + d.reset_after.count() + window_us - 1) / window_us - 1;
           const long long i = w - first + 1;
           if (i >= 0 && i < static_cast<long long>(admitted.size())) ++admitted[static_cast<std::size_t>(i)];
         }

@@ -58,6 +58,8 @@ TEST_F(ResilienceTest, PrometheusBreakerStateAndFailurePolicySource) {
   fw.consume("u");  // short-circuited
   const PrometheusText parsed(prom->render(limiter.health()));
   EXPECT_EQ(parsed.type_of("redlimit_breaker_state"), "gauge");
+  EXPECT_EQ(parsed.sum("redlimit_script_path", {{"api", "sync"}, {"path", "evalsha"}}), 1);  // the mock's
+  EXPECT_EQ(parsed.sum("redlimit_script_path", {{"api", "sync"}}), 1);
   EXPECT_EQ(parsed.sum("redlimit_breaker_state", {{"shard", "0"}}), 2);  // open
   EXPECT_EQ(parsed.sum("redlimit_decisions_total", {{"source", "failure_policy"}, {"outcome", "allowed"}}), 2);
   // Without a Health the family is absent, and the rest still parses.

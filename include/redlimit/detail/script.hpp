@@ -1,10 +1,14 @@
 #pragma once
-// A Lua script known by its SHA1, and the send step of the decision path: EVALSHA; on NOSCRIPT
-// (after SCRIPT FLUSH, a restart or a failover) the call is sent once more with EVAL, which also
-// caches it (the async step reloads once per connection instead: send_script_call_async). Only a
-// NOSCRIPT reply triggers that second send: NOSCRIPT means the script did not run, so nothing is
-// counted twice. A transport error is thrown to the caller and never replayed,
-// because the script may have run.
+// A Lua script known by its SHA1 and by its Redis Function's name, and the send step of the
+// decision path. On a connection whose ScriptPath is `functions` (or `probe`), FCALL: the library
+// is loaded once per server (FUNCTION LOAD, persisted and replicated with the data); a server that
+// lost it ("Function not found": FUNCTION FLUSH, a fresh server) gets it again, once, and a server
+// without Functions, or an ACL user denied them, moves the connection to `evalsha` for good.
+// EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) the call is sent once more with
+// EVAL, which also caches it (the async step reloads once per connection instead:
+// send_script_call_async). Only replies that say the script did not run (NOSCRIPT, Function not
+// found, FCALL unknown or denied) trigger another send, so nothing is counted twice. A transport
+// error is thrown to the caller and never replayed, because the script may have run.
 #include <exception>
 #include <functional>
 #include <memory>
@@ -21,10 +25,22 @@ namespace redlimit::detail {
 struct Script {
   std::string_view name;
   std::string_view source;
-  std::string sha1;  // lowercase hex of SHA1(source), as Redis computes it
+  std::string sha1;          // lowercase hex of SHA1(source), as Redis computes it
+  std::string_view function;  // its name in the Functions library (scripts::library()); empty: none
 
-  Script(std::string_view name, std::string_view source);
+  Script(std::string_view name, std::string_view source, std::string_view function = {});
 };
+
+// The FCALL command for `script`.
+std::vector<std::string> fcall_command(const Script& script, const std::vector<std::string>& keys,
+                                       const std::vector<std::string>& args);
+
+// True for an FCALL reply that says the function did not run because this server lacks it (a
+// fresh or flushed server): loading the library and calling again is safe.
+bool is_function_missing(const Reply& r);
+// True for an FCALL reply that says this server will not run Functions for us (Redis < 7.0, or an
+// ACL user denied FCALL): the call did not run; EVALSHA it instead.
+bool is_fcall_refused(const Reply& r);
 
 // One script call: its KEYS and its ARGV.
 struct ScriptCall {

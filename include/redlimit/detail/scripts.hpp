@@ -13,6 +13,11 @@ const Script& token_bucket();
 const Script& leaky_bucket();
 const Script& block();
 
+// The Redis Functions library that holds every script above (cmake/embed_lua.cmake), and its name,
+// which carries a hash of its code: two redlimit versions on one Redis never replace each other's.
+std::string_view library();
+std::string_view library_name();
+
 }  // namespace redlimit::detail::scripts
 
 #ifdef REDLIMIT_HEADER_ONLY

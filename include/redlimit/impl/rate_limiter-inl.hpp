@@ -138,6 +138,7 @@ REDLIMIT_INLINE RateLimiter::RateLimiter(std::shared_ptr<Connection> connection,
     ctx_->reject_cache = std::make_unique<detail::RejectCache>(options.local_reject_cache_size);
   }
   if (options.on_failure == OnFailure::fallback) ctx_->fallback = rate_limiter_impl::make_fallback(ctx_->clock);
+  if (!options.redis_functions) ctx_->connection->set_script_path(ScriptPath::evalsha);
   ctx_->options = std::move(options);
 }
 
@@ -149,6 +150,7 @@ REDLIMIT_INLINE void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> 
         "attach_async: this limiter is over a Redis Cluster (redis-cluster://), and the async API "
         "does not route by slot yet; use the synchronous calls, or a limiter over one server");
   }
+  if (async && !ctx_->options.redis_functions) async->set_script_path(ScriptPath::evalsha);
   std::lock_guard<std::mutex> lock(ctx_->mutex);
   ctx_->async = std::move(async);
 }
@@ -169,6 +171,9 @@ REDLIMIT_INLINE Health RateLimiter::health() const {
     h.decided = true;
     h.last_source = static_cast<Source>(last);
   }
+  h.scripts = ctx_->connection->script_path();
+  std::lock_guard<std::mutex> lock(ctx_->mutex);
+  if (ctx_->async) h.async_scripts = ctx_->async->script_path();
   return h;
 }
 

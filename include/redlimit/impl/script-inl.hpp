@@ -7,8 +7,14 @@
 
 namespace redlimit::detail {
 
-REDLIMIT_INLINE Script::Script(std::string_view script_name, std::string_view script_source)
-    : name(script_name), source(script_source), sha1(sha1_hex(script_source)) {}
+namespace scripts {  // redlimit/detail/scripts.hpp, which includes this file's header
+REDLIMIT_INLINE std::string_view library();
+REDLIMIT_INLINE std::string_view library_name();
+}  // namespace scripts
+
+REDLIMIT_INLINE Script::Script(std::string_view script_name, std::string_view script_source,
+                               std::string_view function_name)
+    : name(script_name), source(script_source), sha1(sha1_hex(script_source)), function(function_name) {}
 
 namespace script_impl {
 
@@ -45,7 +51,25 @@ REDLIMIT_INLINE std::vector<std::string> eval_command(const Script& script, cons
   return script_impl::eval_like("EVAL", script.source, keys, args);
 }
 
+REDLIMIT_INLINE std::vector<std::string> fcall_command(const Script& script, const std::vector<std::string>& keys,
+                                                       const std::vector<std::string>& args) {
+  return script_impl::eval_like("FCALL", script.function, keys, args);
+}
+
 REDLIMIT_INLINE bool is_noscript(const Reply& r) { return r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0; }
+
+REDLIMIT_INLINE bool is_function_missing(const Reply& r) {
+  return r.is_error() && r.str.rfind("ERR Function not found", 0) == 0;
+}
+
+REDLIMIT_INLINE bool is_fcall_refused(const Reply& r) {
+  if (!r.is_error()) return false;
+  // Only FCALL is sent with this question: an unknown command is FCALL (Redis < 7.0). NOPERM names
+  // the command when the user may not run it ("... to run the 'fcall' command"), and the keys when
+  // it may not touch them, which EVALSHA meets as well and which stays an outage.
+  if (r.str.rfind("ERR unknown command", 0) == 0) return true;
+  return r.str.rfind("NOPERM", 0) == 0 && r.str.find("'fcall'") != std::string::npos;
+}
 
 REDLIMIT_INLINE bool is_outage_reply(std::string_view error) {
   // By the reply's first word (Redis's error code). None of these replies comes from a script that
@@ -90,8 +114,82 @@ REDLIMIT_INLINE void check_script_reply(const Script& script, const Reply& reply
   throw ReplyError(message("{} failed: {}", name, printable(reply.str)));
 }
 
-REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Script& script,
-                                                     const std::vector<ScriptCall>& calls) {
+namespace script_impl {
+
+REDLIMIT_INLINE std::vector<std::string> function_load_command() {
+  return {"FUNCTION", "LOAD", std::string(scripts::library())};
+}
+
+// Whether a FUNCTION LOAD reply leaves the library on the server: loaded now, or already there
+// (another client, another connection, an earlier process of this version).
+REDLIMIT_INLINE bool library_present(const Reply& load) {
+  return !load.is_error() || load.str.find("already exists") != std::string::npos;
+}
+
+// Settles a connection's ScriptPath from a round trip of FCALLs (and the LOAD sent with them): a
+// refused FCALL moves it to evalsha for good; a probe that loaded the library, or whose FCALL ran
+// (an operator loaded it for a user who may not), settles on functions, and otherwise on evalsha.
+REDLIMIT_INLINE void settle_path(ScriptPathState& path, const Reply* load, const std::vector<Reply>& fcalls) {
+  bool ran = false;
+  for (const Reply& r : fcalls) {
+    if (is_fcall_refused(r)) {
+      path.set(ScriptPath::evalsha);
+      return;
+    }
+    ran = ran || !is_function_missing(r);
+  }
+  if (load != nullptr) path.set(library_present(*load) || ran ? ScriptPath::functions : ScriptPath::evalsha);
+}
+
+// Re-sends, in one round trip behind a FUNCTION LOAD, the FCALLs of `calls` that met "Function
+// not found" on a server already settled on functions (flushed, or a fresh one after a failover).
+// Their replies replace the missing ones; a failed LOAD settles the connection on evalsha, and
+// what still misses goes on to EVALSHA. A broken round trip is thrown when it carried every call
+// of the batch, and is otherwise the outcome of the re-sent calls only.
+REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, const Script& script,
+                                    const std::vector<ScriptCall>& calls, std::vector<Reply>& replies) {
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (is_function_missing(replies[i])) missing.push_back(i);
+  }
+  if (missing.empty()) return;
+  std::vector<std::vector<std::string>> commands{function_load_command()};
+  for (std::size_t i : missing) commands.push_back(fcall_command(script, calls[i].keys, calls[i].args));
+  std::vector<Reply> second;
+  try {
+    second = conn.pipeline(commands);
+  } catch (const ConnectionError& e) {
+    if (missing.size() == replies.size()) throw;
+    for (std::size_t i : missing) replies[i] = transit_failure(e);
+    return;
+  }
+  if (!library_present(second.front())) path.set(ScriptPath::evalsha);
+  for (std::size_t j = 0; j < missing.size(); ++j) replies[missing[j]] = std::move(second[j + 1]);
+}
+
+// The Functions step: every call as FCALL in one round trip (behind the library's LOAD while the
+// connection probes). Returns one reply per call; those that did not run (missing, refused) are
+// left for the EVALSHA step.
+REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState& path, const Script& script,
+                                               const std::vector<ScriptCall>& calls) {
+  const bool probe = path.get() == ScriptPath::probe;
+  std::vector<std::vector<std::string>> commands;
+  commands.reserve(calls.size() + 1);
+  if (probe) commands.push_back(function_load_command());
+  for (const auto& c : calls) commands.push_back(fcall_command(script, c.keys, c.args));
+  std::vector<Reply> replies = round_trip(conn, commands);
+  Reply load;
+  if (probe) {
+    load = std::move(replies.front());
+    replies.erase(replies.begin());
+  }
+  settle_path(path, probe ? &load : nullptr, replies);
+  if (!probe && path.get() == ScriptPath::functions) reload_missing(conn, path, script, calls, replies);
+  return replies;
+}
+
+REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script& script,
+                                                 const std::vector<ScriptCall>& calls) {
   std::vector<std::vector<std::string>> commands;
   commands.reserve(calls.size());
   for (const auto& c : calls) commands.push_back(evalsha_command(script, c.keys, c.args));
@@ -114,6 +212,34 @@ REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Scr
     return replies;
   }
   for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+  return replies;
+}
+
+}  // namespace script_impl
+
+REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Script& script,
+                                                     const std::vector<ScriptCall>& calls) {
+  if (script.function.empty() || conn.script_path() == ScriptPath::evalsha) {
+    return script_impl::evalsha_calls(conn, script, calls);
+  }
+  std::vector<Reply> replies = script_impl::fcall_calls(conn, conn.script_path_state(), script, calls);
+  std::vector<std::size_t> rest;  // the calls that did not run as functions
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (is_function_missing(replies[i]) || is_fcall_refused(replies[i])) rest.push_back(i);
+  }
+  if (rest.empty()) return replies;
+  std::vector<ScriptCall> again;
+  again.reserve(rest.size());
+  for (std::size_t i : rest) again.push_back(calls[i]);
+  std::vector<Reply> second;
+  try {
+    second = script_impl::evalsha_calls(conn, script, again);
+  } catch (const ConnectionError& e) {
+    if (rest.size() == replies.size()) throw;
+    for (std::size_t i : rest) replies[i] = transit_failure(e);
+    return replies;
+  }
+  for (std::size_t j = 0; j < rest.size(); ++j) replies[rest[j]] = std::move(second[j]);
   return replies;
 }
 
@@ -174,6 +300,54 @@ REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bo
 
 }  // namespace script_impl
 
+namespace script_impl {
+
+// Sends the library's FUNCTION LOAD unless one is on its way on this connection (the same
+// bookkeeping as SCRIPT LOAD, under the library's name); its reply settles the connection's path.
+REDLIMIT_INLINE void load_library_async(const std::shared_ptr<AsyncConnection>& conn) {
+  const std::string name(scripts::library_name());
+  if (!conn->begin_script_load(name)) return;
+  auto on_reply = [conn, name](const Reply& load) {
+    conn->set_script_path(library_present(load) ? ScriptPath::functions : ScriptPath::evalsha);
+    conn->end_script_load(name);
+  };
+  try {
+    conn->command_async(function_load_command(), on_reply,
+                        [conn, name](const std::exception_ptr&) { conn->end_script_load(name); });
+  } catch (...) {
+    conn->end_script_load(name);
+  }
+}
+
+// FCALL; on "Function not found" the first time, a LOAD (one per connection, serving every call
+// that meets it meanwhile) and FCALL again behind it; a second miss, or an FCALL the server refuses,
+// goes on to the EVALSHA step (evalsha_async), whose own three sends at most end the call.
+REDLIMIT_INLINE void fcall_async(const std::shared_ptr<AsyncScriptCall>& c, bool after_load) {
+  auto on_reply = [c, after_load](Reply reply) {
+    const bool refused = is_fcall_refused(reply);
+    if (!refused && !is_function_missing(reply)) {
+      if (c->conn->script_path() == ScriptPath::probe) c->conn->set_script_path(ScriptPath::functions);
+      c->on_reply(std::move(reply));
+      return;
+    }
+    try {
+      if (refused) c->conn->set_script_path(ScriptPath::evalsha);
+      if (refused || after_load) {
+        evalsha_async(c, false);
+      } else {
+        load_library_async(c->conn);
+        fcall_async(c, true);
+      }
+    } catch (...) {  // the next send was refused: nothing of this call is queued any more
+      c->on_error(std::current_exception());
+    }
+  };
+  c->conn->command_async_until(fcall_command(*c->script, c->call.keys, c->call.args), std::move(on_reply),
+                               c->on_error, c->deadline);
+}
+
+}  // namespace script_impl
+
 REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script,
                                             const ScriptCall& call, std::function<void(Reply)> on_reply,
                                             std::function<void(std::exception_ptr)> on_error) {
@@ -184,7 +358,11 @@ REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnectio
   c->call = call;
   c->on_reply = std::move(on_reply);
   c->on_error = std::move(on_error);
-  script_impl::evalsha_async(c, false);
+  if (script.function.empty() || conn->script_path() == ScriptPath::evalsha) {
+    script_impl::evalsha_async(c, false);
+  } else {
+    script_impl::fcall_async(c, false);
+  }
 }
 
 REDLIMIT_INLINE Reply run_script(Connection& conn, const Script& script, const std::vector<std::string>& keys,

@@ -8,7 +8,7 @@ namespace redlimit::detail::scripts {
 
 #define REDLIMIT_SCRIPT(name)                     \
   REDLIMIT_INLINE const Script& name() {          \
-    static const Script script(#name, lua::name); \
+    static const Script script(#name, lua::name, lua::name##_function); \
     return script;                                \
   }
 REDLIMIT_SCRIPT(fixed_window)
@@ -18,6 +18,9 @@ REDLIMIT_SCRIPT(token_bucket)
 REDLIMIT_SCRIPT(leaky_bucket)
 REDLIMIT_SCRIPT(block)
 #undef REDLIMIT_SCRIPT
+
+REDLIMIT_INLINE std::string_view library() { return lua::library; }
+REDLIMIT_INLINE std::string_view library_name() { return lua::library_name; }
 
 }  // namespace redlimit::detail::scripts
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "redlimit/reply.hpp"
+#include "redlimit/transport/script_path.hpp"
 
 namespace redlimit {
 
@@ -69,7 +70,14 @@ class AsyncConnection {
     script_loads_.erase(std::remove(script_loads_.begin(), script_loads_.end(), sha1), script_loads_.end());
   }
 
+  // How scripts are called on this connection (redlimit/transport/script_path.hpp). The library's
+  // FUNCTION LOAD goes through begin_script_load() too, under the library's name.
+  ScriptPath script_path() const { return script_path_.get(); }
+  void set_script_path(ScriptPath p) { script_path_.set(p); }
+  ScriptPathState& script_path_state() { return script_path_; }
+
  private:
+  ScriptPathState script_path_;
   std::mutex script_loads_mutex_;
   std::vector<std::string> script_loads_;  // a handful at most: one per script in use
 };

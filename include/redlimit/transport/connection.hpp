@@ -9,6 +9,7 @@
 
 #include "redlimit/errors.hpp"
 #include "redlimit/reply.hpp"
+#include "redlimit/transport/script_path.hpp"
 
 namespace redlimit {
 
@@ -58,6 +59,14 @@ class Connection {
     for (const auto& c : commands) out.push_back(command(c));
     return out;
   }
+
+  // How scripts are called on this connection (redlimit/transport/script_path.hpp).
+  ScriptPath script_path() const { return script_path_.get(); }
+  void set_script_path(ScriptPath p) { script_path_.set(p); }
+  ScriptPathState& script_path_state() { return script_path_; }
+
+ private:
+  ScriptPathState script_path_;
 };
 
 // A pipeline's answer for one command that failed at the transport level (its node refused, broke or

@@ -1,0 +1,43 @@
+#pragma once
+// How the decision path calls the Lua scripts on one connection (docs/performance.md, "Redis
+// Functions"): as Redis Functions (FCALL of a library loaded once per server, persisted and
+// replicated with the data) or as EVALSHA of scripts cached per server process. A transport that
+// talks to one Redis (RedisConnection, ConnectionPool, SentinelConnection, AsyncRedis) starts at
+// `probe`: its first call loads the library and settles on `functions`, or on `evalsha` when the
+// server has no FUNCTION command (Redis < 7.0) or the ACL user may not load or call functions.
+// Everything else (the in-memory backend, a cluster router, test doubles) stays on `evalsha`.
+// Options::redis_functions = false keeps a limiter on `evalsha`.
+#include <atomic>
+#include <string_view>
+
+namespace redlimit {
+
+enum class ScriptPath { evalsha, probe, functions };
+
+inline std::string_view to_string(ScriptPath p) {
+  switch (p) {
+    case ScriptPath::evalsha: return "evalsha";
+    case ScriptPath::probe: return "probe";
+    case ScriptPath::functions: return "functions";
+  }
+  return "evalsha";
+}
+
+// The path of one connection; read on every call, written when it settles (any thread).
+class ScriptPathState {
+ public:
+  explicit ScriptPathState(ScriptPath initial = ScriptPath::evalsha) : path_(initial) {}
+  // A moved transport (RedisConnection is movable) keeps what its connection settled on.
+  ScriptPathState(const ScriptPathState& o) : path_(o.get()) {}
+  ScriptPathState& operator=(const ScriptPathState& o) {
+    set(o.get());
+    return *this;
+  }
+  ScriptPath get() const { return path_.load(std::memory_order_relaxed); }
+  void set(ScriptPath p) { path_.store(p, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<ScriptPath> path_;
+};
+
+}  // namespace redlimit

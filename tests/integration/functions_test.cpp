@@ -1,0 +1,150 @@
+// Redis Functions (issue 13): on Redis >= 7.0 the scripts run as one library of functions, loaded
+// once per server, named after a hash of its code; FUNCTION FLUSH is survived with one reload, an
+// ACL user denied Functions falls back to EVALSHA by itself, Options::redis_functions = false keeps
+// EVALSHA, and a library of another redlimit version is left alone. The restart and replica
+// promotion cases are in tests/faults/functions_persist_test.cpp.
+#include <string>
+
+#include "redlimit/detail/scripts.hpp"
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+using redlimit::Reply;
+using redlimit::ScriptPath;
+
+class FunctionsTest : public RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    ASSERT_EQ(server().command({"FUNCTION", "FLUSH"}).type, Reply::Type::status);
+    ASSERT_EQ(server().command({"CONFIG", "RESETSTAT"}).type, Reply::Type::status);
+  }
+  void TearDown() override { server().command({"ACL", "DELUSER", "nofunctions"}); }
+
+  // The names of the libraries on the server (FUNCTION LIST).
+  std::vector<std::string> libraries() {
+    const Reply list = server().command({"FUNCTION", "LIST"});
+    std::vector<std::string> names;
+    for (const Reply& lib : list.elements) {
+      for (std::size_t i = 0; i + 1 < lib.elements.size(); i += 2) {
+        if (lib.elements[i].str == "library_name") names.push_back(lib.elements[i + 1].str);
+      }
+    }
+    return names;
+  }
+
+  // Five consumes of 1 under a limit of 3: 3 admitted, then 2 rejected, whichever path runs them.
+  static void expect_exact(const redlimit::RateLimiter& l, const std::string& resource) {
+    const auto fw = l.fixed_window(resource, redlimit::Limit::per_minute(3));
+    for (int i = 0; i < 5; ++i) {
+      const redlimit::Decision d = fw.consume("s");
+      EXPECT_EQ(d.allowed, i < 3) << i;
+      EXPECT_EQ(d.remaining, i < 3 ? 2 - i : 0) << i;
+    }
+  }
+};
+
+TEST_F(FunctionsTest, EveryStrategyRunsAsAFunctionOfOneLibraryLoadedOnce) {
+  EXPECT_EQ(rl().health().scripts, ScriptPath::probe);
+  for (auto& s : all_strategies(rl(), "fn", 4, std::chrono::minutes(1))) {
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(s.consume("a", 1).allowed, i < 4) << s.name << " " << i;
+  }
+  EXPECT_EQ(rl().health().scripts, ScriptPath::functions);
+  EXPECT_EQ(libraries(), std::vector<std::string>{std::string(redlimit::detail::scripts::library_name())});
+  EXPECT_EQ(command_calls("fcall"), 6 * 6);
+  EXPECT_EQ(command_calls("function|load"), 1);
+  EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+}
+
+TEST_F(FunctionsTest, AFlushedLibraryIsLoadedAgainOnceAndCountingGoesOn) {
+  const auto fw = rl().fixed_window("flush", redlimit::Limit::per_minute(10));
+  const auto batch = std::vector<redlimit::Request>{{"a", 1}, {"b", 1}, {"a", 1}};
+  EXPECT_TRUE(fw.consume("a").allowed);
+  ASSERT_EQ(server().command({"FUNCTION", "FLUSH"}).type, Reply::Type::status);
+  const auto decisions = fw.consume_many(batch);  // a batch meets "Function not found" at once
+  ASSERT_EQ(decisions.size(), 3u);
+  EXPECT_EQ(decisions[0].remaining, 8);
+  EXPECT_EQ(decisions[1].remaining, 9);
+  EXPECT_EQ(decisions[2].remaining, 7);
+  EXPECT_EQ(fw.consume("a").remaining, 6);
+  EXPECT_EQ(command_calls("function|load"), 2);
+  EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+  EXPECT_EQ(rl().health().scripts, ScriptPath::functions);
+}
+
+TEST_F(FunctionsTest, AfterFunctionFlushEveryStrategyCountsExactlyOnce) {
+  at(std::chrono::seconds(0));
+  for (const auto& s : all_strategies(rl(), "fflush", 5, std::chrono::hours(1))) {
+    SCOPED_TRACE(s.name);
+    EXPECT_EQ(s.consume("u", 1).remaining, 4);
+    ASSERT_EQ(server().command({"FUNCTION", "FLUSH"}).str, "OK");
+    const redlimit::Decision d = s.consume("u", 1);
+    EXPECT_TRUE(d.allowed) << d;
+    EXPECT_EQ(d.remaining, 3) << d;
+    EXPECT_EQ(s.peek("u", 1).remaining, 3);
+  }
+  EXPECT_EQ(command_calls("function|load"), 1 + 6);  // the probe's, then one per flush
+  EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+}
+
+TEST_F(FunctionsTest, AnAclUserDeniedFunctionsFallsBackToEvalshaByItself) {
+  ASSERT_EQ(server().command({"ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "+@all", "-function", "-fcall"}).type,
+            Reply::Type::status);
+  const std::string url = "redis://nofunctions:pw@127.0.0.1:" + std::to_string(server().port());
+  const auto l = redlimit::RateLimiter::connect(url, options());
+  expect_exact(l, "acl");
+  EXPECT_EQ(l.health().scripts, ScriptPath::evalsha);
+  // The ACL refuses the one probing FCALL before it runs (rejected_calls); EVALSHA for good after.
+  const std::string stats = server().command({"INFO", "commandstats"}).str;
+  EXPECT_NE(stats.find("cmdstat_fcall:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,"), std::string::npos)
+      << stats;
+  EXPECT_GE(command_calls("evalsha"), 5);
+}
+
+TEST_F(FunctionsTest, AUserWhoMayCallButNotLoadUsesALibraryAnOperatorLoaded) {
+  rl().fixed_window("warm", redlimit::Limit::per_minute(3)).peek("s");  // the default user loads it
+  ASSERT_EQ(server().command({"ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "+@all", "-function"}).type,
+            Reply::Type::status);
+  ASSERT_EQ(server().command({"CONFIG", "RESETSTAT"}).type, Reply::Type::status);
+  const std::string url = "redis://nofunctions:pw@127.0.0.1:" + std::to_string(server().port());
+  const auto l = redlimit::RateLimiter::connect(url, options());
+  expect_exact(l, "operator");
+  EXPECT_EQ(l.health().scripts, ScriptPath::functions);
+  EXPECT_EQ(command_calls("fcall"), 5);
+  EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+}
+
+TEST_F(FunctionsTest, TheOptionOffKeepsEvalsha) {
+  redlimit::Options o = options();
+  o.redis_functions = false;
+  const auto l = redlimit::RateLimiter::connect(server().url(), o);
+  expect_exact(l, "off");
+  EXPECT_EQ(l.health().scripts, ScriptPath::evalsha);
+  EXPECT_EQ(command_calls("fcall") + command_calls("function|load"), 0);
+  EXPECT_TRUE(libraries().empty());
+}
+
+TEST_F(FunctionsTest, AnotherVersionsLibraryIsLeftInPlace) {
+  // What an older or newer redlimit would have loaded: its own name, its own functions.
+  const std::string other = "#!lua name=redlimit_0123456789abcdef\n"
+                            "redis.register_function('redlimit_0123456789abcdef_fixed_window', "
+                            "function(keys, args) return 'other' end)";
+  ASSERT_EQ(server().command({"FUNCTION", "LOAD", other}).type, Reply::Type::string);
+  expect_exact(rl(), "coexist");
+  EXPECT_EQ(libraries().size(), 2u);
+  const Reply r = server().command({"FCALL", "redlimit_0123456789abcdef_fixed_window", "0"});
+  EXPECT_EQ(r.str, "other");
+}
+
+TEST_F(FunctionsTest, TheLibraryNameCarriesTheHashOfItsCode) {
+  const std::string name(redlimit::detail::scripts::library_name());
+  ASSERT_EQ(name.size(), std::string("redlimit_").size() + 16);
+  EXPECT_EQ(name.rfind("redlimit_", 0), 0u);
+  EXPECT_NE(redlimit::detail::scripts::library().find("#!lua name=" + name + "\n"), std::string::npos);
+  EXPECT_EQ(redlimit::detail::scripts::fixed_window().function, name + "_fixed_window");
+}
+
+}  // namespace
+}  // namespace redlimit_test
