@@ -168,13 +168,13 @@ class Admin {
     return out;
   }
 
-  // Script calls (EVALSHA + EVAL) on each node since the last reset: how the decisions spread.
+  // Script calls (FCALL, EVALSHA, EVAL) on each node since the last reset: how the decisions spread.
   std::vector<long long> script_calls_per_node() {
     std::vector<long long> out;
     for (std::size_t n = 0; n < nodes_.size(); ++n) {
       long long calls = 0;
       for (const auto& [name, s] : commandstats_of(n)) {
-        if (name == "evalsha" || name == "eval") calls += s.calls;
+        if (name == "fcall" || name == "evalsha" || name == "eval") calls += s.calls;
       }
       out.push_back(calls);
     }
@@ -201,11 +201,11 @@ class Admin {
     return out;
   }
 
-  // Script calls (EVALSHA + EVAL) since the last reset: their count and total microseconds.
+  // Script calls (FCALL, EVALSHA, EVAL) since the last reset: their count and total microseconds.
   CmdStat script_stats() {
     auto all = commandstats();
     CmdStat s;
-    for (const char* name : {"evalsha", "eval"}) {
+    for (const char* name : {"fcall", "evalsha", "eval"}) {
       auto it = all.find(name);
       if (it != all.end()) {
         s.calls += it->second.calls;
@@ -267,7 +267,10 @@ inline std::string inner_commands(const std::map<std::string, CmdStat>& stats, l
   std::string out;
   if (decisions <= 0) return out;
   for (const auto& [name, s] : stats) {
-    if (name == "evalsha" || name == "eval" || name == "config" || name == "info" || name == "ping") continue;
+    if (name == "fcall" || name == "evalsha" || name == "eval" || name == "config" || name == "info" ||
+        name == "ping" || name.rfind("function", 0) == 0) {
+      continue;
+    }
     if (!out.empty()) out += ' ';
     out += fmt::format("{}={:.2f}", name, static_cast<double>(s.calls) / static_cast<double>(decisions));
   }

@@ -162,7 +162,7 @@ void emit_throughput(const std::string& suite, const Spec& spec, const Mode& m, 
     for (long long n : admin.script_calls_per_node()) per_master += (per_master.empty() ? "" : " ") + std::to_string(n);
   }
   CmdStat script;
-  for (const char* name : {"evalsha", "eval"}) {
+  for (const char* name : {"fcall", "evalsha", "eval"}) {
     if (stats.count(name)) {
       script.calls += stats[name].calls;
       script.usec += stats[name].usec;

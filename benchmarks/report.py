@@ -745,7 +745,7 @@ same machine, so the ratios compare like with like. Do not edit by hand: run the
 How to read it: **decisions/s** is wall-clock throughput of `consume` (or `consume_many`) calls,
 nearly all admissions (every strategy allows 1000 per minute per subject and the requests cycle over
 10,000 subjects), so each is a full read-and-write of the subject's state. **Redis CPU per decision**
-is `usec` of `cmdstat_evalsha` in `INFO commandstats` divided by the decisions made, after a
+is `usec` of `cmdstat_fcall` (redlimit calls its scripts as Redis Functions; `cmdstat_evalsha` for the peers) in `INFO commandstats` divided by the decisions made, after a
 `CONFIG RESETSTAT`. The machine has {cores} cores: Redis's single thread and the client compete for
 them, so every client-side microsecond and every script microsecond shows up in the throughput. The
 other workloads on the machine during the run show in the load average above; every throughput row
@@ -773,7 +773,7 @@ was repeated and the best repetition kept.
 
 ## Redis CPU per decision
 
-Each script's time on Redis's thread (`usec` of `cmdstat_evalsha` over the decisions; the lowest of
+Each script's time on Redis's thread (`usec` of `cmdstat_fcall`, or `cmdstat_evalsha` for the peers, over the decisions; the lowest of
 all the runs of that script, whatever the mode: for redlimit that is a `consume_many` mode, where one
 script call decides up to 256 requests and its fixed cost is shared; the next column is the lowest
 of the modes where every decision is a call of its own), the commands it runs per decision

@@ -156,14 +156,19 @@ local function give_back(key, cost)
   end
 end
 
+-- One HSET for every limit's current bucket (their new counts, known from the HGETALL and the
+-- batch so far) rather than an HINCRBY a limit: one command whatever the number of limits.
 local function take(key, cost, stale)
+  local fields = {}
   for _, l in ipairs(limits) do
     own(key, l)
-    redis.call('HINCRBY', key, l.tag .. ':' .. fmt(l.b), cost)
     l.used = l.used + cost
     l.counts[l.b] = (l.counts[l.b] or 0) + cost
+    fields[#fields + 1] = l.tag .. ':' .. fmt(l.b)
+    fields[#fields + 1] = fmt(l.counts[l.b])
     if not l.newest or l.b > l.newest then l.newest = l.b end
   end
+  redis.call('HSET', key, unpack(fields))
   for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
     redis.call('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
   end

@@ -1,0 +1,88 @@
+// Redis commands per decision (issue 13): what each strategy's script calls (redis.call) for one
+// decision, read from INFO commandstats, which counts the commands a script runs. Prints the table
+// docs/performance.md shows and holds each strategy to it, so a script that starts calling more is
+// caught here.
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+using redlimit::Reply;
+
+class CommandCountTest : public RedisTest {
+ protected:
+  // Commands run since the last reset, by name, without the script call itself and the harness's.
+  std::map<std::string, std::int64_t> commands_since_reset() {
+    const std::string info = server().command({"INFO", "commandstats"}).str;
+    std::map<std::string, std::int64_t> out;
+    std::size_t pos = 0;
+    while ((pos = info.find("cmdstat_", pos)) != std::string::npos) {
+      const std::size_t colon = info.find(':', pos);
+      const std::string name = info.substr(pos + 8, colon - pos - 8);
+      const std::int64_t calls = std::stoll(info.substr(colon + 7));  // ":calls="
+      pos = colon;
+      if (name == "fcall" || name == "evalsha" || name == "eval" || name.rfind("config", 0) == 0 ||
+          name.rfind("function", 0) == 0) {
+        continue;
+      }
+      out[name] = calls;
+    }
+    return out;
+  }
+  std::int64_t count(const std::function<void()>& decide, std::string* names = nullptr) {
+    ASSERT_RESET();
+    decide();
+    std::int64_t n = 0;
+    for (const auto& [name, calls] : commands_since_reset()) {
+      n += calls;
+      if (names != nullptr) *names += (names->empty() ? "" : " ") + name + "×" + std::to_string(calls);
+    }
+    return n;
+  }
+  void ASSERT_RESET() { ASSERT_EQ(server().command({"CONFIG", "RESETSTAT"}).type, Reply::Type::status); }
+};
+
+TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
+  at(std::chrono::seconds(0));
+  auto strategies = all_strategies(rl(), "cc", 1000, std::chrono::minutes(1));
+  strategies.push_back(wrap("policy_3", 1000,
+                            rl().policy("cc.pol", redlimit::parse_limits("1000/s; 10000/m; 100000/h"))));
+  // The most commands one decision may call. A string state: one MGET of state and block marker,
+  // one PSETEX. A hash (sliding window, policies of any number of limits): the marker's GET,
+  // HGETALL, one HSET, PEXPIRE. The sliding log: the marker, the newest entry, the trim, the ZADD,
+  // the count, the PEXPIRE.
+  const std::map<std::string, std::int64_t> most = {
+      {"fixed_window", 2},   {"token_bucket", 2}, {"leaky_meter", 2}, {"leaky_shaper", 2},
+      {"sliding_window", 4}, {"sliding_log", 6},  {"policy_3", 4},
+  };
+  std::vector<redlimit::Request> batch;
+  std::vector<std::string> subjects;
+  for (int i = 0; i < 128; ++i) subjects.push_back("b" + std::to_string(i));
+  for (const auto& s : subjects) batch.push_back({s, 1});
+  std::printf("[ commands ] per decision: strategy | first consume | next consume | peek | batch of 128 (per decision)\n");
+  for (const auto& s : strategies) {
+    SCOPED_TRACE(s.name);
+    std::string first_names;
+    const std::int64_t first = count([&] { s.consume("u", 1); }, &first_names);
+    const std::int64_t next = count([&] { s.consume("u", 1); });
+    const std::int64_t peek = count([&] { s.peek("u", 1); });
+    const std::int64_t many = count([&] { s.consume_many(batch); });
+    std::printf("[ commands ] %-14s | %lld (%s) | %lld | %lld | %.2f\n", s.name.c_str(), static_cast<long long>(first),
+                first_names.c_str(), static_cast<long long>(next), static_cast<long long>(peek),
+                static_cast<double>(many) / 128.0);
+    ASSERT_TRUE(most.count(s.name)) << "no bound for " << s.name;
+    EXPECT_LE(first, most.at(s.name));
+    EXPECT_LE(next, most.at(s.name));
+    EXPECT_LE(peek, most.at(s.name));
+    EXPECT_GE(first, 1) << "INFO commandstats counted nothing: the count cannot be trusted";
+    EXPECT_LE(many, 128 * most.at(s.name));
+  }
+}
+
+}  // namespace
+}  // namespace redlimit_test
