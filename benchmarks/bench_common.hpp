@@ -328,9 +328,10 @@ inline bool wanted(const std::vector<std::string>& list, const std::string& id) 
 inline std::string subject_name(long i) { return fmt::format("u{:07d}", i); }
 
 // On a cluster, Options::pool is per master: each master gets a pool of this size.
-inline redlimit::RateLimiter connect(const Config& c, std::size_t pool) {
+inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coalesce = true) {
   redlimit::Options o;
   o.pool.size = pool;
+  o.pool.coalesce = coalesce;
   return redlimit::RateLimiter::connect(url_of(c), o);
 }
 
@@ -341,6 +342,7 @@ void suite_memory(const Config& c, Admin& admin);
 void suite_growth(const Config& c, Admin& admin);
 void suite_largest(const Config& c, Admin& admin);
 void suite_lease(const Config& c, Admin& admin);
+void suite_functions(const Config& c, Admin& admin);
 void suite_flood(const Config& c, Admin& admin);
 
 }  // namespace redlimit_bench

@@ -12,6 +12,8 @@ struct Mode {
   int threads = 1;     // caller threads (pool size = threads)
   int batch = 0;       // 0 = consume(); otherwise consume_many of this many requests
   int in_flight = 0;   // async: requests kept in flight on one connection
+  int pool = 0;        // pool size; 0 = threads
+  bool coalesce = true;  // PoolOptions::coalesce: concurrent calls share round trips
 };
 
 struct RunResult {
@@ -44,7 +46,7 @@ void caller(const redlimit::Strategy& s, const std::vector<std::string>& subject
 
 RunResult run_sync(const Config& c, const Spec& spec, const Mode& m, const std::string& resource,
                    const std::vector<std::string>& subjects, Admin& admin) {
-  auto limiter = connect(c, static_cast<std::size_t>(m.threads));
+  auto limiter = connect(c, static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce);
   auto strategy = spec.make(limiter, resource);
   // Open every pooled connection before the clock starts (on a cluster, a connection to each
   // master: 16 subjects per thread land on all three).
@@ -194,6 +196,8 @@ std::vector<Mode> all_modes() {
       {"seq", 1, 0, 0},         {"pool2", 2, 0, 0},          {"pool4", 4, 0, 0},
       {"pool8", 8, 0, 0},       {"batch32", 1, 32, 0},        {"batch128", 1, 128, 0},
       {"pool2_batch128", 2, 128, 0}, {"async64", 1, 0, 64},   {"async256", 1, 0, 256},
+      // 8 threads on the default pool of 4, as a service calls it: sharing round trips, then not.
+      {"threads8", 8, 0, 0, 4, true}, {"threads8_unshared", 8, 0, 0, 4, false},
   };
 }
 

@@ -82,6 +82,60 @@ def verdict(ratio, goal, at_most=False):
     return "{:.2f}x **{}**".format(ratio, "PASS" if ok else "MISS")
 
 
+def median_range(vals):
+    """ "median (min..max)" of the values, or "-". """
+    vals = sorted(v for v in vals if v)
+    if not vals:
+        return "-", None
+    med = vals[len(vals) // 2]
+    return "{} ({}..{})".format(fmt_us(med), fmt_us(vals[0]), fmt_us(vals[-1])), med
+
+
+def functions_section(res):
+    rows = res.select(suite="functions")
+    if not rows:
+        return "(not measured in this run)"
+    out = ["| strategy | FCALL, one a call (us) | EVALSHA, one a call (us) | FCALL / EVALSHA | "
+           "FCALL, 128 a call (us) | EVALSHA, 128 a call (us) |", "|---|---:|---:|---:|---:|---:|"]
+    seen = []
+    for r in rows:
+        if r["strategy"] not in seen:
+            seen.append(r["strategy"])
+    for sid in seen:
+        cells = {}
+        for path in ("fcall", "evalsha"):
+            for batch in (1, 128):
+                vals = [r["usec_per_decision"] for r in res.select(suite="functions", strategy=sid, path=path, batch=batch)]
+                cells[(path, batch)] = median_range(vals)
+        f1, e1 = cells[("fcall", 1)][1], cells[("evalsha", 1)][1]
+        ratio = "{:.2f}x".format(f1 / e1) if f1 and e1 else "-"
+        label = next(r["label"] for r in rows if r["strategy"] == sid)
+        out.append("| {} | {} | {} | {} | {} | {} |".format(label, cells[("fcall", 1)][0], cells[("evalsha", 1)][0], ratio,
+                                                            cells[("fcall", 128)][0], cells[("evalsha", 128)][0]))
+    return "\n".join(out)
+
+
+def capacity_section(res):
+    out = ["| strategy | mode | Redis main-thread CPU per decision (us) | decisions/s per core at 70% | "
+           "masters for 1M/s | for 10M/s | for 100M/s |", "|---|---|---:|---:|---:|---:|---:|"]
+    seen = []
+    for r in res.select(suite="throughput"):
+        if r["strategy"] not in seen:
+            seen.append(r["strategy"])
+    for sid in seen:
+        for mode in ("seq", "threads8", "async64", "batch128"):
+            vals = [r.get("server_cpu_us_per_decision") for r in res.select(suite="throughput", strategy=sid, mode=mode)]
+            vals = sorted(v for v in vals if v)
+            if not vals:
+                continue
+            cpu = vals[len(vals) // 2]
+            per_core = 0.7 * 1e6 / cpu
+            masters = ["{:,}".format(int(-(-n // per_core))) for n in (1e6, 1e7, 1e8)]
+            label = next(r["label"] for r in res.select(suite="throughput", strategy=sid))
+            out.append("| {} | {} | {} | {} | {} | {} | {} |".format(label, mode, fmt_us(cpu), fmt_rate(per_core), *masters))
+    return "\n".join(out) if len(out) > 2 else "(not measured in this run)"
+
+
 class Results:
     def __init__(self, path):
         self.rows = []
@@ -588,6 +642,8 @@ def main():
             r["rate"] / base["rate"], r["usec_per_decision"] / base["usec_per_decision"])
         ls.append("| {} | {} | {} | {} |".format(who, fmt_rate(r["rate"]), fmt_us(r["usec_per_decision"]), ratio))
     lease_table = "\n".join(ls) if len(ls) > 2 else "(not measured in this run)"
+    functions_table = functions_section(res)
+    capacity_table = capacity_section(res)
 
     # ---- Client-side CPU (no I/O) ----------------------------------------------------------------
     micro_lines = []
@@ -786,6 +842,23 @@ main-thread CPU time does not.
 
 {cpu}
 
+## Redis commands per decision
+
+What each script calls (`redis.call`) for one decision, counted by `INFO commandstats` and held to
+these bounds by `tests/integration/command_count_test.cpp` (which prints the table). One call decides
+one request, or a whole `consume_many` batch (one script call for up to 256 requests on one server):
+the read of every state and block marker is then one command, and each key is written once.
+
+| strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
+|---|---|---:|---:|---:|
+| fixed window, token bucket, leaky bucket (meter, shaper) | 2: `MGET` state and block marker, `PSETEX` | 2 | 1 | 1.01 |
+| sliding window, and a policy of any number of limits | 4: `GET` marker, `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 4 | 2 | 3.01 |
+| sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 6 (the trim and the count join) | 4 | 3.01 |
+
+A policy wrote one `HINCRBY` per limit before (6 commands for 3 limits, 5.01 per decision in a
+batch); one `HSET` now writes them all. `TIME` is called only with `TimeSource::redis`; with the
+client's clock (the default) the time comes in `ARGV`.
+
 ## Memory per subject
 
 `MEMORY USAGE key SAMPLES 0` of a subject's key after its first decision (resource `api`, subjects
@@ -848,6 +921,31 @@ most 0.05x the Redis CPU per decision.
 
 {lease}
 
+## Redis Functions against EVALSHA
+
+Each strategy's script time on Redis's thread per decision (`usec` of `cmdstat_fcall` or
+`cmdstat_evalsha` over the decisions), called as a function of redlimit's library (the default on
+Redis >= 7.0 and Valkey: helpers defined once, when the library loads) and as EVALSHA of the same
+script (`Options::redis_functions = false`, and the path on older servers), one decision a call and
+128 a call (`consume_many`), on the same server in the same run: the median of the repetitions, and
+their range.
+
+{functions}
+
+## Capacity planning
+
+What one Redis core decides per second, from the main thread's CPU per decision measured above
+(`used_cpu_user_main_thread + used_cpu_sys_main_thread` over the decisions: socket work included),
+planned at 70% of the core to leave room for spikes, replication and persistence; and the Redis
+Cluster masters that would take for 1M, 10M and 100M decisions a second, assuming the decisions
+spread evenly over the masters' slots (subjects are hashed) and each master on a core of this
+machine's speed. `seq` is one call at a time on a connection (the worst case: a socket read and
+write per decision), `threads8` eight threads calling `consume()` on the default pool of 4 (the
+pool shares round trips between them), `async64` 64 calls in flight, `batch128` `consume_many` of
+128. Replicas add no decisions (every decision writes); they double the cores for the same figure.
+
+{capacity}
+
 ## Client-side CPU per decision
 
 What redlimit itself spends in the calling thread per decision (input checks, key building, the
@@ -876,7 +974,7 @@ the ceiling; `benchmarks/report.py` writes this file.
 """.format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
            throughput=throughput_table, async_note=async_note, cluster=cluster_section, ceiling=ceiling_table, cpu=cpu_table,
            memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table, largest=largest_table, lease=lease_table,
-           micro=micro_table)
+           functions=functions_table, capacity=capacity_table, micro=micro_table)
     with open(a.out, "w") as f:
         f.write(doc)
 

@@ -244,6 +244,12 @@ step "Leases: one hot subject, two threads, per request against redlimit::Leases
 "${BENCH[@]}" --suite lease >>"$RESULTS" || failed "redlimit_bench --suite lease"
 rcli FLUSHALL >/dev/null
 
+step "Redis Functions against EVALSHA: script time per decision, one and 128 a call (3 repetitions)"
+for rep in 1 2 3; do
+  "${BENCH[@]}" --suite functions | sed "s/^{/{\"rep\": $rep, /" >>"$RESULTS" || failed "redlimit_bench --suite functions"
+done
+rcli FLUSHALL >/dev/null
+
 step "Growth: $SIZES subjects (budget ${GROWTH_BUDGET}s)"
 "${BENCH[@]}" --suite growth --sizes "$SIZES" --growth-budget "$GROWTH_BUDGET" >>"$RESULTS" ||
   failed "redlimit_bench --suite growth"

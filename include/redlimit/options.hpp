@@ -34,6 +34,14 @@ struct PoolOptions {
   // A connection idle for longer than this is PINGed before use, and reconnected if the PING fails
   // (a server restart or an idle-timeout kill is found before a decision depends on it). 0 = never.
   std::chrono::milliseconds health_check_interval{30000};
+  // Calls in flight at the same moment share round trips (automatic pipelining): a caller that
+  // finds a connection free sends every command queued by then, its own and other threads', in one
+  // write, and hands each caller its replies; the others wait for theirs. Redis then reads and
+  // answers many calls per socket read, which is most of its CPU per decision under concurrency,
+  // and `size` stops being a tuning trap: a few connections serve many threads. Each call keeps its
+  // deadline (a shared round trip ends by the earliest of its callers'), and a call that failed in
+  // transit is never replayed. false: each call has a connection to itself for its round trip.
+  bool coalesce = true;
 };
 
 struct Options {

@@ -32,4 +32,12 @@ DeadlineClock::time_point step_deadline(std::chrono::milliseconds timeout) {
 
 bool in_call() { return open_call.depth > 0; }
 
+NarrowedCall::NarrowedCall(DeadlineClock::time_point until) : previous_(open_call.deadline) {
+  if (open_call.depth > 0 && until < open_call.deadline) open_call.deadline = until;
+}
+
+NarrowedCall::~NarrowedCall() {
+  if (open_call.depth > 0) open_call.deadline = previous_;
+}
+
 }  // namespace redlimit::hiredis_detail

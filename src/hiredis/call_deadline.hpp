@@ -29,4 +29,17 @@ DeadlineClock::time_point step_deadline(std::chrono::milliseconds timeout);
 // True inside a call (begin_call without its end_call yet) on this thread.
 bool in_call();
 
+// Inside a call: makes `until` the call's deadline while it lives, when that is sooner (the pool's
+// shared round trip carries other callers' commands, and ends by the earliest of their deadlines).
+class NarrowedCall {
+ public:
+  explicit NarrowedCall(DeadlineClock::time_point until);
+  ~NarrowedCall();
+  NarrowedCall(const NarrowedCall&) = delete;
+  NarrowedCall& operator=(const NarrowedCall&) = delete;
+
+ private:
+  DeadlineClock::time_point previous_;
+};
+
 }  // namespace redlimit::hiredis_detail

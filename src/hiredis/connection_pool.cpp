@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "call_deadline.hpp"
+#include "pool_rider.hpp"
 #include "tls.hpp"
 #include "redlimit/errors.hpp"
 
@@ -23,16 +24,7 @@ class ConnectionPool::Lease {
   Lease& operator=(const Lease&) = delete;
   RedisConnection& operator*() { return *slot_.connection; }
 
-  // After a round trip: the pool's connect hook, once per new server connection.
-  void connected_check() noexcept {
-    const std::uint64_t connects = slot_.connection->connects();
-    if (connects == slot_.connects_seen || !pool_.on_connect_) return;
-    slot_.connects_seen = connects;
-    try {
-      pool_.on_connect_(*slot_.connection);
-    } catch (...) {  // a check of the server, never the caller's failure
-    }
-  }
+  void connected_check() noexcept { pool_.connected_check(slot_); }
 
  private:
   ConnectionPool& pool_;
@@ -70,18 +62,33 @@ ConnectionPool::Slot ConnectionPool::acquire() {
   if (until == hiredis_detail::no_deadline()) {
     available_.wait(lock, ready);
   } else if (!available_.wait_until(lock, until, ready)) {
-    if (deadline <= waited_out) {
-      throw TimeoutError(fmt::format("no pooled connection free before the call's deadline ({} ms; {} in use)",
-                                     command_timeout_.count(), options_.size));
-    }
-    throw TimeoutError(fmt::format("no pooled connection free within {} ms ({} in use)",
-                                   options_.wait_timeout.count(), options_.size));
+    throw_wait_timeout(deadline <= waited_out);
   }
+  return take_slot(lock);
+}
+
+void ConnectionPool::throw_wait_timeout(bool call_deadline_first) const {
+  if (call_deadline_first) {
+    throw TimeoutError(fmt::format("no pooled connection free before the call's deadline ({} ms; {} in use)",
+                                   command_timeout_.count(), options_.size));
+  }
+  throw TimeoutError(fmt::format("no pooled connection free within {} ms ({} in use)", options_.wait_timeout.count(),
+                                 options_.size));
+}
+
+ConnectionPool::Slot ConnectionPool::take_slot(std::unique_lock<std::mutex>& lock) {
   if (idle_.empty()) {
     ++open_;
     lock.unlock();
-    return Slot{std::make_unique<RedisConnection>(endpoint_, connect_timeout_, command_timeout_, tls_),
-                std::chrono::steady_clock::now()};
+    try {
+      return Slot{std::make_unique<RedisConnection>(endpoint_, connect_timeout_, command_timeout_, tls_),
+                  std::chrono::steady_clock::now()};
+    } catch (...) {  // out of memory: the connection was never opened
+      lock.lock();
+      --open_;
+      lock.unlock();
+      throw;
+    }
   }
   Slot slot = std::move(idle_.back());
   idle_.pop_back();
@@ -90,8 +97,9 @@ ConnectionPool::Slot ConnectionPool::acquire() {
   if (options_.health_check_interval.count() > 0 && idle_for > options_.health_check_interval) {
     try {
       slot.connection->command({"PING"});
-    } catch (const ConnectionError&) {
-      // The connection dropped its broken context; the decision's own command reconnects it.
+    } catch (const Error&) {
+      // A check only: the connection dropped a broken context, and the decision's own command
+      // reconnects it and meets whatever is wrong itself.
     }
   }
   return slot;
@@ -105,22 +113,57 @@ void ConnectionPool::release(Slot slot) {
   available_.notify_one();
 }
 
+void ConnectionPool::connected_check(Slot& slot) noexcept {
+  const std::uint64_t connects = slot.connection->connects();
+  if (connects == slot.connects_seen || !on_connect_) return;
+  slot.connects_seen = connects;
+  try {
+    on_connect_(*slot.connection);
+  } catch (...) {  // a check of the server, never the caller's failure
+  }
+}
+
 // A command outside any call (reset(), setup) is a call of its own: the wait for a connection and
 // the round trip share one deadline.
 Reply ConnectionPool::command(const std::vector<std::string>& argv) {
+  if (options_.coalesce) {
+    if (argv.empty()) throw InvalidArgument("empty command");
+    Rider me(&argv, nullptr);
+    return std::move(ride(me).front());
+  }
   CallScope call(*this);
   Lease lease(*this);
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
+  commands_.fetch_add(1, std::memory_order_relaxed);
   Reply reply = (*lease).command(argv);
   lease.connected_check();
   return reply;
 }
 
 std::vector<Reply> ConnectionPool::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  if (options_.coalesce) {
+    if (commands.empty()) return {};
+    // Checked before queueing: one caller's bad command must not fail the round trip it shares.
+    for (const auto& c : commands) {
+      if (c.empty()) throw InvalidArgument("empty command in pipeline");
+    }
+    Rider me(nullptr, &commands);
+    return ride(me);
+  }
   CallScope call(*this);
   Lease lease(*this);
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
+  commands_.fetch_add(commands.size(), std::memory_order_relaxed);
   std::vector<Reply> replies = (*lease).pipeline(commands);
   lease.connected_check();
   return replies;
+}
+
+ConnectionPool::Stats ConnectionPool::stats() const {
+  Stats s;
+  s.round_trips = round_trips_.load(std::memory_order_relaxed);
+  s.commands = commands_.load(std::memory_order_relaxed);
+  return s;
 }
 
 std::size_t ConnectionPool::open_connections() const {

@@ -242,17 +242,25 @@ Reply RedisConnection::command(const std::vector<std::string>& args) {
 }
 
 std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  std::vector<const std::vector<std::string>*> refs;
+  refs.reserve(commands.size());
+  for (const auto& args : commands) refs.push_back(&args);
+  return pipeline(refs);
+}
+
+std::vector<Reply> RedisConnection::pipeline(const std::vector<const std::vector<std::string>*>& commands) {
   std::vector<Reply> out;
   if (commands.empty()) return out;
   // Checked before anything is appended: a command left in the context's output buffer would go
   // out with the next call, whose replies would then be read one step behind.
-  for (const auto& args : commands) {
-    if (args.empty()) throw InvalidArgument("empty command in pipeline");
+  for (const auto* args : commands) {
+    if (args->empty()) throw InvalidArgument("empty command in pipeline");
   }
   CallScope call(*this);
   redisContext& c = context();
   arm_deadline(c);
-  for (const auto& args : commands) {
+  for (const auto* p : commands) {
+    const std::vector<std::string>& args = *p;
     Argv argv(args);
     if (redisAppendCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
       fail("pipelining to");

@@ -40,8 +40,11 @@ std::vector<Row> rows() {
        },
        [](auto& a, auto&) { must(a, {"CONFIG", "SET", "maxmemory", "0"}); }},
       {"NOPERM", "limited",
-       [](auto& a, auto&) { must(a, {"ACL", "SETUSER", "limited", "on", ">pw", "~*", "+@all", "-evalsha", "-eval"}); },
-       [](auto& a, auto&) { must(a, {"ACL", "SETUSER", "limited", "+evalsha", "+eval"}); }},
+       // Every way to run a script: FCALL is refused, so the call goes on to EVALSHA, refused too.
+       [](auto& a, auto&) {
+         must(a, {"ACL", "SETUSER", "limited", "on", ">pw", "~*", "+@all", "-evalsha", "-eval", "-fcall", "-function"});
+       },
+       [](auto& a, auto&) { must(a, {"ACL", "SETUSER", "limited", "+evalsha", "+eval", "+fcall", "+function"}); }},
       {"READONLY", "",
        [](auto& a, auto&) {
          must(a, {"CONFIG", "SET", "replica-serve-stale-data", "yes"});

@@ -1,11 +1,16 @@
 #pragma once
-// A thread-safe Connection over up to `size` RedisConnections: each command leases one connection
-// for its round trip and gives it back (RAII), so N threads run N round trips at once. A caller
-// waits for a free connection at most PoolOptions::wait_timeout, and never past its call's deadline.
+// A thread-safe Connection over up to `size` RedisConnections. With PoolOptions::coalesce (the
+// default), the calls in flight at the same moment share round trips: whoever finds a connection
+// free sends every call queued by then in one pipeline (src/hiredis/pool_sharing.cpp). Without it,
+// each command leases one connection for its round trip and gives it back (RAII), so N threads run
+// N round trips at once. Either way a caller waits for a free connection at most
+// PoolOptions::wait_timeout, and never past its call's deadline.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -33,6 +38,14 @@ class ConnectionPool final : public Connection {
   // Connections opened so far (idle or leased).
   std::size_t open_connections() const;
 
+  // Round trips made and the commands they carried, since the pool was made: with
+  // PoolOptions::coalesce under concurrent calls, several commands a round trip.
+  struct Stats {
+    std::uint64_t round_trips = 0;
+    std::uint64_t commands = 0;
+  };
+  Stats stats() const;
+
   // Runs `hook` on a pooled connection after the first round trip it makes on a new server
   // connection (the first connect, and every reconnect), before the connection goes back to the
   // pool; the round trip's reply is already in hand. For checks of the server a reconnect may have
@@ -48,9 +61,19 @@ class ConnectionPool final : public Connection {
     std::uint64_t connects_seen = 0;  // connection->connects() when the hook last ran
   };
   class Lease;
+  struct Rider;  // one caller's commands in a shared round trip (pool_sharing.cpp)
 
   Slot acquire();
+  // With the lock held and a connection free (idle, or one more may be opened): takes it, and
+  // unlocks. The connection is PINGed first when it sat idle past health_check_interval.
+  Slot take_slot(std::unique_lock<std::mutex>& lock);
   void release(Slot slot);
+  // After a round trip: the connect hook, once per new server connection.
+  void connected_check(Slot& slot) noexcept;
+  // The shared round trips (PoolOptions::coalesce).
+  std::vector<Reply> ride(Rider& me);
+  void drive(std::unique_lock<std::mutex>& lock);
+  [[noreturn]] void throw_wait_timeout(bool call_deadline_first) const;
 
   Endpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
@@ -60,6 +83,9 @@ class ConnectionPool final : public Connection {
   std::condition_variable available_;
   std::vector<Slot> idle_;
   std::size_t open_ = 0;
+  std::deque<Rider*> riders_;               // calls waiting for a round trip, oldest first
+  std::condition_variable ridden_;          // a shared round trip ended: a call done, a connection free
+  std::atomic<std::uint64_t> round_trips_{0}, commands_{0};
   ConnectHook on_connect_;
   std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss://: made once, shared by the connections
 };

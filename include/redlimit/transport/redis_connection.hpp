@@ -37,6 +37,9 @@ class RedisConnection final : public Connection {
 
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
+  // pipeline() over commands held elsewhere (the pool's shared round trips: several callers'
+  // commands in one write, none of them copied).
+  std::vector<Reply> pipeline(const std::vector<const std::vector<std::string>*>& commands);
   void begin_call() override;
   void end_call() noexcept override;
 

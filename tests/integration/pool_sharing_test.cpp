@@ -1,0 +1,152 @@
+// The pool's shared round trips (issue 13, PoolOptions::coalesce): calls in flight at the same
+// moment from many threads leave in one write. Exactness under contention, several commands a
+// round trip, the same decisions as unshared, a bad command failing only its own call, and a stalled
+// server ending every queued call by its own deadline with nothing sent twice.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "redlimit/transport/connection_pool.hpp"
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+using redlimit::ConnectionPool;
+using redlimit::Reply;
+
+class PoolSharingTest : public RedisTest {
+ protected:
+  std::shared_ptr<ConnectionPool> pool(std::size_t size, bool coalesce,
+                                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    redlimit::PoolOptions o;
+    o.size = size;
+    o.coalesce = coalesce;
+    o.wait_timeout = timeout;
+    return std::make_shared<ConnectionPool>(redlimit::parse_url(server().url()), timeout, timeout, o);
+  }
+
+  // `threads` threads consume one hot subject `each` times through a limiter over `conn`; returns
+  // the admissions.
+  static long long hammer(const std::shared_ptr<ConnectionPool>& conn, int threads, int each, std::int64_t limit) {
+    const redlimit::RateLimiter l(conn, redlimit::Options{});
+    const auto fw = l.fixed_window("sharing", redlimit::Limit::per_hour(limit));
+    std::atomic<long long> admitted{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&] {
+        for (int i = 0; i < each; ++i) admitted += fw.consume("hot").allowed ? 1 : 0;
+      });
+    }
+    for (auto& t : ts) t.join();
+    return admitted;
+  }
+};
+
+TEST_F(PoolSharingTest, SixteenThreadsOnTwoConnectionsAreExactAndShareRoundTrips) {
+  auto p = pool(2, true);
+  EXPECT_EQ(hammer(p, 16, 500, 3000), 3000);
+  const ConnectionPool::Stats s = p->stats();
+  const double per_trip = static_cast<double>(s.commands) / static_cast<double>(s.round_trips);
+  std::printf("[ figures ] 16 threads x 500 consumes on a pool of 2: %llu commands in %llu round trips (%.2f each)\n",
+              static_cast<unsigned long long>(s.commands), static_cast<unsigned long long>(s.round_trips), per_trip);
+  EXPECT_GE(s.commands, 16u * 500u);
+  EXPECT_GT(per_trip, 1.5) << "concurrent calls did not share round trips";
+  EXPECT_LE(p->open_connections(), 2u);
+}
+
+TEST_F(PoolSharingTest, UnsharedMakesARoundTripPerCommand) {
+  auto p = pool(2, false);
+  EXPECT_EQ(hammer(p, 8, 200, 1000), 1000);
+  // One round trip a call (the first calls also carry the Functions library's LOAD).
+  EXPECT_EQ(p->stats().round_trips, 8u * 200u);
+}
+
+TEST_F(PoolSharingTest, EachCallerGetsItsOwnRepliesInOrder) {
+  auto p = pool(2, true);
+  std::vector<std::thread> ts;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t) {
+    ts.emplace_back([&, t] {
+      const std::string key = "sharing:echo:" + std::to_string(t);
+      for (int i = 0; i < 300; ++i) {
+        const std::string v = std::to_string(t * 1000 + i);
+        const auto replies = p->pipeline({{"SET", key, v}, {"GET", key}, {"ECHO", v}});
+        if (replies.size() != 3 || replies[1].str != v || replies[2].str != v) ++wrong;
+        if (p->command({"ECHO", v}).str != v) ++wrong;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(wrong, 0);
+  server().command({"DEL", "sharing:echo:0"});
+}
+
+TEST_F(PoolSharingTest, AnErrorReplyStaysWithItsCaller) {
+  auto p = pool(1, true);
+  std::vector<std::thread> ts;
+  std::atomic<int> errors{0}, oks{0};
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        if (t == 0) {
+          errors += p->command({"INCR", "sharing:notanumber-" + std::to_string(i) + "x", "extra"}).is_error() ? 1 : 0;
+        } else {
+          oks += p->command({"PING"}).str == "PONG" ? 1 : 0;
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors, 200);
+  EXPECT_EQ(oks, 600);
+  EXPECT_THROW(p->pipeline({{"PING"}, {}}), redlimit::InvalidArgument);
+}
+
+TEST_F(PoolSharingTest, AStalledServerEndsQueuedCallsByTheirDeadlineAndSendsNothingTwice) {
+  constexpr auto kDeadline = std::chrono::milliseconds(300);
+  auto p = pool(1, true, kDeadline);
+  redlimit::Options o;
+  o.command_timeout = kDeadline;
+  o.breaker_threshold = 0;
+  const redlimit::RateLimiter l(p, o);
+  const auto fw = l.fixed_window("stall", redlimit::Limit::per_hour(1000000));
+  fw.consume("warm-up");
+  std::thread sleeper([this] { server().command({"DEBUG", "SLEEP", "1"}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server is asleep now
+  std::atomic<int> timeouts{0}, other{0};
+  std::atomic<long long> worst_ms{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 6; ++t) {
+    ts.emplace_back([&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        fw.consume("s");
+        ++other;
+      } catch (const redlimit::TimeoutError&) {
+        ++timeouts;
+      } catch (...) {
+        ++other;
+      }
+      const long long ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      long long w = worst_ms;
+      while (ms > w && !worst_ms.compare_exchange_weak(w, ms)) {
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  sleeper.join();
+  std::printf("[ figures ] 6 calls on a pool of 1, server asleep 1 s, deadline 300 ms: %d timeouts, worst %lld ms\n",
+              timeouts.load(), worst_ms.load());
+  EXPECT_EQ(timeouts, 6);
+  EXPECT_EQ(other, 0);
+  EXPECT_LT(worst_ms, 300 + 250) << "a queued call waited past its deadline";
+  // What reached Redis ran at most once: "s" has at most the calls that were sent, never more.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // the server is awake again
+  EXPECT_LE(fw.peek("s").limit - fw.peek("s").remaining, 6);
+}
+
+}  // namespace
+}  // namespace redlimit_test

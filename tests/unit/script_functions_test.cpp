@@ -1,0 +1,117 @@
+// The Functions path of send_script_calls (issue 13), against a mocked connection: what is sent
+// while probing, on a server without FCALL (Redis < 7.0, which no test server here is), for an ACL
+// user denied it, after FUNCTION FLUSH, and that a broken round trip is never replayed. Real servers:
+// tests/integration/functions_test.cpp.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "redlimit/detail/script.hpp"
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/errors.hpp"
+#include "unit/mock_connection.hpp"
+
+namespace {
+
+using redlimit::Reply;
+using redlimit::ScriptPath;
+using redlimit::detail::ScriptCall;
+using redlimit::detail::send_script_calls;
+using ::testing::_;
+using ::testing::ElementsAre;
+using ::testing::InSequence;
+using ::testing::Return;
+using ::testing::StrictMock;
+using ::testing::Throw;
+using Argv = std::vector<std::string>;
+using Commands = std::vector<Argv>;
+
+class ScriptFunctionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { conn.set_script_path(ScriptPath::probe); }
+
+  const redlimit::detail::Script& script = redlimit::detail::scripts::fixed_window();
+  StrictMock<MockConnection> conn;
+  std::vector<ScriptCall> calls{{{"k", "kb"}, {"1", "1", "1"}}};
+
+  Argv load() const { return {"FUNCTION", "LOAD", std::string(redlimit::detail::scripts::library())}; }
+  Argv fcall() const { return {"FCALL", std::string(script.function), "2", "k", "kb", "1", "1", "1"}; }
+  Argv evalsha() const { return {"EVALSHA", script.sha1, "2", "k", "kb", "1", "1", "1"}; }
+  static Reply ok() { return Reply::make_integer(7); }
+};
+
+TEST_F(ScriptFunctionsTest, TheFirstCallLoadsTheLibraryInItsRoundTripAndSettles) {
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{Reply::make_string(std::string(redlimit::detail::scripts::library_name())), ok()}));
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::functions);
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);  // FCALL alone from now on
+}
+
+TEST_F(ScriptFunctionsTest, ALibraryAlreadyThereSettlesToo) {
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{Reply::make_error("ERR Library 'x' already exists"), ok()}));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::functions);
+}
+
+TEST_F(ScriptFunctionsTest, AServerWithoutFcallGoesToEvalshaForGood) {
+  InSequence order;
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{Reply::make_error("ERR unknown command 'FUNCTION'"),
+                                          Reply::make_error("ERR unknown command 'FCALL', with args beginning with:")}));
+  EXPECT_CALL(conn, command(evalsha())).Times(2).WillRepeatedly(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::evalsha);
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+}
+
+TEST_F(ScriptFunctionsTest, AnAclRefusalOfFcallGoesToEvalsha) {
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{
+          Reply::make_error("NOPERM User u has no permissions to run the 'function|load' command"),
+          Reply::make_error("NOPERM User u has no permissions to run the 'fcall' command")}));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::evalsha);
+}
+
+TEST_F(ScriptFunctionsTest, AKeyAclRefusalIsTheCallsOwnAndKeepsFunctions) {
+  conn.set_script_path(ScriptPath::functions);
+  const Reply denied = Reply::make_error("NOPERM this user has no permissions to access one of the keys");
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(denied));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).str, denied.str);
+  EXPECT_EQ(conn.script_path(), ScriptPath::functions);
+}
+
+TEST_F(ScriptFunctionsTest, AFlushedLibraryIsLoadedOnceForTheWholeBatch) {
+  conn.set_script_path(ScriptPath::functions);
+  calls.push_back(calls.front());
+  const Reply missing = Reply::make_error("ERR Function not found");
+  EXPECT_CALL(conn, pipeline(Commands{fcall(), fcall()})).WillOnce(Return(std::vector<Reply>{missing, missing}));
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{Reply::make_string("lib"), ok(), ok()}));
+  const auto replies = send_script_calls(conn, script, calls);
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0].integer, 7);
+  EXPECT_EQ(replies[1].integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::functions);
+}
+
+TEST_F(ScriptFunctionsTest, ABrokenRoundTripIsThrownAndNeverReplayed) {
+  conn.set_script_path(ScriptPath::functions);
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Throw(redlimit::ConnectionError("reset by peer")));
+  EXPECT_THROW(send_script_calls(conn, script, calls), redlimit::ConnectionError);
+}
+
+TEST_F(ScriptFunctionsTest, TheBaseConnectionStaysOnEvalsha) {
+  StrictMock<MockConnection> plain;  // test doubles, the memory backend, a cluster router
+  EXPECT_EQ(plain.script_path(), ScriptPath::evalsha);
+  EXPECT_CALL(plain, command(evalsha())).WillOnce(Return(ok()));
+  EXPECT_EQ(send_script_calls(plain, script, calls).at(0).integer, 7);
+}
+
+}  // namespace
