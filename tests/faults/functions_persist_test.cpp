@@ -35,10 +35,13 @@ redlimit::Decision consume_across_restart(const redlimit::FixedWindow& fw) {
   }
 }
 
+// A clock held still: the decisions before and after a restart or a promotion (seconds apart) are
+// in one window even when the run crosses the hour.
 redlimit::Options options() {
   redlimit::Options o;
   o.pool.size = 1;
   o.breaker_threshold = 0;
+  o.clock = std::make_shared<redlimit::ManualClock>();
   return o;
 }
 

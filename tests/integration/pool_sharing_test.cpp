@@ -28,9 +28,9 @@ class PoolSharingTest : public RedisTest {
   }
 
   // `threads` threads consume one hot subject `each` times through a limiter over `conn`; returns
-  // the admissions.
-  static long long hammer(const std::shared_ptr<ConnectionPool>& conn, int threads, int each, std::int64_t limit) {
-    const redlimit::RateLimiter l(conn, redlimit::Options{});
+  // the admissions. The test's clock, held still: every decision falls in one window.
+  long long hammer(const std::shared_ptr<ConnectionPool>& conn, int threads, int each, std::int64_t limit) {
+    const redlimit::RateLimiter l(conn, options());
     const auto fw = l.fixed_window("sharing", redlimit::Limit::per_hour(limit));
     std::atomic<long long> admitted{0};
     std::vector<std::thread> ts;
@@ -107,7 +107,7 @@ TEST_F(PoolSharingTest, AnErrorReplyStaysWithItsCaller) {
 TEST_F(PoolSharingTest, AStalledServerEndsQueuedCallsByTheirDeadlineAndSendsNothingTwice) {
   constexpr auto kDeadline = std::chrono::milliseconds(300);
   auto p = pool(1, true, kDeadline);
-  redlimit::Options o;
+  redlimit::Options o = options();
   o.command_timeout = kDeadline;
   o.breaker_threshold = 0;
   const redlimit::RateLimiter l(p, o);
