@@ -39,6 +39,23 @@ REDLIMIT_INLINE std::vector<Reply> round_trip(Connection& conn, const std::vecto
   return replies;
 }
 
+// Puts the replies of a second round trip, `resend()`, in place of those of the calls at `again`
+// (in order). When that round trip breaks, it is thrown if it carried every call of the batch;
+// otherwise the calls answered the first time keep their decisions (a cluster: other nodes had
+// the script) and only the re-sent ones get the failure (transit_failure: outcome unknown).
+template <class Resend>
+void replace_resent(std::vector<Reply>& replies, const std::vector<std::size_t>& again, Resend resend) {
+  std::vector<Reply> second;
+  try {
+    second = resend();
+  } catch (const ConnectionError& e) {
+    if (again.size() == replies.size()) throw;
+    for (std::size_t i : again) replies[i] = transit_failure(e);
+    return;
+  }
+  for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+}
+
 }  // namespace script_impl
 
 REDLIMIT_INLINE std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
@@ -155,16 +172,12 @@ REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, con
   if (missing.empty()) return;
   std::vector<std::vector<std::string>> commands{function_load_command()};
   for (std::size_t i : missing) commands.push_back(fcall_command(script, calls[i].keys, calls[i].args));
-  std::vector<Reply> second;
-  try {
-    second = conn.pipeline(commands);
-  } catch (const ConnectionError& e) {
-    if (missing.size() == replies.size()) throw;
-    for (std::size_t i : missing) replies[i] = transit_failure(e);
-    return;
-  }
-  if (!library_present(second.front())) path.set(ScriptPath::evalsha);
-  for (std::size_t j = 0; j < missing.size(); ++j) replies[missing[j]] = std::move(second[j + 1]);
+  replace_resent(replies, missing, [&] {
+    std::vector<Reply> second = conn.pipeline(commands);
+    if (!library_present(second.front())) path.set(ScriptPath::evalsha);
+    second.erase(second.begin());  // the LOAD's
+    return second;
+  });
 }
 
 // The Functions step: every call as FCALL in one round trip (behind the library's LOAD while the
@@ -201,17 +214,7 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script&
   if (again.empty()) return replies;
   commands.clear();
   for (std::size_t i : again) commands.push_back(eval_command(script, calls[i].keys, calls[i].args));
-  std::vector<Reply> second;
-  try {
-    second = script_impl::round_trip(conn, commands);
-  } catch (const ConnectionError& e) {
-    // The first round trip decided some calls (a cluster: other nodes had the script): keep their
-    // decisions, and let only the re-sent calls meet the failure (their outcome is unknown).
-    if (again.size() == replies.size()) throw;
-    for (std::size_t i : again) replies[i] = transit_failure(e);
-    return replies;
-  }
-  for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
+  replace_resent(replies, again, [&] { return round_trip(conn, commands); });
   return replies;
 }
 
@@ -231,15 +234,7 @@ REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Scr
   std::vector<ScriptCall> again;
   again.reserve(rest.size());
   for (std::size_t i : rest) again.push_back(calls[i]);
-  std::vector<Reply> second;
-  try {
-    second = script_impl::evalsha_calls(conn, script, again);
-  } catch (const ConnectionError& e) {
-    if (rest.size() == replies.size()) throw;
-    for (std::size_t i : rest) replies[i] = transit_failure(e);
-    return replies;
-  }
-  for (std::size_t j = 0; j < rest.size(); ++j) replies[rest[j]] = std::move(second[j]);
+  script_impl::replace_resent(replies, rest, [&] { return script_impl::evalsha_calls(conn, script, again); });
   return replies;
 }
 
