@@ -769,9 +769,9 @@ def main():
     if misses["memory"]:
         rlf_mem = (res.first(suite="peer_memory", who="rate-limiter-flexible") or {}).get("bytes")
         why.append(
-            "**Memory per subject ({}).** The state is 12 bytes (see the memory section below), so a "
-            "subject takes 88 B unless Redis reused a larger block for the value: the mean over 100 "
-            "subjects is above 100 B only when most values were written into reused blocks. "
+            "**Memory per subject ({}).** The state carries the configuration it was written under "
+            "(20 bytes for a fixed window, 27 for a bucket; see the memory section below), which puts "
+            "its value in a 48-byte block: 104 B a subject, where 0.2's untagged 12-byte state took 88 B. "
             "rate-limiter-flexible stores a small integer under a short key: {} B.".format(
                 ", ".join("{} {:.1f} B".format(SHORT[s], b) for s, b in misses["memory"]), rlf_mem or "?"))
     why_text = "\n\n".join(why) if why else "Every target was met in this run."
@@ -868,13 +868,12 @@ part of what is counted. The peers under their default key names (one subject).
 `MEMORY USAGE` adds three allocations: the keyspace's dict entry (24 B), the key's name and the
 value, each rounded up to jemalloc's size classes (16, 32, 48, 64 B...). The key
 `redlimit:{{api|u0000001}}:tb` (26 characters) takes a 32-byte block. The fixed window's and the
-buckets' states are two integers packed into 12 bytes (`lua/prologue.lua`), an embedded string of
-16 + 3 + 12 + 1 = 32 bytes: 24 + 32 + 32 = 88 B, where the decimal `level:time_us` of earlier versions
-took 104 B. Why a value is sometimes 104 B: Redis 7.0 keeps the argument objects of a script's
-`redis.call` for reuse by the next call, slot by slot, and a 12-byte value written into a slot that
-last held a longer argument (a sliding log's 16-digit score, a batch's key) keeps that larger block.
-So the first bucket written after a sliding log's script, or the first write of a `consume_many`
-batch, takes 104 B; the others take 88 B.
+buckets' states are packed integers that also carry the configuration they were written under, so
+that a deploy that changes a limit never misreads them (`pack_window` and `pack_bucket` in
+`lua/helpers.lua`; docs/algorithms.md, Reconfiguration): 20 bytes for a fixed window (start, used,
+window), 27 for a bucket (time, whole units, fraction, unit). Either is an embedded string of at most
+16 + 3 + 27 + 1 = 47 bytes, a 48-byte block: 24 + 32 + 48 = 104 B. The untagged 12-byte state of
+version 0.2 fitted a 32-byte block (88 B); the tag costs 16 B a subject.
 
 {memory}
 

@@ -26,8 +26,12 @@ inline Setup connect() {
   redlimit::Options options;
   options.prefix = "redlimit-example:";
   options.clock = clock;
-  const char* url = std::getenv("REDIS_URL");
-  return {clock, redlimit::RateLimiter::connect(url && *url ? url : "redis://127.0.0.1:6379/0", options)};
+  // REDIS_URL=memory: the in-memory backend, which decides exactly as Redis would (scripts/demo.sh --memory).
+  const std::string url = std::getenv("REDIS_URL") ? std::getenv("REDIS_URL") : "";
+  if (url == "memory") {
+    return {clock, redlimit::RateLimiter::in_memory(options)};
+  }
+  return {clock, redlimit::RateLimiter::connect(url.empty() ? "redis://127.0.0.1:6379/0" : url, options)};
 }
 
 // Milliseconds, with the microseconds shown only when there are any: "600ms", "333.334ms".

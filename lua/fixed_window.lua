@@ -1,7 +1,7 @@
 -- Fixed window: counts the units admitted in the clock-aligned window [start, start + window).
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_window(start, used, window), see prologue.lua: <used> units admitted in the window of
+-- state: pack_window(start, used, window), see helpers.lua: <used> units admitted in the window of
 --        length <window> that starts at <start> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  limit: units admitted per window

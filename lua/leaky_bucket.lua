@@ -4,7 +4,7 @@
 --           ahead of it to leak out, so admitted work leaves at the leak rate.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_bucket(at, whole, frac, unit), see prologue.lua: the bucket held whole * unit + frac
+-- state: pack_bucket(at, whole, frac, unit), see helpers.lua: the bucket held whole * unit + frac
 --        ticks of water (whole requests and frac ticks of the next) at time <at> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (requests)
@@ -15,7 +15,7 @@
 --
 -- Time math: the leak rate is R requests per T microseconds. The client picks g = gcd(R, T),
 -- unit = T / g and leak = R / g, so R requests (R * unit ticks) drain in exactly T microseconds
--- and all math stays in integers; products of a time and a rate go through muldiv (prologue.lua),
+-- and all math stays in integers; products of a time and a rate go through muldiv (helpers.lua),
 -- exact for capacities up to 2^40 and any rate that drains the bucket within ten years. With
 -- water = whole * unit + frac, a request of `cost` fits when whole + cost + (frac > 0 ? 1 : 0) <=
 -- capacity. A missing key is an empty bucket. A stored time ahead of ours (a client whose clock

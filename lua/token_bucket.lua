@@ -1,7 +1,7 @@
 -- Token bucket: up to `capacity` tokens, refilled continuously; a request takes `cost` tokens.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_bucket(at, whole, frac, unit), see prologue.lua: the bucket held whole * unit + frac
+-- state: pack_bucket(at, whole, frac, unit), see helpers.lua: the bucket held whole * unit + frac
 --        ticks (whole tokens and frac ticks of the next) at time <at> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (tokens)
@@ -12,7 +12,7 @@
 -- Time math: the rate is R tokens per T microseconds, rarely a whole number of microseconds per
 -- token. The client picks g = gcd(R, T), unit = T / g and refill = R / g: R tokens (R * unit
 -- ticks) then arrive in exactly T microseconds, and all math stays in integers. The level is kept
--- as whole tokens plus ticks of the next (prologue.lua), and every product of a time and a rate
+-- as whole tokens plus ticks of the next (helpers.lua), and every product of a time and a rate
 -- goes through muldiv, so it is exact for capacities up to 2^40 and any rate that fills the bucket
 -- within ten years (checked by the client). A request of `cost` fits when whole >= cost. A missing
 -- key is a full bucket. A stored time ahead of ours (a client whose clock runs ahead) is taken as

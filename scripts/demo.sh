@@ -4,6 +4,7 @@
 #
 #   scripts/demo.sh                      # starts a throwaway redis-server on a free loopback port
 #   REDIS_URL=redis://host:6379/0 scripts/demo.sh   # uses that server instead
+#   scripts/demo.sh --memory             # the in-memory backend: no Redis at all
 #
 # On a fresh Debian 12 machine it first installs what is missing (with sudo when not root). The
 # build goes to build-demo/, apart from the tests' build/. The examples write only keys under
@@ -11,15 +12,14 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,9s/^# \{0,1\}//p' "$0"
+  sed -n '2,10s/^# \{0,1\}//p' "$0"
 }
 
 for arg in "$@"; do
   case "$arg" in
     --memory)
-      # Hook for the in-memory backend (planned, not built yet): run the examples with no Redis.
-      echo "demo.sh: --memory is not yet available: the in-memory backend is planned, not built." >&2
-      exit 2
+      # The in-memory backend: the examples and the service run with no Redis at all.
+      export REDIS_URL=memory
       ;;
     -h | --help)
       usage

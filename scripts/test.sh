@@ -75,9 +75,12 @@ cd "$ROOT"
 step() { printf '\n==> %s\n' "$*"; }
 
 # ---- 1. Packages ---------------------------------------------------------------------------------
-PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev libgtest-dev libgmock-dev
-  googletest redis-server redis-tools python3  # redis-server: the sentinels of tests/sentinel too (--sentinel) libcpp-httplib-dev libjemalloc2 liblzf1  # these two: Valkey's libraries
-  libssl-dev openssl)  # the hiredis 1.2 + TLS pass: OpenSSL's headers, and the tool that makes its certificates
+# redis-server also runs the sentinels of tests/sentinel (--sentinel); libcpp-httplib-dev builds the
+# HTTP service example and its test; libjemalloc2 and liblzf1 are Valkey's libraries (the Valkey
+# pass); libssl-dev and openssl serve the hiredis 1.2 + TLS pass (headers; the certificates' tool).
+PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev
+  libgtest-dev libgmock-dev googletest redis-server redis-tools python3 libcpp-httplib-dev
+  libjemalloc2 liblzf1 libssl-dev openssl)
 
 # shellcheck source=SCRIPTDIR/lib/install.sh
 source "$ROOT/scripts/lib/install.sh"
