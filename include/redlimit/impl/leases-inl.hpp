@@ -144,9 +144,10 @@ struct Leases::Table {
     bool returned = false;
     if (!windowed || now + margin < l.window_end) {
       try {
-        strategy.refund(subject, n);
-        returned = true;
-      } catch (const Error&) {  // Redis away: the units lapse with the lease (counted below)
+        // Under fail_open/fail_closed/fallback an outage does not throw: the refund is then
+        // answered by the failure policy, and the units never reached Redis.
+        returned = strategy.refund(subject, n).source == Source::primary;
+      } catch (const Error&) {  // Redis away under OnFailure::raise: the units lapse (counted below)
       }
     }
     if (returned) {
