@@ -154,6 +154,7 @@ TEST(CliUsageTest, BadArgumentsGetOneLineAndExit2) {
     for (const auto& a : args) joined += a + " ";
     EXPECT_EQ(r.code, 2) << joined << r.err;
     EXPECT_THAT(r.err, MatchesRegex("redlimit: [^\n]+\n")) << joined;
+    EXPECT_EQ(r.err.find("redlimit:", 1), std::string::npos) << "the prefix said twice: " << r.err;
     EXPECT_EQ(r.out, "") << joined;
   }
 }

@@ -10,6 +10,8 @@
 #   add_subdirectory redlimit's source tree vendored with add_subdirectory (builds the library only)
 #   pkg_config       c++ -std=c++17 main.cpp $(pkg-config --cflags --libs --static redlimit), with
 #                    PKG_CONFIG_PATH=<prefix>/<libdir>/pkgconfig
+#   cli              the installed command-line tool, <prefix>/bin/redlimit: `check --json` of a rate
+#                    (no Redis needed) answers the canonical form
 #
 # The installed consumers must take every redlimit header from <prefix>/include: neither the source
 # tree's include/ nor a redlimit in /usr or /usr/local may stand in for a broken package. Prints one
@@ -18,7 +20,7 @@
 # Env: CONSUMERS (a subset, e.g. "find_package pkg_config"), JOBS (default 2).
 set -euo pipefail
 
-usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
 
 if [[ $# -ne 1 || "$1" == -h || "$1" == --help ]]; then
   usage >&2
@@ -28,7 +30,7 @@ BUILD_DIR="$(cd "$1" && pwd)"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SOURCE_DIR="$(cd "$HERE/../.." && pwd)"
 JOBS="${JOBS:-2}"
-read -r -a CONSUMERS <<<"${CONSUMERS:-find_package header_only add_subdirectory pkg_config}"
+read -r -a CONSUMERS <<<"${CONSUMERS:-find_package header_only add_subdirectory pkg_config cli}"
 
 [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || { echo "consumer: $BUILD_DIR is not a CMake build tree" >&2; exit 2; }
 for tool in cmake ninja pkg-config; do
@@ -125,13 +127,23 @@ consume_pkg_config() {
   run_program "$dir/consumer"
 }
 
+# The tool installed with the package (REDLIMIT_BUILD_CLI, on for a top-level build).
+consume_cli() {
+  local out
+  installed_ok || return 1
+  [[ -x "$PREFIX/bin/redlimit" ]] || { echo "consumer: no $PREFIX/bin/redlimit" >&2; return 1; }
+  out="$("$PREFIX/bin/redlimit" check --json '10/s; 300/1m')"
+  echo "$out"
+  [[ "$out" == '{"canonical":"10/1s; 300/1m","limits":2}' ]]
+}
+
 for name in "${CONSUMERS[@]}"; do
   if ! declare -F "consume_$name" >/dev/null; then
-    echo "consumer: unknown consumer '$name' (known: find_package header_only add_subdirectory pkg_config)" >&2
+    echo "consumer: unknown consumer '$name' (known: find_package header_only add_subdirectory pkg_config cli)" >&2
     exit 2
   fi
 done
-if [[ " ${CONSUMERS[*]} " =~ \ (find_package|header_only|pkg_config)\  ]]; then
+if [[ " ${CONSUMERS[*]} " =~ \ (find_package|header_only|pkg_config|cli)\  ]]; then
   cmake --install "$BUILD_DIR" --prefix "$PREFIX" >"$TMP/install.log" 2>&1 && INSTALLED=ok
 fi
 

@@ -1,5 +1,7 @@
 // redlimit: look at and act on the state redlimit keeps in Redis (docs/operations.md).
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "cli.hpp"
 
@@ -13,6 +15,17 @@ int dispatch(const cli::Args& args, cli::Output& out) {
   const auto it = commands.find(args.command);
   if (it == commands.end()) throw cli::UsageError("unknown command \"" + args.command + "\" (try --help)");
   return it->second(args, out);
+}
+
+// One line on stderr: "redlimit: <what>", the prefix said once (the library's messages start with
+// it too, also when the CLI wraps one: "bad rate: redlimit: invalid argument: ...").
+void say(const std::exception& e) {
+  std::string what = e.what();
+  constexpr std::string_view kPrefix = "redlimit: ";
+  for (auto at = what.find(kPrefix); at != std::string::npos; at = what.find(kPrefix, at)) {
+    what.erase(at, kPrefix.size());
+  }
+  std::fprintf(stderr, "redlimit: %s\n", what.c_str());
 }
 
 }  // namespace
@@ -30,22 +43,22 @@ int main(int argc, char** argv) {
     std::fputs(args.json ? (out.json() + "\n").c_str() : out.lines().c_str(), stdout);
     return code;
   } catch (const cli::UsageError& e) {
-    std::fprintf(stderr, "redlimit: %s\n", e.what());
+    say(e);
     return cli::kUsage;
   } catch (const redlimit::InvalidArgument& e) {  // a subject or resource the library refuses
-    std::fprintf(stderr, "redlimit: %s\n", e.what());
+    say(e);
     return cli::kUsage;
   } catch (const redlimit::ConnectionError& e) {  // timeouts and AUTH failures included
-    std::fprintf(stderr, "redlimit: %s\n", e.what());
+    say(e);
     return cli::kConnection;
   } catch (const redlimit::ReplyError& e) {
-    std::fprintf(stderr, "redlimit: %s\n", e.what());
+    say(e);
     // NOAUTH / WRONGPASS: no or a wrong password, a connection problem to the operator.
     const std::string what = e.what();
     const bool auth = what.find("NOAUTH") != std::string::npos || what.find("WRONGPASS") != std::string::npos;
     return auth ? cli::kConnection : cli::kRedis;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "redlimit: %s\n", e.what());
+    say(e);
     return cli::kRedis;
   }
 }
