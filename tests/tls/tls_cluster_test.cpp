@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,8 +38,14 @@ class TlsClusterTest : public ::testing::Test {
   static void SetUpTestSuite() {
     try {
       certs_ = new Certificates();
+      const auto start = std::chrono::steady_clock::now();
       start_nodes();
+      const auto started = std::chrono::steady_clock::now();
       join_nodes();
+      const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+      std::printf("[ figures  ] TLS cluster: 3 masters started in %lld ms, cluster_state:ok %lld ms later\n",
+                  static_cast<long long>(ms(started - start)),
+                  static_cast<long long>(ms(std::chrono::steady_clock::now() - started)));
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
