@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "call_deadline.hpp"
+#include "tls.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
 
@@ -34,12 +35,19 @@ bool redirect_target(const std::string& err, std::string& host, int& port) {
 ClusterConnection::ClusterConnection(ClusterEndpoint endpoint, const Options& options)
     : seeds_(std::move(endpoint)), options_(options) {
   if (seeds_.seeds.empty()) throw InvalidArgument("a cluster needs at least one seed node");
+  // rediss-cluster://, before any I/O: a build without TLS, or a CA, certificate or key that cannot
+  // be read, is an InvalidArgument here rather than a failure on every node later.
+  (void)hiredis_detail::Tls::make(seeds_.seeds.front());
   // As for one server (RateLimiter::connect): under a policy that answers without Redis the
   // limiter starts while every seed is down, and learns the slots on the first call that reaches one.
-  if (options_.on_failure == OnFailure::raise) {
+  // Refused credentials or a refused certificate (AuthError, TlsError) are configuration: thrown
+  // whatever the policy.
+  try {
     refresh();
-  } else {
-    refresh_quietly();
+  } catch (const AuthError&) {
+    throw;
+  } catch (const ConnectionError&) {
+    if (options_.on_failure == OnFailure::raise) throw;
   }
 }
 
@@ -49,7 +57,9 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::stri
     if (n->endpoint.host == host && n->endpoint.port == port) return n;
   }
   auto n = std::make_shared<Node>();
-  n->endpoint = seeds_.seeds.front();  // credentials are the same on every node
+  // Credentials and TLS options are the same on every node; a certificate is verified against the
+  // host named here (the slot map's, or a MOVED/ASK's), unless tls_server_name names one for all.
+  n->endpoint = seeds_.seeds.front();
   n->endpoint.host = host;
   n->endpoint.port = port;
   n->endpoint.db = 0;
@@ -64,24 +74,7 @@ void ClusterConnection::refresh() { refresh_avoiding(nullptr); }
 
 void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, bool wait) {
   std::unique_lock<std::timed_mutex> one_at_a_time(refresh_mutex_, std::defer_lock);
-  if (!wait) {
-    if (!one_at_a_time.try_lock()) return;  // another thread is refreshing the map right now
-  } else {
-    const auto deadline = hiredis_detail::step_deadline(options_.command_timeout);
-    if (deadline == hiredis_detail::no_deadline()) {
-      one_at_a_time.lock();
-    } else {
-      // try_lock polled until the deadline rather than try_lock_until: ThreadSanitizer (GCC 12)
-      // does not see a lock taken by pthread_mutex_clocklock and reports its unlock as an error.
-      // A refresh is rare and short, so waiting for one costs a few 1 ms naps at most.
-      while (!one_at_a_time.try_lock()) {
-        if (std::chrono::steady_clock::now() >= deadline) {
-          throw TimeoutError("the call's deadline passed waiting for the cluster's slot map");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-  }
+  if (!lock_refresh(one_at_a_time, wait)) return;  // another thread is refreshing the map right now
   std::vector<Endpoint> candidates;
   {
     std::shared_lock<std::shared_mutex> lock(mutex_);
@@ -92,11 +85,16 @@ void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, b
   }
   candidates.insert(candidates.end(), seeds_.seeds.begin(), seeds_.seeds.end());
   std::string last_error = "no node answered";
+  std::exception_ptr refused;  // the first AuthError (TlsError): thrown when no node answers
   for (const auto& ep : candidates) {
     Reply slots;
     try {
       RedisConnection probe(ep, options_.connect_timeout, options_.command_timeout);
       slots = probe.command({"CLUSTER", "SLOTS"});
+    } catch (const AuthError& e) {
+      if (!refused) refused = std::current_exception();
+      last_error = e.what();
+      continue;
     } catch (const ConnectionError& e) {
       last_error = e.what();
       continue;
@@ -106,24 +104,49 @@ void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, b
                                slots.is_error() ? slots.str : "no slots");
       continue;
     }
-    std::unique_lock<std::shared_mutex> lock(mutex_);
-    for (const auto& range : slots.elements) {
-      if (range.type != Reply::Type::array || range.elements.size() < 3) continue;
-      const auto& master = range.elements[2];
-      if (master.type != Reply::Type::array || master.elements.size() < 2) continue;
-      const std::int64_t lo = range.elements[0].integer, hi = range.elements[1].integer;
-      const std::int64_t port = master.elements[1].integer;
-      if (port < 1 || port > 65535) continue;  // a node in handshake reports port 0
-      std::string host = master.elements[0].str;
-      if (host.empty() || host == "?") host = ep.host;  // a node that does not know its own address
-      const auto n = node(host, static_cast<int>(port));
-      for (std::int64_t s = std::max<std::int64_t>(lo, 0); s <= std::min<std::int64_t>(hi, 16383); ++s) {
-        slots_[static_cast<std::size_t>(s)] = n;
-      }
-    }
+    apply_slots(slots, ep.host);
     return;
   }
+  // Refused credentials or certificate say more than "no node answered": they are configuration.
+  if (refused) std::rethrow_exception(refused);
   throw ConnectionError("cannot read the cluster's slot map: " + last_error);
+}
+
+bool ClusterConnection::lock_refresh(std::unique_lock<std::timed_mutex>& one_at_a_time, bool wait) {
+  if (!wait) return one_at_a_time.try_lock();
+  const auto deadline = hiredis_detail::step_deadline(options_.command_timeout);
+  if (deadline == hiredis_detail::no_deadline()) {
+    one_at_a_time.lock();
+    return true;
+  }
+  // try_lock polled until the deadline rather than try_lock_until: ThreadSanitizer (GCC 12) does not
+  // see a lock taken by pthread_mutex_clocklock and reports its unlock as an error. A refresh is rare
+  // and short, so waiting for one costs a few 1 ms naps at most.
+  while (!one_at_a_time.try_lock()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw TimeoutError("the call's deadline passed waiting for the cluster's slot map");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void ClusterConnection::apply_slots(const Reply& slots, const std::string& answered_by) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  for (const auto& range : slots.elements) {
+    if (range.type != Reply::Type::array || range.elements.size() < 3) continue;
+    const auto& master = range.elements[2];
+    if (master.type != Reply::Type::array || master.elements.size() < 2) continue;
+    const std::int64_t lo = range.elements[0].integer, hi = range.elements[1].integer;
+    const std::int64_t port = master.elements[1].integer;
+    if (port < 1 || port > 65535) continue;  // a node in handshake reports port 0
+    std::string host = master.elements[0].str;
+    if (host.empty() || host == "?") host = answered_by;  // a node that does not know its own address
+    const auto n = node(host, static_cast<int>(port));
+    for (std::int64_t s = std::max<std::int64_t>(lo, 0); s <= std::min<std::int64_t>(hi, 16383); ++s) {
+      slots_[static_cast<std::size_t>(s)] = n;
+    }
+  }
 }
 
 void ClusterConnection::begin_call() { hiredis_detail::begin_call(options_.command_timeout); }

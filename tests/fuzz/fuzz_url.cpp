@@ -75,9 +75,11 @@ void check_endpoint(std::string_view url, const Endpoint& e, bool cluster) {
   } else {
     // Schemes are case-insensitive.
     FUZZ_CHECK(redlimit::has_scheme(url, "redis://") || redlimit::has_scheme(url, "rediss://") ||
-                   (cluster && redlimit::has_scheme(url, "redis-cluster://")),
+                   (cluster && (redlimit::has_scheme(url, "redis-cluster://") ||
+                                redlimit::has_scheme(url, "rediss-cluster://"))),
                "TCP endpoint from a URL with another scheme");
-    FUZZ_CHECK(cluster || e.tls.enabled == redlimit::has_scheme(url, "rediss://"), "TLS from another scheme");
+    FUZZ_CHECK(e.tls.enabled == (redlimit::has_scheme(url, "rediss://") || redlimit::has_scheme(url, "rediss-cluster://")),
+               "TLS from another scheme");
     FUZZ_CHECK(e.tls.cert_file.empty() == e.tls.key_file.empty(), "a client certificate without its key");
     FUZZ_CHECK(!e.host.empty(), "empty host");
     FUZZ_CHECK(e.port >= 1 && e.port <= 65535, "port %d out of range", e.port);
@@ -118,6 +120,8 @@ void one(std::string_view url) {
       check_endpoint(url, seed, true);
       FUZZ_CHECK(seed.username == c.seeds[0].username && seed.password == c.seeds[0].password,
                  "seeds with different credentials");
+      FUZZ_CHECK(seed.tls.ca_file == c.seeds[0].tls.ca_file && seed.tls.server_name == c.seeds[0].tls.server_name,
+                 "seeds with different TLS options");
     }
   } catch (const redlimit::InvalidArgument& err) {
     check_message(err);
@@ -150,6 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     one("redis://" + std::string(input));
     one("unix://" + std::string(input));
     one("redis-cluster://" + std::string(input));
+    one("rediss-cluster://" + std::string(input));
     one("redis-sentinel://" + std::string(input));
   }
   return 0;

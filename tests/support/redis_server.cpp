@@ -143,6 +143,12 @@ RedisServer::RedisServer(std::vector<std::string> tls_args, bool plain_too)
   start();
 }
 
+RedisServer::RedisServer(ClusterNode, std::vector<std::string> tls_args)
+    : tls_args_(std::move(tls_args)), cluster_(true) {
+  if (tls_args_.empty()) throw std::runtime_error("a TLS server needs at least its certificate arguments");
+  start();
+}
+
 void RedisServer::start() {
   std::string tmpl = temp_base() + "/redlimit-test-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error(errno_text(("mkdtemp " + tmpl).c_str()));
@@ -175,7 +181,9 @@ bool RedisServer::start_once(std::string& error) {
   const std::string binary = find_binary();
   port_ = free_port();
   plain_port_ = !tls_args_.empty() && plain_too_ ? free_port() : 0;
+  bus_port_ = cluster_ ? free_port() : 0;
   ::unlink(unix_path_.c_str());
+  if (cluster_) ::unlink((dir_ + "/nodes.conf").c_str());  // a fresh node: no id of an attempt that failed
 
   // Everything the child needs is prepared before fork(): after it, only async-signal-safe calls.
   std::vector<std::string> args = {
@@ -192,6 +200,10 @@ bool RedisServer::start_once(std::string& error) {
       "--logfile", "",
       "--databases", "16",
   };
+  if (cluster_) {
+    args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
+                             "--cluster-port", std::to_string(bus_port_)});
+  }
   if (!tls_args_.empty()) {
     args.insert(args.end(), {"--tls-port", std::to_string(port_)});
     args.insert(args.end(), tls_args_.begin(), tls_args_.end());

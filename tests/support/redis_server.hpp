@@ -36,11 +36,17 @@ class RedisServer {
   // port() is the TLS port and nothing listens in clear on TCP, unless `plain_too` (then url() names
   // a plain port of the same server). The harness's own connection (command()) uses the unix socket.
   explicit RedisServer(std::vector<std::string> tls_args, bool plain_too = false);
+  // A cluster node (cluster-enabled, its nodes.conf in dir()), its bus on a free port of its own
+  // (bus_port(), for CLUSTER MEET): port + 10000 may not exist. `tls_args` as above; with
+  // --tls-cluster yes the node announces its TLS port and the bus speaks TLS.
+  struct ClusterNode {};
+  RedisServer(ClusterNode, std::vector<std::string> tls_args);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
+  int bus_port() const { return bus_port_; }  // a cluster node's bus port, else 0
   pid_t pid() const { return pid_; }
   // The private directory holding the socket and the log.
   const std::string& dir() const { return dir_; }
@@ -80,6 +86,8 @@ class RedisServer {
   bool plain_too_ = false;
   int port_ = 0;
   int plain_port_ = 0;  // a TLS server's clear port (plain_too), else 0
+  bool cluster_ = false;
+  int bus_port_ = 0;
   pid_t pid_ = -1;
   std::mutex mutex_;
   std::unique_ptr<redlimit::RedisConnection> conn_;

@@ -30,33 +30,14 @@
 #include "redlimit/transport/redis_async.hpp"
 #include "redlimit/transport/redis_connection.hpp"
 #include "support/redis_server.hpp"
+#include "tls/certificates.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using redlimit::Limit;
+using redlimit_test::Certificates;
 using redlimit_test::RedisServer;
-
-// The certificates of this run, in a private directory removed at the end.
-class Certificates {
- public:
-  Certificates() {
-    const char* base = std::getenv("REDLIMIT_TEST_TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/redlimit-tls-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl);
-    dir_ = tmpl;
-    const std::string cmd = std::string("bash ") + REDLIMIT_TLS_MAKE_CERTS + " " + dir_;
-    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
-  }
-  ~Certificates() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string operator()(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
 
 // A TLS server presenting `cert`; `clients` is --tls-auth-clients (yes: mutual TLS required).
 std::unique_ptr<RedisServer> tls_server(const Certificates& certs, const std::string& cert, const char* clients,

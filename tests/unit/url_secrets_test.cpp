@@ -2,10 +2,14 @@
 // (a NUL used to cut the message short), and schemes are case-insensitive.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "redlimit/errors.hpp"
+#include "redlimit/rate_limiter.hpp"
 #include "redlimit/transport/cluster_connection.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 
 namespace {
@@ -76,6 +80,130 @@ TEST(UrlSecrets, ClusterUrlsToo) {
     }
   }
   EXPECT_EQ(redlimit::parse_cluster_url("REDIS-CLUSTER://a:1,b:2").seeds.size(), 2u);
+}
+
+// rediss-cluster:// (issue 15): the seeds of a TLS cluster, each with the URL's credentials and TLS
+// options (the nodes found later get the first seed's).
+TEST(ClusterUrls, RedissClusterGivesEverySeedTheTlsOptionsAndCredentials) {
+  const auto c = redlimit::parse_cluster_url(
+      "rediss-cluster://app:p%40ss@10.0.0.1:7000,[::1]:7001,cache.internal:7002?tls_ca_file=/etc/ca%20s.pem"
+      "&tls_ca_dir=/etc/cas&tls_cert_file=/c.pem&tls_key_file=/k.pem&tls_server_name=redis.internal&db=0");
+  ASSERT_EQ(c.seeds.size(), 3u);
+  const std::vector<std::pair<std::string, int>> hosts = {{"10.0.0.1", 7000}, {"::1", 7001}, {"cache.internal", 7002}};
+  for (std::size_t i = 0; i < c.seeds.size(); ++i) {
+    const redlimit::Endpoint& e = c.seeds[i];
+    SCOPED_TRACE(e.host);
+    EXPECT_EQ(e.host, hosts[i].first);
+    EXPECT_EQ(e.port, hosts[i].second);
+    EXPECT_EQ(e.username, "app");
+    EXPECT_EQ(e.password, "p@ss");
+    EXPECT_EQ(e.db, 0);
+    EXPECT_TRUE(e.tls.enabled);
+    EXPECT_EQ(e.tls.ca_file, "/etc/ca s.pem");
+    EXPECT_EQ(e.tls.ca_dir, "/etc/cas");
+    EXPECT_EQ(e.tls.cert_file, "/c.pem");
+    EXPECT_EQ(e.tls.key_file, "/k.pem");
+    EXPECT_EQ(e.tls.server_name, "redis.internal");
+    EXPECT_FALSE(e.tls.insecure_skip_verify);
+  }
+  const auto plain = redlimit::parse_cluster_url("REDISS-CLUSTER://h:1/");
+  ASSERT_EQ(plain.seeds.size(), 1u);
+  EXPECT_TRUE(plain.seeds[0].tls.enabled);
+  EXPECT_TRUE(plain.seeds[0].tls.ca_file.empty());
+  EXPECT_TRUE(redlimit::parse_cluster_url("rediss-cluster://h:1?tls_insecure_skip_verify=true")
+                  .seeds[0]
+                  .tls.insecure_skip_verify);
+  EXPECT_FALSE(redlimit::parse_cluster_url("redis-cluster://h:1").seeds[0].tls.enabled);
+}
+
+TEST(ClusterUrls, CredentialsFromTheQueryAndTheEnvironmentOnBothSchemes) {
+  ::setenv("REDLIMIT_TEST_CLUSTER_PW", "from-env@:/", 1);
+  for (const std::string scheme : {"redis-cluster://", "rediss-cluster://"}) {
+    SCOPED_TRACE(scheme);
+    const auto q = redlimit::parse_cluster_url(scheme + "a:1,b:2?user=app&password=pw");
+    const auto env = redlimit::parse_cluster_url(scheme + "a:1,b:2?user=app&password_env=REDLIMIT_TEST_CLUSTER_PW");
+    for (const auto* c : {&q, &env}) {
+      ASSERT_EQ(c->seeds.size(), 2u);
+      for (const auto& e : c->seeds) {
+        EXPECT_EQ(e.username, "app");
+        EXPECT_EQ(e.tls.enabled, scheme == "rediss-cluster://");
+      }
+    }
+    EXPECT_EQ(q.seeds[1].password, "pw");
+    EXPECT_EQ(env.seeds[1].password, "from-env@:/");
+  }
+  ::unsetenv("REDLIMIT_TEST_CLUSTER_PW");
+}
+
+// Everything rediss:// refuses, plus a db other than 0, before any I/O; the message quotes the URL
+// as it was written (redacted), not the seed URL made of it.
+TEST(ClusterUrls, BadFormsAreRefusedWithoutThePassword) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rediss-cluster://u:s3cret@a:1?db=2", "a cluster has only database 0"},
+      {"rediss-cluster://u:s3cret@a:1/2", "a cluster has only database 0; no /db part"},
+      {"rediss-cluster://u:s3cret@a:1?tls_bogus=1", "unknown TLS parameter \"tls_bogus\""},
+      {"rediss-cluster://u:s3cret@a:1?tls_cert_file=/c", "tls_cert_file and tls_key_file go together"},
+      {"rediss-cluster://u:s3cret@a:1?tls_ca_file=", "tls_ca_file must not be empty"},
+      {"rediss-cluster://u:s3cret@a:1?tls_insecure_skip_verify=maybe", "must be true or false"},
+      {"rediss-cluster://u:s3cret@a:1?nope=1", "unknown query parameter \"nope\""},
+      {"rediss-cluster://u:s3cret@a:1?sentinel_user=x", "needs a redis-sentinel:// URL"},
+      {"rediss-cluster://u:s3cret@a:1?db", "has no '='"},
+      {"redis-cluster://u:s3cret@a:1?tls_ca_file=/ca.pem", "tls_ca_file needs a rediss-cluster:// URL"},
+      {"rediss-cluster://u:s3cret@a:1,,b:2", "empty seed node"},
+      {"rediss-cluster://u:s3cret@a:99999", "port must be a number in [1, 65535]"},
+      {"rediss-cluster://:s3c?ret@a:1", "'@' after '?'"},
+      {"rediss-cluster://a:1?password=s3cret&password_env=REDLIMIT_TEST_CLUSTER_PW",
+       "a password and password_env are given: use one"},
+      {"rediss-cluster://a:1?user=u&password_env=REDLIMIT_TEST_UNSET_VARIABLE",
+       "the environment variable REDLIMIT_TEST_UNSET_VARIABLE is not set"},
+      {"redis-clusters://u:s3cret@a:1", "scheme must be redis-cluster:// or rediss-cluster://"},
+  };
+  ::setenv("REDLIMIT_TEST_CLUSTER_PW", "x", 1);
+  ::unsetenv("REDLIMIT_TEST_UNSET_VARIABLE");
+  for (const auto& [url, says] : cases) {
+    SCOPED_TRACE(url);
+    try {
+      redlimit::parse_cluster_url(url);
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(says), std::string::npos) << what;
+      EXPECT_EQ(what.find("s3c"), std::string::npos) << what;
+      EXPECT_NE(what.find("URL \"" + redact_url(url) + "\": "), std::string::npos) << what;
+    }
+  }
+  ::unsetenv("REDLIMIT_TEST_CLUSTER_PW");
+  // A single connection takes one server's URL.
+  EXPECT_THROW(parse_url("rediss-cluster://a:1"), InvalidArgument);
+}
+
+TEST(ClusterUrls, RedactionHidesPasswordsOfTlsClusterUrls) {
+  EXPECT_EQ(redact_url("rediss-cluster://u:pw@a:1,b:2?tls_ca_file=/ca.pem"),
+            "rediss-cluster://u:***@a:1,b:2?tls_ca_file=/ca.pem");
+  EXPECT_EQ(redact_url("rediss-cluster://pw@a:1"), "rediss-cluster://***@a:1");
+  EXPECT_EQ(redact_url("rediss-cluster://a:1,b:2?user=u&password=pw&tls_cert_file=/c.pem"),
+            "rediss-cluster://a:1,b:2?user=u&password=***&tls_cert_file=/c.pem");
+}
+
+// Before any I/O, as for rediss://: a build without TLS says so (hiredis 0.14), a build with TLS
+// loads the files the URL names (and says which one it could not read). Port 1: nothing listens.
+TEST(ClusterUrls, RedissClusterIsRefusedOrPreparedBeforeAnyIo) {
+  for (const auto policy : {redlimit::OnFailure::raise, redlimit::OnFailure::fail_open}) {
+    redlimit::Options options;
+    options.on_failure = policy;
+    try {
+      redlimit::RateLimiter::connect("rediss-cluster://127.0.0.1:1,127.0.0.1:2?tls_ca_file=/nonexistent/ca.pem",
+                                     options);
+      ADD_FAILURE() << "a limiter over rediss-cluster:// with an unreadable CA file was made";
+    } catch (const InvalidArgument& err) {
+      const std::string what = err.what();
+      if (redlimit::RedisConnection::has_tls()) {
+        EXPECT_NE(what.find("cannot load the CA file \"/nonexistent/ca.pem\""), std::string::npos) << what;
+      } else {
+        EXPECT_NE(what.find("TLS (rediss://) is not supported by this hiredis build"), std::string::npos) << what;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ REDLIMIT_INLINE ConnectionPool::ConnectHook eviction_watch(const Options& option
 
 REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options options) {
   rate_limiter_impl::check_options(options);
-  if (has_scheme(url, "redis-cluster://")) {
+  if (has_scheme(url, "redis-cluster://") || has_scheme(url, "rediss-cluster://")) {
     auto cluster = std::make_shared<ClusterConnection>(parse_cluster_url(url), options);
     return RateLimiter(std::move(cluster), std::move(options));
   }

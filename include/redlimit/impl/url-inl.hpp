@@ -358,7 +358,8 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   // Whether this build can speak TLS is the transport's to say (RedisConnection throws before any
   // I/O when it cannot): the URL itself is valid either way.
   if (has_scheme(url, "rediss://")) return url_impl::parse_tcp(url, url.substr(9), true);
-  if (has_scheme(url, "redis-sentinel://") || has_scheme(url, "redis-cluster://")) {
+  if (has_scheme(url, "redis-sentinel://") || has_scheme(url, "redis-cluster://") ||
+      has_scheme(url, "rediss-cluster://")) {
     url_impl::bad(url, "this URL names several servers: RateLimiter::connect takes it, a single connection does not");
   }
   url_impl::bad(url, "scheme must be redis://, rediss:// or unix://");

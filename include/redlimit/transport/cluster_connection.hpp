@@ -30,7 +30,12 @@
 
 namespace redlimit {
 
-// redis-cluster://[user:password@]host:port[,host:port...] — the seed nodes.
+// redis-cluster://[user:password@]host:port[,host:port...][?user=U&password=P&password_env=NAME] — the
+// seed nodes; rediss-cluster://...[?tls_ca_file=...&...] over TLS, with the tls_* parameters of
+// rediss:// (docs/connecting.md). Each seed is the Endpoint parse_url makes of redis:// (rediss://)
+// with the same userinfo and query; db 0 only. The nodes found in CLUSTER SLOTS get the first seed's
+// credentials and TLS options, and their certificate is verified against the host the slot map names
+// (unless tls_server_name names one for every node).
 struct ClusterEndpoint {
   std::vector<Endpoint> seeds;
 };
@@ -38,7 +43,11 @@ ClusterEndpoint parse_cluster_url(std::string_view url);
 
 class ClusterConnection final : public Connection {
  public:
-  // Reads the slot map from the first seed that answers; throws ConnectionError if none does.
+  // Reads the slot map from the first seed that answers; throws ConnectionError if none does (under
+  // OnFailure::raise; other policies start without a map). A seed refusing our credentials or, over
+  // TLS, refused by our verification throws AuthError (TlsError) whatever the policy; TLS options
+  // that cannot be used (a file that cannot be read, a build without TLS) are an InvalidArgument
+  // before any I/O.
   ClusterConnection(ClusterEndpoint endpoint, const Options& options);
 
   Reply command(const std::vector<std::string>& argv) override;
@@ -80,6 +89,11 @@ class ClusterConnection final : public Connection {
   // refresh(), asking `suspect` last. With `wait` false, returns at once when another thread is
   // refreshing already; otherwise waits for it until the call's deadline (then TimeoutError).
   void refresh_avoiding(const std::shared_ptr<Node>& suspect, bool wait = true);
+  // Takes refresh_mutex_: at once (false if another thread holds it) or, with `wait`, waiting until the
+  // call's deadline (then TimeoutError).
+  bool lock_refresh(std::unique_lock<std::timed_mutex>& one_at_a_time, bool wait);
+  // A CLUSTER SLOTS reply into slots_ (answered by the node at host `answered_by`).
+  void apply_slots(const Reply& slots, const std::string& answered_by);
   // route(), after the refresh a previous call left to this node's next caller.
   std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
