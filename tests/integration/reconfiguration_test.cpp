@@ -76,6 +76,17 @@ TEST_P(ReconfigurationTest, ALeakyBucketKeepsItsWaterWhenItsRateChanges) {
   const Decision six = slow.peek("s", 6);
   EXPECT_FALSE(six.allowed);
   EXPECT_EQ(six.retry_after, 6s);
+  // The other way: 10 a minute with 5 in, then 10 a second: 5 still in, one more drains in 100 ms.
+  EXPECT_TRUE(lim().leaky_bucket("lb2", 10, Limit::per_minute(10)).consume("s", 5).allowed);
+  const Decision fast = lim().leaky_bucket("lb2", 10, Limit::per_second(10)).peek("s", 6);
+  EXPECT_FALSE(fast.allowed);
+  EXPECT_EQ(fast.remaining, 5);
+  EXPECT_EQ(fast.retry_after, 100ms);
+  // A smaller capacity clamps the water (5 in, capacity 3): full, and one drains in 100 ms.
+  const Decision full = lim().leaky_bucket("lb", 3, Limit::per_second(10)).peek("s", 1);
+  EXPECT_FALSE(full.allowed);
+  EXPECT_EQ(full.remaining, 0);
+  EXPECT_EQ(full.retry_after, 100ms);
 }
 
 TEST_P(ReconfigurationTest, AFixedWindowChangedFromAMinuteToAnHourKeepsWhatWasConsumed) {
