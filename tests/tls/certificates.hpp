@@ -1,12 +1,16 @@
 #pragma once
 // The certificates of one TLS test run (tests/tls/make_certs.sh), in a private directory removed at
-// the end. REDLIMIT_TLS_MAKE_CERTS is the script's path (tests/CMakeLists.txt).
+// the end, and the check both TLS suites make of a refused connection. REDLIMIT_TLS_MAKE_CERTS is the
+// script's path (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+
+#include "redlimit/redlimit.hpp"
 
 namespace redlimit_test {
 
@@ -31,5 +35,21 @@ class Certificates {
  private:
   std::string dir_;
 };
+
+// The message of the TlsError that connecting to `url` under `policy` throws (empty, with a test
+// failure, if it connects or throws anything else): a refused certificate is never a decision.
+inline std::string tls_error(const std::string& url, redlimit::OnFailure policy = redlimit::OnFailure::raise) {
+  redlimit::Options options;
+  options.on_failure = policy;
+  try {
+    redlimit::RateLimiter::connect(url, options);
+    ADD_FAILURE() << "connected to " << url;
+  } catch (const redlimit::TlsError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a TlsError: " << e.what();
+  }
+  return {};
+}
 
 }  // namespace redlimit_test

@@ -29,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using redlimit::Limit;
 using redlimit_test::Certificates;
+using redlimit_test::tls_error;
 using redlimit_test::RedisServer;
 
 constexpr int kNodes = 3;
@@ -122,21 +123,6 @@ class TlsClusterTest : public ::testing::Test {
       }
     }
     return where;
-  }
-
-  // The TlsError connecting to `u` throws (empty, with a failure, if none).
-  static std::string tls_error(const std::string& u, redlimit::OnFailure policy) {
-    redlimit::Options options;
-    options.on_failure = policy;
-    try {
-      redlimit::RateLimiter::connect(u, options);
-      ADD_FAILURE() << "connected to " << u;
-    } catch (const redlimit::TlsError& e) {
-      return e.what();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "not a TlsError: " << e.what();
-    }
-    return {};
   }
 
   static Certificates* certs_;

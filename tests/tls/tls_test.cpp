@@ -37,6 +37,7 @@ namespace {
 using namespace std::chrono_literals;
 using redlimit::Limit;
 using redlimit_test::Certificates;
+using redlimit_test::tls_error;
 using redlimit_test::RedisServer;
 
 // A TLS server presenting `cert`; `clients` is --tls-auth-clients (yes: mutual TLS required).
@@ -85,19 +86,6 @@ class TlsTest : public ::testing::Test {
     bool found = false;
     for (const auto& k : s.keys()) found = found || k.find(subject) != std::string::npos;
     EXPECT_TRUE(found) << "no key of " << subject << " on the server";
-  }
-
-  // The message of the TlsError that connecting to `u` throws (empty, with a failure, if none).
-  static std::string tls_error(const std::string& u) {
-    try {
-      redlimit::RateLimiter::connect(u);
-      ADD_FAILURE() << "connected to " << u;
-    } catch (const redlimit::TlsError& e) {
-      return e.what();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "not a TlsError: " << e.what();
-    }
-    return {};
   }
 
   static Certificates* certs_;
