@@ -27,7 +27,8 @@ inline Setup connect() {
   options.prefix = "redlimit-example:";
   options.clock = clock;
   // REDIS_URL=memory: the in-memory backend, which decides exactly as Redis would (scripts/demo.sh --memory).
-  const std::string url = std::getenv("REDIS_URL") ? std::getenv("REDIS_URL") : "";
+  const char* env = std::getenv("REDIS_URL");
+  const std::string url = env != nullptr ? env : "";
   if (url == "memory") {
     return {clock, redlimit::RateLimiter::in_memory(options)};
   }

@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "call_deadline.hpp"
-#include "tls.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
 
@@ -35,9 +34,9 @@ bool redirect_target(const std::string& err, std::string& host, int& port) {
 ClusterConnection::ClusterConnection(ClusterEndpoint endpoint, const Options& options)
     : seeds_(std::move(endpoint)), options_(options) {
   if (seeds_.seeds.empty()) throw InvalidArgument("a cluster needs at least one seed node");
-  // rediss-cluster://, before any I/O: a build without TLS, or a CA, certificate or key that cannot
-  // be read, is an InvalidArgument here rather than a failure on every node later.
-  (void)hiredis_detail::Tls::make(seeds_.seeds.front());
+  // rediss-cluster:// options this build cannot use (no TLS; a CA, certificate or key that cannot be
+  // read) are an InvalidArgument before any I/O: the first seed's probe in refresh() makes its TLS
+  // context before it connects, and refresh() lets InvalidArgument through under every policy.
   // As for one server (RateLimiter::connect): under a policy that answers without Redis the
   // limiter starts while every seed is down, and learns the slots on the first call that reaches one.
   // Refused credentials or a refused certificate (AuthError, TlsError) are configuration: thrown

@@ -51,9 +51,10 @@ void refuse_tls_parameters(std::string_view url, std::string_view query) {
 
 ClusterEndpoint parse_cluster_url(std::string_view url) {
   // Case-insensitive, like every scheme.
-  const bool tls = has_scheme(url, "rediss-cluster://");
-  if (!tls && !has_scheme(url, "redis-cluster://")) bad(url, "scheme must be redis-cluster:// or rediss-cluster://");
-  std::string_view rest = url.substr(tls ? 17 : 16);
+  constexpr std::string_view kPlain = "redis-cluster://", kTls = "rediss-cluster://";
+  const bool tls = has_scheme(url, kTls);
+  if (!tls && !has_scheme(url, kPlain)) bad(url, "scheme must be redis-cluster:// or rediss-cluster://");
+  std::string_view rest = url.substr((tls ? kTls : kPlain).size());
   std::string_view query;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
     if (rest.find('@', q) != std::string_view::npos) {
