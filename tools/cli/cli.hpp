@@ -7,6 +7,7 @@
 #include <redlimit/redlimit.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,15 @@ enum Exit : int { kOk = 0, kLimited = 1, kUsage = 2, kConnection = 3, kRedis = 4
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// e.what() without the "redlimit: " every redlimit::Error starts with, for a message the tool
+// prefixes itself (main's one line, or a UsageError that wraps the library's reason).
+inline std::string reason(const std::exception& e) {
+  constexpr std::string_view kPrefix = "redlimit: ";
+  std::string_view what = e.what();
+  if (what.substr(0, kPrefix.size()) == kPrefix) what.remove_prefix(kPrefix.size());
+  return std::string(what);
+}
 
 struct Args {
   std::string command;

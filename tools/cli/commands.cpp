@@ -60,7 +60,7 @@ int run_check(const Args& args, Output& out) {
   try {
     limits = redlimit::parse_limits(args.positional[0]);
   } catch (const redlimit::InvalidArgument& e) {
-    throw UsageError(std::string("bad rate: ") + e.what());
+    throw UsageError("bad rate: " + reason(e));
   }
   std::string canonical;
   for (const auto& l : limits) canonical += (canonical.empty() ? "" : "; ") + l.to_string();

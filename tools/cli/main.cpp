@@ -1,7 +1,5 @@
 // redlimit: look at and act on the state redlimit keeps in Redis (docs/operations.md).
 #include <cstdio>
-#include <string>
-#include <string_view>
 
 #include "cli.hpp"
 
@@ -17,16 +15,8 @@ int dispatch(const cli::Args& args, cli::Output& out) {
   return it->second(args, out);
 }
 
-// One line on stderr: "redlimit: <what>", the prefix said once (the library's messages start with
-// it too, also when the CLI wraps one: "bad rate: redlimit: invalid argument: ...").
-void say(const std::exception& e) {
-  std::string what = e.what();
-  constexpr std::string_view kPrefix = "redlimit: ";
-  for (auto at = what.find(kPrefix); at != std::string::npos; at = what.find(kPrefix, at)) {
-    what.erase(at, kPrefix.size());
-  }
-  std::fprintf(stderr, "redlimit: %s\n", what.c_str());
-}
+// One line on stderr: "redlimit: <reason>", the prefix said once (the library's messages carry it).
+void say(const std::exception& e) { std::fprintf(stderr, "redlimit: %s\n", cli::reason(e).c_str()); }
 
 }  // namespace
 

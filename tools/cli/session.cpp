@@ -42,7 +42,7 @@ redlimit::Strategy make_strategy(const Session& s, const std::string& kind, cons
   try {
     limits = redlimit::parse_limits(limit);
   } catch (const redlimit::InvalidArgument& e) {
-    throw UsageError(std::string("bad --limit: ") + e.what());
+    throw UsageError("bad --limit: " + reason(e));
   }
   if (kind != "pol" && limits.size() != 1) throw UsageError("--limit: this strategy takes exactly one rate");
   const redlimit::Limit& l = limits.front();
