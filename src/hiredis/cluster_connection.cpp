@@ -205,11 +205,11 @@ namespace {
 
 bool must_wait(const std::string& err) { return starts_with(err, "TRYAGAIN") || starts_with(err, "CLUSTERDOWN"); }
 
-bool redirected(const Reply& r) {
+}  // namespace
+
+bool ClusterConnection::redirected(const Reply& r) {
   return r.is_error() && (starts_with(r.str, "MOVED ") || starts_with(r.str, "ASK ") || must_wait(r.str));
 }
-
-}  // namespace
 
 Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_t slot) {
   auto target = route_fresh(slot);
@@ -290,66 +290,6 @@ Reply ClusterConnection::command(const std::vector<std::string>& argv) {
   }
   if (!any) throw ConnectionError("cluster has no known master");
   return any->pool->command(argv);
-}
-
-std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
-  // Split by node, one pipeline per node, answers back in the caller's order. A redirected command
-  // is resent on its own through command(), within the same call's deadline. A node failing in
-  // transit fails its own commands only (transit_failure replies): the others' answers stand,
-  // as they were recorded. Only when every command failed does the call fail as a whole.
-  CallScope call(*this);
-  std::vector<Reply> out(commands.size());
-  std::vector<std::pair<std::shared_ptr<Node>, std::vector<std::size_t>>> groups;
-  for (std::size_t i = 0; i < commands.size(); ++i) {
-    const int slot = command_slot(commands[i]);
-    const auto n = route_fresh(static_cast<std::uint16_t>(slot < 0 ? 0 : slot));
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == n; });
-    if (it == groups.end()) {
-      groups.push_back({n, {}});
-      it = std::prev(groups.end());
-    }
-    it->second.push_back(i);
-  }
-  std::exception_ptr failure;
-  std::size_t failed = 0;
-  for (const auto& [n, indices] : groups) failed += send_group(n, commands, indices, out, failure);
-  if (failure && failed == commands.size()) std::rethrow_exception(failure);
-  return out;
-}
-
-std::size_t ClusterConnection::send_group(const std::shared_ptr<Node>& n,
-                                          const std::vector<std::vector<std::string>>& commands,
-                                          const std::vector<std::size_t>& indices, std::vector<Reply>& out,
-                                          std::exception_ptr& failure) {
-  std::vector<std::vector<std::string>> batch;
-  batch.reserve(indices.size());
-  for (std::size_t i : indices) batch.push_back(commands[i]);
-  std::vector<Reply> replies;
-  try {
-    replies = n->pool->pipeline(batch);
-  } catch (const ConnectionError& e) {
-    // The outcome of this node's commands is unknown: none is replayed. Learn the new topology for
-    // the next call.
-    if (!failure) failure = std::current_exception();
-    for (std::size_t i : indices) out[i] = transit_failure(e);
-    refresh_quietly(n);
-    return indices.size();
-  }
-  std::size_t failed = 0;
-  for (std::size_t j = 0; j < indices.size(); ++j) {
-    Reply& r = replies[j];
-    if (redirected(r)) {
-      try {
-        r = command(commands[indices[j]]);  // it did not run where it was sent
-      } catch (const ConnectionError& e) {
-        if (!failure) failure = std::current_exception();
-        r = transit_failure(e);
-        ++failed;
-      }
-    }
-    out[indices[j]] = std::move(r);
-  }
-  return failed;
 }
 
 std::size_t ClusterConnection::node_of(std::string_view key) const {

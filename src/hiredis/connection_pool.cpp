@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "call_deadline.hpp"
 #include "pool_rider.hpp"
@@ -157,6 +158,43 @@ std::vector<Reply> ConnectionPool::pipeline(const std::vector<std::vector<std::s
   std::vector<Reply> replies = (*lease).pipeline(commands);
   lease.connected_check();
   return replies;
+}
+
+ConnectionPool::Sent::Sent(ConnectionPool& pool, Slot slot, std::size_t count)
+    : pool_(&pool), slot_(std::move(slot)), count_(count) {}
+
+ConnectionPool::Sent::Sent(Sent&& other) noexcept
+    : pool_(std::exchange(other.pool_, nullptr)), slot_(std::move(other.slot_)), count_(other.count_),
+      read_(other.read_) {}
+
+ConnectionPool::Sent::~Sent() {
+  if (pool_ == nullptr) return;  // moved from
+  if (!read_) slot_.connection->disconnect();
+  slot_.last_used = std::chrono::steady_clock::now();
+  pool_->release(std::move(slot_));
+}
+
+std::vector<Reply> ConnectionPool::Sent::receive() {
+  if (pool_ == nullptr || read_) throw InvalidArgument("a sent pipeline's replies are read once");
+  std::vector<Reply> replies = slot_.connection->receive(count_);
+  read_ = true;
+  pool_->connected_check(slot_);
+  return replies;
+}
+
+ConnectionPool::Sent ConnectionPool::send_only(const std::vector<std::vector<std::string>>& commands) {
+  std::vector<const std::vector<std::string>*> refs;
+  refs.reserve(commands.size());
+  for (const auto& c : commands) {
+    if (c.empty()) throw InvalidArgument("empty command in pipeline");
+    refs.push_back(&c);
+  }
+  CallScope call(*this);
+  Sent sent(*this, acquire(), commands.size());
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
+  commands_.fetch_add(commands.size(), std::memory_order_relaxed);
+  sent.slot_.connection->send(refs);  // a failure: ~Sent gives the connection back, dropped
+  return sent;
 }
 
 ConnectionPool::Stats ConnectionPool::stats() const {

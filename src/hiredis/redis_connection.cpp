@@ -249,8 +249,13 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::
 }
 
 std::vector<Reply> RedisConnection::pipeline(const std::vector<const std::vector<std::string>*>& commands) {
-  std::vector<Reply> out;
-  if (commands.empty()) return out;
+  if (commands.empty()) return {};
+  CallScope call(*this);
+  send(commands);
+  return read_replies(*ctx_, commands.size());
+}
+
+void RedisConnection::send(const std::vector<const std::vector<std::string>*>& commands) {
   // Checked before anything is appended: a command left in the context's output buffer would go
   // out with the next call, whose replies would then be read one step behind.
   for (const auto* args : commands) {
@@ -266,8 +271,38 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<const std::vector
       fail("pipelining to");
     }
   }
-  out.reserve(commands.size());
-  for (std::size_t i = 0; i < commands.size(); ++i) {
+  // Out now, not at the first read: the server starts on them while the caller writes elsewhere.
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(&c, &done) != REDIS_OK) fail("writing a pipeline to");
+  }
+}
+
+std::vector<Reply> RedisConnection::receive(std::size_t count) {
+  if (count == 0) return {};
+  if (!ctx_) throw ConnectionError(fmt::format("no pipeline sent to {} to read", describe(endpoint_)));
+  CallScope call(*this);
+  rearm_deadline(*ctx_);
+  return read_replies(*ctx_, count);
+}
+
+void RedisConnection::disconnect() noexcept { ctx_.reset(); }
+
+void RedisConnection::rearm_deadline(redisContext& c) {
+  const auto deadline = hiredis_detail::step_deadline(command_timeout_);
+  if (deadline == hiredis_detail::no_deadline()) return;
+  // Past the deadline the replies may still be waiting in the socket's buffer: the shortest
+  // timeout (1 ms) reads them, and fails only when they are not there.
+  const auto left = time_left(deadline);
+  if (!shortened_ && command_timeout_.count() > 0 && left >= command_timeout_) return;
+  if (redisSetTimeout(&c, to_timeval(left)) != REDIS_OK) fail("setting the command timeout on");
+  shortened_ = true;
+}
+
+std::vector<Reply> RedisConnection::read_replies(redisContext& c, std::size_t count) {
+  std::vector<Reply> out;
+  out.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
     void* raw = nullptr;
     if (redisGetReply(&c, &raw) != REDIS_OK || raw == nullptr) fail("reading pipelined replies from");
     ReplyPtr reply(static_cast<redisReply*>(raw));

@@ -3,7 +3,8 @@
 // The calls on its slots come back within the call's deadline (the refresh after a timeout asks the
 // stalled node last and never waits past the deadline); the calls on the healthy masters' slots are
 // all decided by Redis, none short-circuited (the breaker is per node); once the node resumes,
-// Redis decides its subjects again.
+// Redis decides its subjects again. A batch whose first master is stalled still reaches the other
+// masters at once and keeps their decisions.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -130,6 +131,65 @@ TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
     if (source == redlimit::Source::primary) break;
   }
   EXPECT_EQ(source, redlimit::Source::primary);
+}
+
+// A batch over every master whose first master (in the order shares are sent: shard numbers) is
+// stopped: the other masters get their shares before the stalled one is waited for, so their
+// decisions are Redis's, and the batch ends at its deadline. Sent one master after another, the
+// stalled master's timeout would have used the whole deadline, and the other shares would never
+// have left (every decision then the failure policy's).
+TEST(ClusterStall, ABatchReachesTheOtherMastersWhileItsFirstMasterIsStopped) {
+  ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
+  flush_all_masters();
+  redlimit::Options o;
+  o.command_timeout = kDeadline;
+  o.connect_timeout = kDeadline;
+  o.on_failure = redlimit::OnFailure::fail_open;
+  o.pool.health_check_interval = 0ms;
+  auto conn = std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o);
+  redlimit::RateLimiter limiter(conn, o);
+  const auto fw = limiter.fixed_window("stall-batch", redlimit::Limit::per_hour(10));
+
+  // Four subjects a master, the stalled master's first in the batch; the victim is the master whose
+  // share is sent first.
+  const auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  std::vector<std::pair<std::size_t, std::vector<std::string>>> by_shard;
+  for (const auto& m : masters) {
+    auto who = subjects_on(fw, *conn, m.port, true, 4);
+    ASSERT_EQ(who.size(), 4u);
+    by_shard.push_back({conn->node_of(fw.key_for(who.front())), std::move(who)});
+  }
+  std::sort(by_shard.begin(), by_shard.end());
+  const int victim = owner_port(redlimit::detail::key_slot(fw.key_for(by_shard.front().second.front())));
+  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), victim);
+  ASSERT_NE(it, cluster().ports.end());
+  const pid_t pid = cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
+  std::vector<redlimit::Request> batch;
+  for (const auto& [shard, who] : by_shard) {
+    for (const auto& s : who) batch.push_back({s, 1});
+  }
+  for (const auto& d : fw.consume_many(batch)) ASSERT_EQ(d.source, redlimit::Source::primary);  // warm pools
+
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const auto start = Steady::now();
+  const auto decisions = fw.consume_many(batch);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
+  ::kill(pid, SIGCONT);
+
+  int from_redis = 0;
+  for (std::size_t i = 0; i < decisions.size(); ++i) {
+    const bool stalled = i < 4;
+    EXPECT_EQ(decisions[i].source, stalled ? redlimit::Source::failure_policy : redlimit::Source::primary) << i;
+    if (!stalled && decisions[i].source == redlimit::Source::primary) {
+      ++from_redis;
+      EXPECT_EQ(decisions[i].remaining, 8) << "the second of 10 an hour";
+    }
+  }
+  std::printf("[ stall ] batch of 12, its first master (%d) stopped: %d of 8 decided by the live masters, %lld ms\n",
+              victim, from_redis, static_cast<long long>(took.count()));
+  EXPECT_EQ(from_redis, 8);
+  EXPECT_LT(took.count(), (kDeadline + kMargin).count());
 }
 
 }  // namespace

@@ -148,5 +148,36 @@ TEST_F(PoolSharingTest, AStalledServerEndsQueuedCallsByTheirDeadlineAndSendsNoth
   EXPECT_LE(fw.peek("s").limit - fw.peek("s").remaining, 6);
 }
 
+// A pipeline in two halves (ConnectionPool::send_only, what a cluster batch sends each master):
+// the commands are on the server before any reply is read; replies read back in order; a Sent
+// dropped unread takes its connection's replies with it, so the next caller on that connection
+// reads its own reply, not the abandoned ones.
+TEST_F(PoolSharingTest, ASentPipelineRunsBeforeItsRepliesAreReadAndUnreadRepliesAreNeverSomeoneElses) {
+  auto p = pool(1, true);
+  {
+    auto sent = p->send_only({{"SET", "halves:a", "1"}, {"INCR", "halves:a"}});
+    // Another connection sees the writes while the replies still wait on ours.
+    redlimit::RedisConnection other(redlimit::parse_url(server().url()), std::chrono::seconds(5),
+                                    std::chrono::seconds(5));
+    Reply seen;
+    for (int i = 0; i < 200 && seen.str != "2"; ++i) {
+      seen = other.command({"GET", "halves:a"});
+      if (seen.str != "2") std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(seen.str, "2");
+    const auto replies = sent.receive();
+    ASSERT_EQ(replies.size(), 2u);
+    EXPECT_EQ(replies[0].str, "OK");
+    EXPECT_EQ(replies[1].integer, 2);
+    EXPECT_THROW(sent.receive(), redlimit::InvalidArgument);
+  }
+  { auto abandoned = p->send_only({{"ECHO", "not yours"}, {"ECHO", "nor this"}}); }
+  EXPECT_EQ(p->command({"ECHO", "mine"}).str, "mine");
+  EXPECT_EQ(p->pipeline({{"ECHO", "one"}, {"ECHO", "two"}})[1].str, "two");
+  EXPECT_EQ(p->open_connections(), 1u);
+  EXPECT_THROW(p->send_only({{"ECHO", "x"}, {}}), redlimit::InvalidArgument);
+  EXPECT_EQ(p->command({"ECHO", "after"}).str, "after");
+}
+
 }  // namespace
 }  // namespace redlimit_test

@@ -97,10 +97,28 @@ class ClusterConnection final : public Connection {
   // route(), after the refresh a previous call left to this node's next caller.
   std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
-  // One node's part of a pipeline, answers into `out` at `indices`. Returns how many of its commands
-  // failed in transit (each answered by a transit_failure() reply; `failure` keeps the first error).
-  std::size_t send_group(const std::shared_ptr<Node>& n, const std::vector<std::vector<std::string>>& commands,
-                  const std::vector<std::size_t>& indices, std::vector<Reply>& out, std::exception_ptr& failure);
+  // A pipeline's commands grouped by the master that serves them (src/hiredis/cluster_pipeline.cpp).
+  struct Group {
+    std::shared_ptr<Node> node;
+    std::vector<std::size_t> indices;  // into the pipeline's commands
+  };
+  std::vector<Group> group_by_master(const std::vector<std::vector<std::string>>& commands);
+  // One master's group through its pool's shared round trips, answers into `out`; or every group
+  // written before any is read (send_at_once). Each returns how many commands failed in transit (each
+  // answered by a transit_failure() reply; `failure` keeps the first error).
+  std::size_t send_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
+                         std::vector<Reply>& out, std::exception_ptr& failure);
+  std::size_t send_at_once(std::vector<Group>& groups, const std::vector<std::vector<std::string>>& commands,
+                           std::vector<Reply>& out, std::exception_ptr& failure);
+  // A group's replies into `out`, each redirected one sent again on its own through command().
+  std::size_t deliver(const Group& g, std::vector<Reply>& replies, const std::vector<std::vector<std::string>>& commands,
+                      std::vector<Reply>& out, std::exception_ptr& failure);
+  // A group whose commands failed in transit: each answered by transit_failure(e). Called in the
+  // handler of `e` (the first failure is kept as thrown).
+  static std::size_t fail_group(const Group& g, const ConnectionError& e, std::vector<Reply>& out,
+                                std::exception_ptr& failure);
+  // MOVED, ASK, TRYAGAIN or CLUSTERDOWN: the command did not run where it was sent.
+  static bool redirected(const Reply& r);
 
   ClusterEndpoint seeds_;
   Options options_;

@@ -88,6 +88,33 @@ class ConnectionPool final : public Connection {
   std::atomic<std::uint64_t> round_trips_{0}, commands_{0};
   ConnectHook on_connect_;
   std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss://: made once, shared by the connections
+
+ public:
+  // A pipeline written on a connection taken for it alone, whose replies are not read yet: the
+  // caller writes to several pools before it reads from any (ClusterConnection::pipeline sends a
+  // batch to every master at once). receive() reads the replies, within the call's deadline as it
+  // stands then. The connection goes back to the pool when this is destroyed; unread replies are
+  // dropped with their connection first, never left for another command to read as its own.
+  class Sent {
+   public:
+    Sent(Sent&& other) noexcept;
+    Sent& operator=(Sent&&) = delete;
+    Sent(const Sent&) = delete;
+    Sent& operator=(const Sent&) = delete;
+    ~Sent();
+    std::vector<Reply> receive();
+
+   private:
+    friend class ConnectionPool;
+    Sent(ConnectionPool& pool, Slot slot, std::size_t count);
+    ConnectionPool* pool_;
+    Slot slot_;
+    std::size_t count_;
+    bool read_ = false;
+  };
+  // Takes a connection (waiting as command() does) and writes `commands` on it, not shared with
+  // other callers' round trips (PoolOptions::coalesce does not apply). Throws as pipeline() does.
+  Sent send_only(const std::vector<std::vector<std::string>>& commands);
 };
 
 }  // namespace redlimit

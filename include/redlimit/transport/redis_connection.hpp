@@ -40,6 +40,15 @@ class RedisConnection final : public Connection {
   // pipeline() over commands held elsewhere (the pool's shared round trips: several callers'
   // commands in one write, none of them copied).
   std::vector<Reply> pipeline(const std::vector<const std::vector<std::string>*>& commands);
+  // pipeline() in two halves, for a caller that writes to several servers before it reads any
+  // reply (a cluster batch goes to every master at once: ClusterConnection::pipeline). send() writes
+  // the commands out; receive() reads `count` replies, its socket timeout the call's time left as it
+  // stands then (the caller may have waited on another server meanwhile). Nothing else may be sent
+  // in between. Replies that will never be read must not stay on the connection for a later command
+  // to read as its own: disconnect() drops it (the next command reconnects).
+  void send(const std::vector<const std::vector<std::string>*>& commands);
+  std::vector<Reply> receive(std::size_t count);
+  void disconnect() noexcept;
   void begin_call() override;
   void end_call() noexcept override;
 
@@ -65,6 +74,9 @@ class RedisConnection final : public Connection {
   void arm_deadline(redisContext& c);
   // After a round trip that succeeded: command_timeout again, if arm_deadline() shortened it.
   void disarm_deadline(redisContext& c);
+  // receive(): the socket timeout becomes the call's time left (at least 1 ms), when it has a deadline.
+  void rearm_deadline(redisContext& c);
+  std::vector<Reply> read_replies(redisContext& c, std::size_t count);
 
   Endpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
