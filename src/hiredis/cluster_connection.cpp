@@ -34,6 +34,8 @@ bool redirect_target(const std::string& err, std::string& host, int& port) {
 ClusterConnection::ClusterConnection(ClusterEndpoint endpoint, const Options& options)
     : seeds_(std::move(endpoint)), options_(options) {
   if (seeds_.seeds.empty()) throw InvalidArgument("a cluster needs at least one seed node");
+  // Redis Functions when the masters have them: the library goes to every master (to_every_master).
+  set_script_path(ScriptPath::probe);
   // rediss-cluster:// options this build cannot use (no TLS; a CA, certificate or key that cannot be
   // read) are an InvalidArgument before any I/O: the first seed's probe in refresh() makes its TLS
   // context before it connects, and refresh() lets InvalidArgument through under every policy.
@@ -278,6 +280,7 @@ Reply ClusterConnection::command(const std::vector<std::string>& argv) {
   CallScope call(*this);  // a command outside any call is a call of its own
   const int slot = command_slot(argv);
   if (slot >= 0) return send(argv, static_cast<std::uint16_t>(slot));
+  if (to_every_master(argv)) return pipeline({argv}).front();
   std::shared_ptr<Node> any;
   {
     std::shared_lock<std::shared_mutex> lock(mutex_);

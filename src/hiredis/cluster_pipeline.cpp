@@ -28,42 +28,62 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
   std::vector<Reply> out(commands.size());
   std::vector<Group> groups = group_by_master(commands);
   std::exception_ptr failure;
-  std::size_t failed = 0;
   if (groups.size() == 1) {
-    failed = send_group(groups.front(), commands, out, failure);  // may share a round trip with other calls
+    send_group(groups.front(), commands, out, failure);  // may share a round trip with other calls
   } else if (!groups.empty()) {
-    failed = send_at_once(groups, commands, out, failure);
+    send_at_once(groups, commands, out, failure);
   }
-  if (failure && failed == commands.size()) std::rethrow_exception(failure);
+  if (failure && std::all_of(out.begin(), out.end(), is_transit_failure)) std::rethrow_exception(failure);
   return out;
 }
 
 std::vector<ClusterConnection::Group> ClusterConnection::group_by_master(
     const std::vector<std::vector<std::string>>& commands) {
   std::vector<Group> groups;
-  for (std::size_t i = 0; i < commands.size(); ++i) {
-    const int slot = command_slot(commands[i]);
-    const auto n = route_fresh(static_cast<std::uint16_t>(slot < 0 ? 0 : slot));
+  std::vector<std::size_t> everywhere;  // FUNCTION LOAD: ahead of each master's share
+  const auto group_of = [&](const std::shared_ptr<Node>& n) {
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.node == n; });
-    if (it == groups.end()) it = groups.insert(groups.end(), Group{n, {}});
-    it->indices.push_back(i);
+    return it != groups.end() ? it : groups.insert(groups.end(), Group{n, {}});
+  };
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    if (to_every_master(commands[i])) {
+      everywhere.push_back(i);
+      continue;
+    }
+    const int slot = command_slot(commands[i]);
+    group_of(route_fresh(static_cast<std::uint16_t>(slot < 0 ? 0 : slot)))->indices.push_back(i);
+  }
+  if (everywhere.empty()) return groups;
+  for (const auto& n : every_master()) {
+    auto& indices = group_of(n)->indices;
+    indices.insert(indices.begin(), everywhere.begin(), everywhere.end());
   }
   return groups;
 }
 
-std::size_t ClusterConnection::send_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
-                                          std::vector<Reply>& out, std::exception_ptr& failure) {
+std::vector<std::shared_ptr<ClusterConnection::Node>> ClusterConnection::every_master() {
+  route(0);  // an empty map is read first (or the call fails: no master known)
+  std::vector<std::shared_ptr<Node>> masters;
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  for (const auto& s : slots_) {
+    if (s && std::find(masters.begin(), masters.end(), s) == masters.end()) masters.push_back(s);
+  }
+  return masters;
+}
+
+void ClusterConnection::send_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
+                                   std::vector<Reply>& out, std::exception_ptr& failure) {
   std::vector<Reply> replies;
   try {
     replies = g.node->pool->pipeline(commands_at(commands, g.indices));
   } catch (const ConnectionError& e) {
     // The outcome of this master's commands is unknown: none is replayed. Learn the new topology
     // for the next call.
-    const std::size_t failed = fail_group(g, e, out, failure);
+    fail_group(g, commands, e, out, failure);
     refresh_quietly(g.node);
-    return failed;
+    return;
   }
-  return deliver(g, replies, commands, out, failure);
+  deliver(g, replies, commands, out, failure);
 }
 
 // Every master's share is written before any reply is read, so the masters run their parts side by
@@ -73,19 +93,17 @@ std::size_t ClusterConnection::send_group(const Group& g, const std::vector<std:
 // order in every thread: two batches each holding a connection the other waits for cannot happen.
 // Redirects and refreshes wait until every connection is back in its pool, as they take connections
 // of their own.
-std::size_t ClusterConnection::send_at_once(std::vector<Group>& groups,
-                                            const std::vector<std::vector<std::string>>& commands,
-                                            std::vector<Reply>& out, std::exception_ptr& failure) {
+void ClusterConnection::send_at_once(std::vector<Group>& groups, const std::vector<std::vector<std::string>>& commands,
+                                     std::vector<Reply>& out, std::exception_ptr& failure) {
   std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.node->shard < b.node->shard; });
   std::vector<std::optional<ConnectionPool::Sent>> sent(groups.size());
   std::vector<std::vector<Reply>> replies(groups.size());
   std::vector<bool> answered(groups.size(), false);
-  std::size_t failed = 0;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     try {
       sent[i].emplace(groups[i].node->pool->send_only(commands_at(commands, groups[i].indices)));
     } catch (const ConnectionError& e) {
-      failed += fail_group(groups[i], e, out, failure);
+      fail_group(groups[i], commands, e, out, failure);
     }
   }
   for (std::size_t i = 0; i < groups.size(); ++i) {
@@ -94,7 +112,7 @@ std::size_t ClusterConnection::send_at_once(std::vector<Group>& groups,
       replies[i] = sent[i]->receive();
       answered[i] = true;
     } catch (const ConnectionError& e) {
-      failed += fail_group(groups[i], e, out, failure);
+      fail_group(groups[i], commands, e, out, failure);
     }
     sent[i].reset();  // the connection back to its pool
   }
@@ -102,36 +120,38 @@ std::size_t ClusterConnection::send_at_once(std::vector<Group>& groups,
     if (!answered[i]) refresh_quietly(groups[i].node);
   }
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    if (answered[i]) failed += deliver(groups[i], replies[i], commands, out, failure);
+    if (answered[i]) deliver(groups[i], replies[i], commands, out, failure);
   }
-  return failed;
 }
 
-std::size_t ClusterConnection::deliver(const Group& g, std::vector<Reply>& replies,
-                                       const std::vector<std::vector<std::string>>& commands, std::vector<Reply>& out,
-                                       std::exception_ptr& failure) {
-  std::size_t failed = 0;
+void ClusterConnection::deliver(const Group& g, std::vector<Reply>& replies,
+                                const std::vector<std::vector<std::string>>& commands, std::vector<Reply>& out,
+                                std::exception_ptr& failure) {
   for (std::size_t j = 0; j < g.indices.size(); ++j) {
+    const std::size_t i = g.indices[j];
     Reply& r = replies[j];
-    if (redirected(r)) {
+    if (redirected(r) && !to_every_master(commands[i])) {
       try {
-        r = command(commands[g.indices[j]]);  // it did not run where it was sent
+        r = command(commands[i]);  // it did not run where it was sent
       } catch (const ConnectionError& e) {
         if (!failure) failure = std::current_exception();
         r = transit_failure(e);
-        ++failed;
       }
     }
-    out[g.indices[j]] = std::move(r);
+    put(out, i, std::move(r), commands[i]);
   }
-  return failed;
 }
 
-std::size_t ClusterConnection::fail_group(const Group& g, const ConnectionError& e, std::vector<Reply>& out,
-                                          std::exception_ptr& failure) {
+void ClusterConnection::fail_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
+                                   const ConnectionError& e, std::vector<Reply>& out, std::exception_ptr& failure) {
   if (!failure) failure = std::current_exception();  // called in the handler: the error as thrown
-  for (std::size_t i : g.indices) out[i] = transit_failure(e);
-  return g.indices.size();
+  for (std::size_t i : g.indices) put(out, i, transit_failure(e), commands[i]);
+}
+
+void ClusterConnection::put(std::vector<Reply>& out, std::size_t i, Reply reply, const std::vector<std::string>& command) {
+  // Replies start as nil; no master answers FUNCTION LOAD with nil.
+  if (to_every_master(command) && out[i].type != Reply::Type::nil && (out[i].is_error() || !reply.is_error())) return;
+  out[i] = std::move(reply);
 }
 
 }  // namespace redlimit

@@ -86,15 +86,24 @@ ClusterEndpoint parse_cluster_url(std::string_view url) {
   return out;
 }
 
+bool to_every_master(const std::vector<std::string>& argv) {
+  if (argv.size() < 2) return false;
+  const auto upper = [](std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  };
+  return upper(argv[0]) == "FUNCTION" && upper(argv[1]) == "LOAD";
+}
+
 int command_slot(const std::vector<std::string>& argv) {
   if (argv.empty()) return -1;
   std::string verb = argv[0];
   for (auto& c : verb) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (verb == "EVAL" || verb == "EVALSHA") {
+  if (verb == "EVAL" || verb == "EVALSHA" || verb == "FCALL" || verb == "FCALL_RO") {
     if (argv.size() < 4 || argv[2] == "0") return -1;
     return detail::key_slot(argv[3]);
   }
-  if (verb == "PING" || verb == "INFO" || verb == "SCRIPT" || verb == "CLUSTER" || argv.size() < 2) return -1;
+  if (verb == "PING" || verb == "INFO" || verb == "SCRIPT" || verb == "FUNCTION" || verb == "CLUSTER" || argv.size() < 2) return -1;
   return detail::key_slot(argv[1]);
 }
 

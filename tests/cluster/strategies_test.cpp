@@ -1,6 +1,6 @@
 // The strategies and policies on a 3-master cluster: the same decisions as on one server (a scaled
 // selection of the integration suite), keys of one subject in one slot, subjects spread over the
-// masters, batches split by node, scripts reloaded per node, and the #!lua shebang.
+// masters, batches split by node, functions and scripts reloaded per node, and the #!lua shebang.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -178,31 +178,66 @@ TEST_F(ClusterStrategies, ConsumeManyMatchesSingleConsumes) {
 
 // SCRIPT FLUSH on every master: the next EVALSHA gets NOSCRIPT and is sent once with EVAL, on
 // each node; the counts carry on.
-TEST_F(ClusterStrategies, NoscriptAfterScriptFlushOnEveryMaster) {
-  at(0s);
-  for (const auto& s : all_strategies(rl(), "noscript", 3, 1h)) {
-    SCOPED_TRACE(s.name);
-    const auto who = subjects_on_every_master(s, 2);
-    for (const auto& w : who) EXPECT_EQ(s.consume(w, 1).remaining, 2) << w;
+// The count of `command` in a master's INFO commandstats ("cmdstat_fcall:calls=12,...").
+long long calls_of(int port, const std::string& command) {
+  const std::string info = raw(port, {"INFO", "commandstats"}).str;
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+// Every master loses its scripts and functions (SCRIPT FLUSH, FUNCTION FLUSH) between decisions,
+// on both paths: as Redis Functions (the default: the router loads the library on every master, and
+// after the flush one LOAD a master serves the calls that missed it) and as EVALSHA
+// (Options::redis_functions = false: NOSCRIPT, then EVAL on that master). Decisions stay exact,
+// through single calls and a batch, and each path runs only its own kind of command.
+TEST_F(ClusterStrategies, ScriptsAndFunctionsFlushedOnEveryMasterOnBothPaths) {
+  for (const bool functions : {true, false}) {
+    SCOPED_TRACE(functions ? "functions" : "evalsha");
+    flush_all_masters();
     for (const auto& m : live_masters()) {
-      const redlimit::Reply r = raw(m.port, {"SCRIPT", "FLUSH"});
-      ASSERT_FALSE(r.is_error()) << r.str;
+      ASSERT_FALSE(raw(m.port, {"FUNCTION", "FLUSH"}).is_error());
+      ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
     }
-    for (const auto& w : who) EXPECT_EQ(s.consume(w, 1).remaining, 1) << w;
-    for (const auto& w : who) EXPECT_EQ(s.consume(w, 1).remaining, 0) << w;
-    for (const auto& w : who) EXPECT_FALSE(s.consume(w, 1).allowed) << w;
-  }
-  // And the same through a batch.
-  auto fw = rl().fixed_window("noscript.batch", Limit(3, 1h));
-  const auto who = subjects_on_every_master(fw, 3);
-  std::vector<redlimit::Request> requests;
-  for (const auto& w : who) requests.push_back({w, 1});
-  for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"SCRIPT", "FLUSH"}).is_error());
-  const auto got = fw.consume_many(requests);
-  ASSERT_EQ(got.size(), who.size());
-  for (const auto& d : got) {
-    EXPECT_TRUE(d.allowed) << d;
-    EXPECT_EQ(d.remaining, 2) << d;
+    const auto flush = [] {
+      for (const auto& m : live_masters()) {
+        ASSERT_FALSE(raw(m.port, {"SCRIPT", "FLUSH"}).is_error());
+        ASSERT_FALSE(raw(m.port, {"FUNCTION", "FLUSH"}).is_error());
+      }
+    };
+    redlimit::Options o = options();
+    o.redis_functions = functions;
+    const redlimit::RateLimiter l(connection, o);
+    at(0s);
+    for (const auto& s : all_strategies(l, "flushed", 3, 1h)) {
+      SCOPED_TRACE(s.name);
+      const auto who = subjects_on_every_master(s, 2);
+      for (const auto& w : who) EXPECT_EQ(s.consume(w, 1).remaining, 2) << w;
+      flush();
+      for (const auto& w : who) EXPECT_EQ(s.consume(w, 1).remaining, 1) << w;
+      for (const auto& w : who) EXPECT_EQ(s.consume(w, 1).remaining, 0) << w;
+      for (const auto& w : who) EXPECT_FALSE(s.consume(w, 1).allowed) << w;
+    }
+    auto fw = l.fixed_window("flushed.batch", Limit(3, 1h));
+    const auto who = subjects_on_every_master(fw, 3);
+    std::vector<redlimit::Request> requests;
+    for (const auto& w : who) requests.push_back({w, 1});
+    flush();
+    const auto got = fw.consume_many(requests);
+    ASSERT_EQ(got.size(), who.size());
+    for (const auto& d : got) {
+      EXPECT_TRUE(d.allowed) << d;
+      EXPECT_EQ(d.remaining, 2) << d;
+    }
+    EXPECT_EQ(l.health().scripts, functions ? redlimit::ScriptPath::functions : redlimit::ScriptPath::evalsha);
+    for (const auto& m : live_masters()) {
+      SCOPED_TRACE(m.port);
+      EXPECT_GT(calls_of(m.port, functions ? "fcall" : "evalsha"), 0);
+      EXPECT_EQ(calls_of(m.port, functions ? "evalsha" : "fcall"), 0);
+      const redlimit::Reply listed =
+          raw(m.port, {"FUNCTION", "LIST", "LIBRARYNAME", std::string(redlimit::detail::scripts::library_name())});
+      EXPECT_EQ(listed.elements.size(), functions ? 1u : 0u) << "the library on this master";
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 // command_slot (cluster routing) on arbitrary argv: never crashes, returns -1 or a slot in
 // [0, 16383], and the slot is the one Redis computes (slot_ref in fuzz_check.hpp: keyHashSlot,
-// transcribed with an independent CRC16) for the command's first key: EVAL/EVALSHA's first key
-// after numkeys, otherwise argv[1].
+// transcribed with an independent CRC16) for the command's first key: EVAL/EVALSHA/FCALL/FCALL_RO's
+// first key after numkeys, otherwise argv[1]; and to_every_master holds for FUNCTION LOAD only.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -26,8 +26,9 @@ std::string upper(std::string s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static constexpr const char* kVerbs[] = {"EVALSHA", "evalsha", "EVAL", "eval", "GET",   "DEL", "PING",
-                                           "INFO",    "SCRIPT",  "cluster", "HGETALL", "TTL"};
+  static constexpr const char* kVerbs[] = {"EVALSHA", "evalsha", "EVAL",    "eval",  "GET",      "DEL",
+                                           "PING",    "INFO",    "SCRIPT",  "cluster", "HGETALL", "TTL",
+                                           "FCALL",   "fcall_ro", "FUNCTION", "function"};
   FuzzedDataProvider in(data, size);
   const std::size_t argc = in.ConsumeIntegralInRange<std::size_t>(0, 8);
   std::vector<std::string> argv;
@@ -45,12 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int expected = -1;
   if (!argv.empty()) {
     const std::string verb = upper(argv[0]);
-    if (verb == "EVAL" || verb == "EVALSHA") {
+    if (verb == "EVAL" || verb == "EVALSHA" || verb == "FCALL" || verb == "FCALL_RO") {
       if (argv.size() >= 4 && argv[2] != "0") expected = slot_ref(argv[3]);
-    } else if (verb != "PING" && verb != "INFO" && verb != "SCRIPT" && verb != "CLUSTER" && argv.size() >= 2) {
+    } else if (verb != "PING" && verb != "INFO" && verb != "SCRIPT" && verb != "FUNCTION" && verb != "CLUSTER" &&
+               argv.size() >= 2) {
       expected = slot_ref(argv[1]);
     }
   }
   FUZZ_CHECK(slot == expected, "command_slot %d, Redis would route by slot %d", slot, expected);
+  const bool everywhere = argv.size() >= 2 && upper(argv[0]) == "FUNCTION" && upper(argv[1]) == "LOAD";
+  FUZZ_CHECK(redlimit::to_every_master(argv) == everywhere, "to_every_master %d", everywhere ? 0 : 1);
   return 0;
 }

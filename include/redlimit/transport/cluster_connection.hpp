@@ -103,20 +103,24 @@ class ClusterConnection final : public Connection {
     std::vector<std::size_t> indices;  // into the pipeline's commands
   };
   std::vector<Group> group_by_master(const std::vector<std::vector<std::string>>& commands);
+  // Every master the slot map names (refreshing an empty map first).
+  std::vector<std::shared_ptr<Node>> every_master();
   // One master's group through its pool's shared round trips, answers into `out`; or every group
-  // written before any is read (send_at_once). Each returns how many commands failed in transit (each
-  // answered by a transit_failure() reply; `failure` keeps the first error).
-  std::size_t send_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
+  // written before any is read (send_at_once). A command that failed in transit is answered by a
+  // transit_failure() reply; `failure` keeps the first error.
+  void send_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
                          std::vector<Reply>& out, std::exception_ptr& failure);
-  std::size_t send_at_once(std::vector<Group>& groups, const std::vector<std::vector<std::string>>& commands,
+  void send_at_once(std::vector<Group>& groups, const std::vector<std::vector<std::string>>& commands,
                            std::vector<Reply>& out, std::exception_ptr& failure);
   // A group's replies into `out`, each redirected one sent again on its own through command().
-  std::size_t deliver(const Group& g, std::vector<Reply>& replies, const std::vector<std::vector<std::string>>& commands,
+  void deliver(const Group& g, std::vector<Reply>& replies, const std::vector<std::vector<std::string>>& commands,
                       std::vector<Reply>& out, std::exception_ptr& failure);
   // A group whose commands failed in transit: each answered by transit_failure(e). Called in the
   // handler of `e` (the first failure is kept as thrown).
-  static std::size_t fail_group(const Group& g, const ConnectionError& e, std::vector<Reply>& out,
-                                std::exception_ptr& failure);
+  static void fail_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
+                         const ConnectionError& e, std::vector<Reply>& out, std::exception_ptr& failure);
+  // A master's reply into out[i]; for a command sent to every master, an error wins over what is there.
+  static void put(std::vector<Reply>& out, std::size_t i, Reply reply, const std::vector<std::string>& command);
   // MOVED, ASK, TRYAGAIN or CLUSTERDOWN: the command did not run where it was sent.
   static bool redirected(const Reply& r);
 
@@ -131,8 +135,13 @@ class ClusterConnection final : public Connection {
   std::shared_ptr<Node> suspect_;
 };
 
-// The slot a command is routed by: its first key (EVAL/EVALSHA: after numkeys; otherwise argv[1]),
-// or -1 for a keyless command.
+// The slot a command is routed by: its first key (EVAL, EVALSHA, FCALL, FCALL_RO: after numkeys;
+// otherwise argv[1]), or -1 for a keyless command.
 int command_slot(const std::vector<std::string>& argv);
+
+// True for a command every master must run: FUNCTION LOAD (an FCALL runs on the master of its keys,
+// so each master needs the library). The router sends it to each master, ahead of that master's
+// share of the pipeline; its reply is the first error any master answered, else the first reply.
+bool to_every_master(const std::vector<std::string>& argv);
 
 }  // namespace redlimit

@@ -88,6 +88,12 @@ inline Reply transit_failure(const ConnectionError& error) {
   return Reply::make_error(std::move(text));
 }
 
+inline bool is_transit_failure(const Reply& r) {
+  if (!r.is_error()) return false;
+  const std::string_view code = std::string_view(r.str).substr(0, r.str.find(' '));
+  return code == kTransitConnectionError || code == kTransitTimeout;
+}
+
 // Opens a call on `conn` for as long as it lives (Connection::begin_call / end_call).
 class CallScope {
  public:

@@ -2,10 +2,11 @@
 // How the decision path calls the Lua scripts on one connection (docs/performance.md, "Redis
 // Functions"): as Redis Functions (FCALL of a library loaded once per server, persisted and
 // replicated with the data) or as EVALSHA of scripts cached per server process. A transport that
-// talks to one Redis (RedisConnection, ConnectionPool, SentinelConnection, AsyncRedis) starts at
-// `probe`: its first call loads the library and settles on `functions`, or on `evalsha` when the
-// server has no FUNCTION command (Redis < 7.0) or the ACL user may not load or call functions.
-// Everything else (the in-memory backend, a cluster router, test doubles) stays on `evalsha`.
+// talks to Redis (RedisConnection, ConnectionPool, SentinelConnection, AsyncRedis, and a cluster
+// router, which loads the library on every master) starts at `probe`: its first call loads the
+// library and settles on `functions`, or on `evalsha` when the server has no FUNCTION command
+// (Redis < 7.0) or the ACL user may not load or call functions. Everything else (the in-memory
+// backend, test doubles) stays on `evalsha`.
 // Options::redis_functions = false keeps a limiter on `evalsha`.
 #include <atomic>
 #include <string_view>
