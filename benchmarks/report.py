@@ -8,7 +8,8 @@
 results.jsonl holds one JSON object a line, from redlimit_bench (its cluster suite included: rows
 "suite": "cluster"), rlf_bench.js, limits_bench.py and bench.sh's redis-benchmark runs. Every throughput row was repeated --reps times; the report keeps the
 best of each (the highest rate, the lowest Redis CPU), the repetition least disturbed by anything
-else running on the machine.
+else running on the machine, and writes beside it the lowest-highest over the repetitions (its
+spread), every repetition's figure computed on that repetition's rows alone.
 """
 import argparse
 import datetime
@@ -17,7 +18,7 @@ import os
 import platform
 import re
 import subprocess
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 
 STRATEGIES = [
     ("fixed_window", "fixed window"),
@@ -75,11 +76,18 @@ def fmt_us(x):
     return "-" if x is None else "{:.2f}".format(x)
 
 
+def ratio(x, y):
+    return x / y if x is not None and y else None
+
+
+def meets(value, goal, at_most=False):
+    return value is not None and (value <= goal if at_most else value >= goal)
+
+
 def verdict(ratio, goal, at_most=False):
     if ratio is None:
         return "not measured"
-    ok = ratio <= goal if at_most else ratio >= goal
-    return "{:.2f}x **{}**".format(ratio, "PASS" if ok else "MISS")
+    return "{:.2f}x **{}**".format(ratio, "PASS" if meets(ratio, goal, at_most) else "MISS")
 
 
 def median_range(vals):
@@ -136,9 +144,17 @@ def capacity_section(res):
     return "\n".join(out) if len(out) > 2 else "(not measured in this run)"
 
 
+# The suites bench.sh repeats BENCH_REPS times (their rows carry "rep"); the functions suite has
+# its own fixed 3 repetitions and is left out, so that BENCH_REPS=1 reads as measured once.
+REPEATED_SUITES = ("throughput", "cluster", "peer", "redis-benchmark", "raw")
+
+
 class Results:
-    def __init__(self, path):
-        self.rows = []
+    def __init__(self, path=None, rows=None):
+        self.rows = list(rows or [])
+        self._reps = {}
+        if path is None:
+            return
         with open(path) as f:
             for line in f:
                 line = line.strip()
@@ -152,17 +168,101 @@ class Results:
     def select(self, **kw):
         return [r for r in self.rows if all(r.get(k) == v for k, v in kw.items())]
 
-    def best_rate(self, **kw):
-        rates = [r["rate"] for r in self.select(**kw) if r.get("rate")]
-        return max(rates) if rates else None
+    def best(self, key, higher, where=None, **kw):
+        """The highest (or lowest) `key` of the rows that match, or None: over every repetition,
+        the one least disturbed by anything else running on the machine."""
+        vals = [r[key] for r in self.select(**kw) if r.get(key) and (where is None or where(r))]
+        return (max if higher else min)(vals) if vals else None
 
-    def min_usec(self, key="usec_per_decision", **kw):
-        vals = [r[key] for r in self.select(**kw) if r.get(key)]
-        return min(vals) if vals else None
+    def best_rate(self, **kw):
+        return self.best("rate", True, **kw)
+
+    def min_usec(self, key="usec_per_decision", where=None, **kw):
+        return self.best(key, False, where, **kw)
 
     def first(self, **kw):
         rows = self.select(**kw)
         return rows[0] if rows else None
+
+    def reps(self):
+        """The repetitions of the repeated suites, in order."""
+        return sorted({r["rep"] for r in self.rows if r.get("suite") in REPEATED_SUITES and "rep" in r})
+
+    def rep(self, n):
+        """The rows of repetition n alone: any figure computed on them is that repetition's."""
+        if n not in self._reps:
+            self._reps[n] = Results(rows=[r for r in self.rows if r.get("rep") == n])
+        return self._reps[n]
+
+
+def fmt_k(x):
+    """A rate in three significant digits for a range (198k, 60.1k, 6.76k): the spread's ends need
+    no more, and the best beside them is written in full."""
+    x = float("{:.3g}".format(x))
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return "{:g}{}".format(x / scale, unit)
+    return "{:g}".format(x)
+
+
+def per_rep(res, figure):
+    """`figure` (a function of a Results) computed on each repetition alone; None where it is missing."""
+    return [figure(res.rep(n)) for n in res.reps()]
+
+
+def with_spread(res, figure, fmt=fmt_rate, short=None, none="missing"):
+    """ "best (lowest–highest)" of `figure` over the repetitions, e.g. "34,580 (33.9k–34.6k)". The
+    best is figure(res) on every row at once: one end of the range for a best-of figure, inside it for
+    a ratio of two (each repetition's own ratio). A figure measured once is written alone (the prose
+    says so): a range of one value would be an invented spread."""
+    best = figure(res)
+    if best is None:
+        return none
+    reps = res.reps()
+    vals = [v for v in per_rep(res, figure) if v is not None]
+    if len(reps) <= 1:
+        return fmt(best)
+    if len(vals) <= 1:
+        return "{} (1 run)".format(fmt(best))
+    short = short or fmt
+    span = "{}–{}".format(short(min(vals)), short(max(vals)))
+    if len(vals) < len(reps):
+        span += ", {} of {} runs".format(len(vals), len(reps))
+    return "{} ({})".format(fmt(best), span)
+
+
+def spread_note(res, what="Each figure"):
+    """The sentence that says how to read the spreads, or that there are none."""
+    n = len(res.reps())
+    if n <= 1:
+        return ("{} was measured once (BENCH_REPS=1 or no repetitions recorded): no spread is "
+                "shown.".format(what))
+    return ("{} is the best of {} repetitions (the highest rate, the lowest Redis CPU), followed by "
+            "the lowest–highest over the repetitions in brackets (k = thousand, M = million); \"(1 run)\" "
+            "marks a figure measured in one repetition only.".format(what, n))
+
+
+def repetitions(res):
+    n = len(res.reps())
+    return "the best of {} repetitions, lowest–highest in brackets".format(n) if n > 1 else "measured once: no spread"
+
+
+def rate_of(res, sid, mode, suite="throughput"):
+    return res.best_rate(suite=suite, strategy=sid, mode=mode)
+
+
+def script_usec(res, sid):
+    # The same script runs in every mode: the least disturbed of all its runs.
+    return res.min_usec(suite="throughput", strategy=sid)
+
+
+def single_usec(res, sid):
+    """Script time per decision in the modes where each decision is a script call of its own."""
+    return res.min_usec(suite="throughput", strategy=sid, where=lambda r: not r.get("batch"))
+
+
+def server_cpu(res, mode, **kw):
+    return res.min_usec(key="server_cpu_us_per_decision", mode=mode, **kw)
 
 
 def machine_section(a, res):
@@ -228,39 +328,43 @@ def machine_section(a, res):
 CLUSTER_MODES = [m for m in MODES if not m[0].startswith("async")]
 
 
-def best_mode(rate_of, sid, modes):
+def best_mode(res, sid, modes=MODES, suite="throughput"):
     """The fastest concurrent mode of `modes` (all but sequential) for strategy `sid`: (rate, mode)."""
     best, which = None, None
     for mode, _ in modes:
         if mode == "seq":
             continue
-        r = rate_of(sid, mode)
+        r = rate_of(res, sid, mode, suite)
         if r is not None and (best is None or r > best):
             best, which = r, mode
     return best, which
 
 
-def cluster_report(res, server_rate, a):
+def cluster_absent(a):
+    """Why a run has no cluster rows, from bench.sh's --cluster."""
+    return {
+        "skipped": "the cluster was not run (`BENCH_CLUSTER=0`)",
+        "failed": "the local cluster did not start (`scripts/cluster.sh start` failed; the run's log says why)",
+    }.get(a.cluster, "no cluster rows in the results")
+
+
+def cluster_report(res, a):
     """The section "Redis Cluster (3 masters) vs one server": the cluster suite's rows beside the one
     server's, from the same run."""
     if not res.select(suite="cluster"):
-        return {
-            "skipped": "_Not measured in this run (`BENCH_CLUSTER=0`)._",
-            "failed": "_Not measured in this run: the local cluster did not start (`scripts/cluster.sh start` "
-                      "failed; the run's log says why)._",
-        }.get(a.cluster, "_Not measured in this run: no cluster rows in the results._")
+        return "_Not measured in this run: {}._".format(cluster_absent(a))
 
     def cl_rate(sid, mode):
-        return res.best_rate(suite="cluster", strategy=sid, mode=mode)
+        return rate_of(res, sid, mode, "cluster")
 
-    def cell(c, s):
-        if c is None and s is None:
+    def cell(cluster_figure, c, v, cm="", vm=""):
+        """Cluster / one server = ratio; the cluster's figure with its spread (the one server's is in
+        the table above, the same figure)."""
+        if c is None and v is None:
             return "-"
-        ratio = "{:.2f}x".format(c / s) if c and s else "-"
-        return "{} / {} = {}".format(fmt_rate(c) if c else "missing", fmt_rate(s) if s else "missing", ratio)
-
-    def best(fn, sid):
-        return best_mode(fn, sid, CLUSTER_MODES)
+        times = "{:.2f}x".format(c / v) if c and v else "-"
+        return "{}{} / {}{} = {}".format(cm, with_spread(res, cluster_figure, short=fmt_k), vm,
+                                         fmt_rate(v) if v else "missing", times)
 
     ran = [(m, lbl) for m, lbl in CLUSTER_MODES if any(cl_rate(s, m) for s, _ in STRATEGIES)]
     t = ["| mode | " + " | ".join(SHORT[s] for s, _ in STRATEGIES) + " |", "|---|" + "---:|" * len(STRATEGIES)]
@@ -268,20 +372,16 @@ def cluster_report(res, server_rate, a):
     for mode, label in ran:
         cells = []
         for s, _ in STRATEGIES:
-            c, v = cl_rate(s, mode), server_rate(s, mode)
-            cells.append(cell(c, v))
+            c, v = cl_rate(s, mode), rate_of(res, s, mode)
+            cells.append(cell(lambda rr: rate_of(rr, s, mode, "cluster"), c, v))
             if c and v:
                 ratios[mode].append(c / v)
         t.append("| {} | {} |".format(label, " | ".join(cells)))
     cells = []
     for s, _ in STRATEGIES:
-        (c, cm), (v, vm) = best(cl_rate, s), best(server_rate, s)
-        if c is None and v is None:
-            cells.append("-")
-            continue
-        cells.append("{} ({}) / {} ({}) = {}".format(
-            fmt_rate(c) if c else "-", cm or "-", fmt_rate(v) if v else "-", vm or "-",
-            "{:.2f}x".format(c / v) if c and v else "-"))
+        (c, cm), (v, vm) = best_mode(res, s, CLUSTER_MODES, "cluster"), best_mode(res, s, CLUSTER_MODES)
+        cells.append(cell(lambda rr: best_mode(rr, s, CLUSTER_MODES, "cluster")[0], c, v,
+                          "{}: ".format(cm or "-"), "{}: ".format(vm or "-")))
         if c and v:
             ratios["best"].append(c / v)
     t.append("| **best of these concurrent modes** | {} |".format(" | ".join(cells)))
@@ -290,9 +390,11 @@ def cluster_report(res, server_rate, a):
     # Redis's side: main-thread CPU per decision (summed over the masters) and how the decisions
     # spread over the masters.
     def cpu(suite, sid, mode):
-        return res.min_usec(key="server_cpu_us_per_decision", suite=suite, strategy=sid, mode=mode)
+        if suite == "throughput":  # the one server's: its spread is in the Redis CPU table
+            return fmt_us(server_cpu(res, mode, suite=suite, strategy=sid))
+        return with_spread(res, lambda rr: server_cpu(rr, mode, suite=suite, strategy=sid), fmt_us, none="-")
 
-    def spread(sid):
+    def master_shares(sid):
         shares = []
         for r in res.select(suite="cluster", strategy=sid):
             calls = [int(x) for x in str(r.get("script_calls_per_master", "")).split() if x.isdigit()]
@@ -305,8 +407,8 @@ def cluster_report(res, server_rate, a):
           "consume_many 128 (us) | each master's share of the decisions |", "|---|---:|---:|---:|"]
     for s, label in STRATEGIES:
         sv.append("| {} | {} / {} | {} / {} | {} |".format(
-            label, fmt_us(cpu("cluster", s, "seq")), fmt_us(cpu("throughput", s, "seq")),
-            fmt_us(cpu("cluster", s, "batch128")), fmt_us(cpu("throughput", s, "batch128")), spread(s)))
+            label, cpu("cluster", s, "seq"), cpu("throughput", s, "seq"),
+            cpu("cluster", s, "batch128"), cpu("throughput", s, "batch128"), master_shares(s)))
     server_table = "\n".join(sv)
 
     def span(mode):
@@ -349,7 +451,7 @@ replicas (`scripts/cluster.sh`, every node on this machine), in the same run: ea
 the one server and then the cluster, and the best repetition of each is kept. Through
 `RateLimiter::connect("redis-cluster://...")`: a pool per master (a pool of N for N threads), and
 `consume_many` split by hash slot, one pipeline per master. Each cell: decisions/s on the cluster / on the one
-server = their ratio.
+server = their ratio. {spreads} The one server's figure is written alone: its spread is in the table above.
 
 {table}
 {async_note}
@@ -357,10 +459,116 @@ Cluster / one server in this run, over the strategies: {summary}. {why}
 
 Redis's side: the main thread's CPU per decision, summed over the masters (it includes streaming each
 write to the master's replica; the replicas' own CPU is not counted), and how the decisions spread
-over the masters (subjects land on the masters by their key's hash slot).
+over the masters (subjects land on the masters by their key's hash slot). The cluster's figures with
+their spread over the repetitions as above; the one server's spread is in the table "Redis CPU per decision".
 
 {server_table}""".format(m=masters or 3, table=table, async_note=async_note, summary=summary or "-", why=why,
-                         server_table=server_table)
+                         server_table=server_table, spreads=spread_note(res, "The cluster's figure"))
+
+
+RLF = "rate-limiter-flexible"
+ALL = tuple(s for s, _ in STRATEGIES)
+
+# One side of an issue-13 ratio: `figure(res, sid)` is the number (on a whole run or one repetition
+# of it), `rows(sid)` selects its rows, where a driver that could not measure them says why
+# ("missing"), and `what` names them when no row says.
+Side = namedtuple("Side", "what figure rows")
+
+
+def mode_side(suite, mode, key="rate"):
+    """One mode's figure for a strategy: decisions/s (the highest) or a Redis CPU (the lowest)."""
+    return Side("`{}` rows{}".format(mode, " on the cluster" if suite == "cluster" else ""),
+                lambda res, sid: res.best(key, key == "rate", suite=suite, strategy=sid, mode=mode),
+                lambda sid: dict(suite=suite, strategy=sid, mode=mode))
+
+
+SINGLE_CALL = Side("rows of one script call per decision", single_usec, lambda sid: dict(suite="throughput", strategy=sid))
+RLF_SCRIPT = Side("rate-limiter-flexible rows", lambda res, sid: res.min_usec(suite="peer", who=RLF),
+                  lambda sid: dict(suite="peer", who=RLF))
+BEST_CONCURRENT = Side("concurrent rows", lambda res, sid: best_mode(res, sid)[0],
+                       lambda sid: dict(suite="throughput", strategy=sid))
+RB_P32 = Side("`redis-benchmark -P 32` rows", lambda res, sid: res.best_rate(suite="redis-benchmark", mode="P32"),
+              lambda sid: dict(suite="redis-benchmark", mode="P32"))
+RLF_64 = Side("rate-limiter-flexible 64-in-flight rows",
+              lambda res, sid: res.best_rate(suite="peer", who=RLF, mode="inflight64"),
+              lambda sid: dict(suite="peer", who=RLF, mode="inflight64"))
+
+# How a figure is written: its best in full, the ends of its range (compact for rates), its unit.
+Unit = namedtuple("Unit", "fmt short name")
+RATE = Unit(fmt_rate, fmt_k, "decisions/s")
+USEC = Unit(fmt_us, fmt_us, "us")
+Target = namedtuple("Target", "number figure strategies ours theirs goal at_most unit")
+ISSUE13 = [
+    Target("1", "Redis CPU per single decision (script time, one script call per decision) vs "
+                "rate-limiter-flexible's script", CPU_TARGET, SINGLE_CALL, RLF_SCRIPT, 1.0, True, USEC),
+    Target("2", "the same, sliding window (precision = window) and a policy of 3 limits",
+           ("sliding_window", "policy3"), SINGLE_CALL, RLF_SCRIPT, 1.3, True, USEC),
+    Target("3", "Redis CPU per decision (script time) in `consume_many` 128 vs rate-limiter-flexible's single",
+           ALL, mode_side("throughput", "batch128", "usec_per_decision"), RLF_SCRIPT, 0.5, True, USEC),
+    Target("4", "async, 64 in flight: decisions/s vs rate-limiter-flexible, 64 in flight", ALL,
+           mode_side("throughput", "async64"), RLF_64, 1.5, False, RATE),
+    Target("5", "best concurrent mode vs the `redis-benchmark -c 1 -P 32` EVALSHA ceiling", ALL, BEST_CONCURRENT,
+           RB_P32, 0.9, False, RATE),
+    Target("6", "3-master cluster, batched (`consume_many` 128), vs one server in the same run", ALL,
+           mode_side("cluster", "batch128"), mode_side("throughput", "batch128"), 1.0, False, RATE),
+    Target("6", "3-master cluster, async (64 in flight), vs one server in the same run", ALL,
+           mode_side("cluster", "async64"), mode_side("throughput", "async64"), 1.0, False, RATE),
+    Target("7", "Redis main-thread CPU per decision, 8 threads calling `consume()` on the pool (of 4), vs the "
+                "pipelined figure (`consume_many` 128)", ALL,
+           mode_side("throughput", "threads8", "server_cpu_us_per_decision"),
+           mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
+]
+
+
+def why_missing(res, side, sid, absent):
+    """What a driver recorded for the missing rows, else why their whole suite is absent (`absent`:
+    suite -> reason), else which rows are missing."""
+    kw = side.rows(sid)
+    said = [r["missing"] for r in res.select(**kw) if r.get("missing")]
+    if said:
+        return said[0]
+    if not res.select(suite=kw["suite"]) and kw["suite"] in absent:
+        return absent[kw["suite"]]
+    return "no {} in this run's results".format(side.what)
+
+
+def target_row(res, t, sid, absent):
+    """(strategy, measured, ratio, verdict) of target t for one strategy. The verdict reads the ratio
+    of the bests, as the issue-4 table does; the ratio's range is each repetition's own ratio (the
+    two sides of it are measured in the same repetition), which always contains it."""
+    ours, theirs = t.ours.figure(res, sid), t.theirs.figure(res, sid)
+    if ours is None or theirs is None:
+        side = t.ours if ours is None else t.theirs
+        return SHORT[sid], "not measured: " + why_missing(res, side, sid, absent), "-", "**MISS**"
+
+    def spread_of(side):
+        return with_spread(res, lambda rr: side.figure(rr, sid), t.unit.fmt, t.unit.short)
+
+    measured = "{} / {} {}".format(spread_of(t.ours), spread_of(t.theirs), t.unit.name)
+    x = with_spread(res, lambda rr: ratio(t.ours.figure(rr, sid), t.theirs.figure(rr, sid)), "{:.2f}x".format)
+    return SHORT[sid], measured, x, "**{}**".format("PASS" if meets(ours / theirs, t.goal, t.at_most) else "MISS")
+
+
+def issue13_section(res, absent):
+    """The section "Targets of issue 13": a row per target and strategy, from this run's rows, and a
+    line that counts the passes. `absent`: suite -> why the run has none of its rows."""
+    out = ["| # | figure | strategy | measured: redlimit / reference | ratio | target | verdict |",
+           "|---|---|---|---|---:|---|---|"]
+    passed = defaultdict(lambda: [0, 0])  # target number -> [rows passed, rows]
+    for t in ISSUE13:
+        rows = [target_row(res, t, sid, absent) for sid in t.strategies]
+        # A target no strategy could be measured for, for one reason, is one row, not one per strategy.
+        if len(rows) > 1 and len({r[1:] for r in rows}) == 1 and rows[0][2] == "-":
+            rows = [("every strategy",) + rows[0][1:]]
+        for k, r in enumerate(rows):
+            head = (t.number, t.figure) if k == 0 else ("", "")
+            out.append("| {} | {} | {} | {} | {} | {} {:.1f}x | {} |".format(
+                *head, *r[:3], "<=" if t.at_most else ">=", t.goal, r[3]))
+            passed[t.number][0] += r[3] == "**PASS**"
+            passed[t.number][1] += 1
+    total = [sum(p[k] for p in passed.values()) for k in (0, 1)]
+    return "\n".join(out), "{} of the {} rows pass (by target: {}).".format(
+        total[0], total[1], ", ".join("{} {}/{}".format(n, *p) for n, p in passed.items()))
 
 
 def main():
@@ -384,34 +592,24 @@ def main():
     rb_p32 = res.best_rate(suite="redis-benchmark", mode="P32")
     rb_usec = res.min_usec(suite="redis-benchmark", mode="c1")
     raw_seq = res.best_rate(suite="raw", mode="seq")
-    raw_p32 = res.best_rate(suite="raw", mode="pipeline32")
-    raw_usec = res.min_usec(suite="raw", mode="seq")
     empty_usec = res.min_usec(suite="raw", mode="empty_decision_script")
     rlf_seq = res.best_rate(suite="peer", who="rate-limiter-flexible", mode="seq")
     rlf_64 = res.best_rate(suite="peer", who="rate-limiter-flexible", mode="inflight64")
     rlf_usec = res.min_usec(suite="peer", who="rate-limiter-flexible")
     rlf_inner = (res.first(suite="peer", who="rate-limiter-flexible", mode="seq") or {}).get("inner", "")
-    lim_fw = res.best_rate(suite="peer", who="limits fixed_window")
-    lim_mw = res.best_rate(suite="peer", who="limits moving_window")
-    lim_fw_usec = res.min_usec(suite="peer", who="limits fixed_window")
-    lim_mw_usec = res.min_usec(suite="peer", who="limits moving_window")
 
     def rate(sid, mode):
-        return res.best_rate(suite="throughput", strategy=sid, mode=mode)
+        return rate_of(res, sid, mode)
 
     def usec(sid):
-        # The same script runs in every mode: the least disturbed of all its runs.
-        return res.min_usec(suite="throughput", strategy=sid)
+        return script_usec(res, sid)
 
     def inner(sid):
         row = res.first(suite="throughput", strategy=sid, mode="seq") or {}
         return " ".join(x for x in row.get("inner", "").split() if not x.startswith("config"))
 
     def best_concurrent(sid):
-        return best_mode(rate, sid, MODES)
-
-    def ratio(x, y):
-        return x / y if x is not None and y else None
+        return best_mode(res, sid)
 
     def mem_of(s):  # the mean over the subjects when measured, else the one subject's
         r = res.first(suite="memory", strategy=s, state="one decision") or {}
@@ -501,41 +699,44 @@ def main():
     # ---- Throughput table ------------------------------------------------------------------------
     th = ["| mode | " + " | ".join(SHORT[s] for s, _ in STRATEGIES) + " |", "|---|" + "---:|" * len(STRATEGIES)]
     for mode, label in MODES:
-        cells = []
-        for s, _ in STRATEGIES:
-            r = rate(s, mode)
-            cells.append(fmt_rate(r) if r is not None else "missing")
+        cells = [with_spread(res, lambda rr: rate_of(rr, s, mode), short=fmt_k) for s, _ in STRATEGIES]
         th.append("| {} | {} |".format(label, " | ".join(cells)))
     cells = []
     for s, _ in STRATEGIES:
         b, m = best_concurrent(s)
-        cells.append("{} ({})".format(fmt_rate(b), m) if b else "-")
+        # Each repetition's own best mode: the range is of the row's figure, whichever mode won.
+        cells.append("{}: {}".format(m, with_spread(res, lambda rr: best_mode(rr, s)[0], short=fmt_k)) if b else "-")
     th.append("| **best concurrent** | {} |".format(" | ".join(cells)))
     throughput_table = "\n".join(th)
 
-    cluster_section = cluster_report(res, rate, a)
+    cluster_section = cluster_report(res, a)
+    issue13_table, issue13_summary = issue13_section(res, {"cluster": cluster_absent(a)})
 
+    def us(figure):  # a Redis CPU figure (us per decision) with its spread over the repetitions
+        return with_spread(res, figure, fmt_us, none="-")
+
+    def ceiling_row(label, kw, has_rate=True, usec_kw=None):
+        rate_cell = with_spread(res, lambda rr: rr.best_rate(**kw), short=fmt_k, none="-") if has_rate else "-"
+        return "| {} | {} | {} |".format(label, rate_cell, us(lambda rr: rr.min_usec(**(usec_kw or kw))))
+
+    rlf = dict(suite="peer", who=RLF)
     ceiling = [
         "| what | decisions/s | Redis CPU per call (us) |",
         "|---|---:|---:|",
-        "| `redis-benchmark -c 1` EVALSHA of `return redis.call('INCR', KEYS[1])` | {} | {} |".format(
-            fmt_rate(rb_c1), fmt_us(rb_usec)),
-        "| `redis-benchmark -c 1 -P 32`, the same | {} | {} |".format(
-            fmt_rate(rb_p32), fmt_us(res.min_usec(suite="redis-benchmark", mode="P32"))),
-        "| the same script through redlimit's RedisConnection (hiredis), sequential | {} | {} |".format(
-            fmt_rate(raw_seq), fmt_us(raw_usec)),
-        "| the same, pipelined by 32 | {} | {} |".format(
-            fmt_rate(raw_p32), fmt_us(res.min_usec(suite="raw", mode="pipeline32"))),
-        "| floor of a decision script: `return {{1, 999, 0, 60000000, 0}}` with a decision's 2 keys and 5 "
-        "arguments | - | {} |".format(fmt_us(empty_usec)),
-        "| rate-limiter-flexible 11 (RateLimiterRedis, ioredis), sequential | {} | {} |".format(
-            fmt_rate(rlf_seq), fmt_us(rlf_usec)),
-        "| rate-limiter-flexible, 64 in flight | {} | {} |".format(
-            fmt_rate(rlf_64), fmt_us(res.min_usec(suite="peer", who="rate-limiter-flexible", mode="inflight64"))),
-        "| Python limits, FixedWindowRateLimiter `hit`, sequential | {} | {} |".format(
-            fmt_rate(lim_fw), fmt_us(lim_fw_usec)),
-        "| Python limits, MovingWindowRateLimiter `hit`, sequential | {} | {} |".format(
-            fmt_rate(lim_mw), fmt_us(lim_mw_usec)),
+        ceiling_row("`redis-benchmark -c 1` EVALSHA of `return redis.call('INCR', KEYS[1])`",
+                    dict(suite="redis-benchmark", mode="c1")),
+        ceiling_row("`redis-benchmark -c 1 -P 32`, the same", dict(suite="redis-benchmark", mode="P32")),
+        ceiling_row("the same script through redlimit's RedisConnection (hiredis), sequential",
+                    dict(suite="raw", mode="seq")),
+        ceiling_row("the same, pipelined by 32", dict(suite="raw", mode="pipeline32")),
+        ceiling_row("floor of a decision script: `return {1, 999, 0, 60000000, 0}` with a decision's 2 keys and 5 "
+                    "arguments", dict(suite="raw", mode="empty_decision_script"), has_rate=False),
+        ceiling_row("rate-limiter-flexible 11 (RateLimiterRedis, ioredis), sequential", dict(rlf, mode="seq"),
+                    usec_kw=rlf),
+        ceiling_row("rate-limiter-flexible, 64 in flight", dict(rlf, mode="inflight64")),
+        ceiling_row("Python limits, FixedWindowRateLimiter `hit`, sequential", dict(suite="peer", who="limits fixed_window")),
+        ceiling_row("Python limits, MovingWindowRateLimiter `hit`, sequential",
+                    dict(suite="peer", who="limits moving_window")),
     ]
     ceiling_table = "\n".join(ceiling)
 
@@ -545,37 +746,33 @@ def main():
            "Redis main-thread CPU per decision, sequential / pipelined (us) | commands the script runs per "
            "decision (one call per decision) |", "|---|---:|---:|---:|---:|---|"]
 
-    def server_cpu(mode, **kw):
-        return res.min_usec(key="server_cpu_us_per_decision", mode=mode, **kw)
-
-    def single_usec(s):  # the modes where each decision is a script call of its own
-        vals = [r["usec_per_decision"] for r in res.select(suite="throughput", strategy=s)
-                if not r.get("batch") and r.get("usec_per_decision")]
-        return min(vals) if vals else None
+    def vs_rlf(u):  # best against best, as the targets compare them
+        return "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-"
 
     for s, label in STRATEGIES:
-        u = usec(s)
         cpu.append("| {} | {} | {} | {} | {} / {} | {} |".format(
-            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-", fmt_us(single_usec(s)),
-            fmt_us(server_cpu("seq", suite="throughput", strategy=s)),
-            fmt_us(server_cpu("batch128", suite="throughput", strategy=s)), inner(s) or "-"))
+            label, us(lambda rr: script_usec(rr, s)), vs_rlf(usec(s)), us(lambda rr: single_usec(rr, s)),
+            us(lambda rr: server_cpu(rr, "seq", suite="throughput", strategy=s)),
+            us(lambda rr: server_cpu(rr, "batch128", suite="throughput", strategy=s)), inner(s) or "-"))
     for who, label, piped in (
             ("rate-limiter-flexible", "rate-limiter-flexible (its `rlflxIncr` script)", "inflight64"),
             ("limits fixed_window", "Python limits fixed window (`incr_expire.lua`)", None),
             ("limits moving_window", "Python limits moving window (`acquire_moving_window.lua`)", None)):
-        u = res.min_usec(suite="peer", who=who)
+        script = us(lambda rr: rr.min_usec(suite="peer", who=who))
         rowx = res.first(suite="peer", who=who) or {}
         inn = " ".join(x for x in rowx.get("inner", "").split() if not x.startswith("config"))
         cpu.append("| {} | {} | {} | {} | {} / {} | {} |".format(
-            label, fmt_us(u), "{:.2f}x".format(u / rlf_usec) if u and rlf_usec else "-", fmt_us(u),
-            fmt_us(server_cpu("seq", suite="peer", who=who)),
-            fmt_us(server_cpu(piped, suite="peer", who=who)) if piped else "-", inn or "-"))
+            label, script, vs_rlf(res.min_usec(suite="peer", who=who)), script,
+            us(lambda rr: server_cpu(rr, "seq", suite="peer", who=who)),
+            us(lambda rr: server_cpu(rr, piped, suite="peer", who=who)) if piped else "-", inn or "-"))
+    rb_script = us(lambda rr: rr.min_usec(suite="redis-benchmark", mode="c1"))
     cpu.append("| bare `return redis.call('INCR', KEYS[1])` (redis-benchmark) | {} | - | {} | {} / {} | incr=1.00 |".format(
-        fmt_us(rb_usec), fmt_us(rb_usec), fmt_us(server_cpu("c1", suite="redis-benchmark")),
-        fmt_us(server_cpu("P32", suite="redis-benchmark"))))
+        rb_script, rb_script, us(lambda rr: server_cpu(rr, "c1", suite="redis-benchmark")),
+        us(lambda rr: server_cpu(rr, "P32", suite="redis-benchmark"))))
+    floor = us(lambda rr: rr.min_usec(suite="raw", mode="empty_decision_script"))
     cpu.append("| floor: `return {{1, 999, 0, 60000000, 0}}` with a decision's keys and arguments | {} | {} | {} | - / {} "
-               "| - |".format(fmt_us(empty_usec), "{:.2f}x".format(empty_usec / rlf_usec) if empty_usec and rlf_usec
-                               else "-", fmt_us(empty_usec), fmt_us(server_cpu("empty_decision_script", suite="raw"))))
+               "| - |".format(floor, vs_rlf(empty_usec), floor,
+                               us(lambda rr: server_cpu(rr, "empty_decision_script", suite="raw"))))
     cpu_table = "\n".join(cpu)
 
     # ---- Memory ----------------------------------------------------------------------------------
@@ -638,9 +835,9 @@ def main():
         r = lease_rows.get(who)
         if not r:
             continue
-        ratio = "-" if not base or who == "per request" else "{:.1f}x decisions/s, {:.3f}x Redis CPU".format(
+        against = "-" if not base or who == "per request" else "{:.1f}x decisions/s, {:.3f}x Redis CPU".format(
             r["rate"] / base["rate"], r["usec_per_decision"] / base["usec_per_decision"])
-        ls.append("| {} | {} | {} | {} |".format(who, fmt_rate(r["rate"]), fmt_us(r["usec_per_decision"]), ratio))
+        ls.append("| {} | {} | {} | {} |".format(who, fmt_rate(r["rate"]), fmt_us(r["usec_per_decision"]), against))
     lease_table = "\n".join(ls) if len(ls) > 2 else "(not measured in this run)"
     functions_table = functions_section(res)
     capacity_table = capacity_section(res)
@@ -696,7 +893,7 @@ def main():
                 if raw_seq else "?",
                 ", ".join("{} {:.2f}x".format(SHORT[s], rate(s, "seq") / raw_seq) for s, _ in misses["seq_rb"]
                           if rate(s, "seq") and raw_seq),
-                ", ".join("{} {} us".format(SHORT[s], fmt_us(single_usec(s))) for s, _ in misses["seq_rb"]),
+                ", ".join("{} {} us".format(SHORT[s], fmt_us(single_usec(res, s))) for s, _ in misses["seq_rb"]),
                 "{:.1f}".format(fw_client_ns / 1000) if fw_client_ns else "?"))
     if misses["seq_rlf"]:
         names = ", ".join("{} {:.2f}x".format(SHORT[s], r) for s, r in misses["seq_rlf"])
@@ -805,7 +1002,7 @@ is `usec` of `cmdstat_fcall` (redlimit calls its scripts as Redis Functions; `cm
 `CONFIG RESETSTAT`. The machine has {cores} cores: Redis's single thread and the client compete for
 them, so every client-side microsecond and every script microsecond shows up in the throughput. The
 other workloads on the machine during the run show in the load average above; every throughput row
-was repeated and the best repetition kept.
+was repeated and the best repetition kept. {spreads}
 
 ## Targets
 
@@ -815,7 +1012,25 @@ was repeated and the best repetition kept.
 
 {why}
 
+## Targets of issue 13
+
+The figures issue 13 asks for, measured side by side in this run, from the same rows as the tables
+below. Each row: redlimit's figure / the reference's, each with its spread ({reps});
+the ratio of the two bests, with the lowest–highest of each repetition's own ratio in brackets (both
+sides are measured in the same repetition); the verdict reads the ratio of the bests, as the issue-4
+table above does. A figure that could not be measured says why and counts as a MISS. Script time is
+`usec` of commandstats per decision (the table "Redis CPU per decision"); rate-limiter-flexible's
+script is one call per decision in both of its modes, its lowest kept. Target 3 names no strategy, so
+every strategy is held to it. Target 7's pipelined figure is the main-thread CPU per decision in
+`consume_many` 128, the "pipelined" column of "Redis CPU per decision".
+
+{issue13}
+
+{issue13_summary}
+
 ## Decisions per second
+
+{throughput_spreads}
 
 {throughput}
 {async_note}
@@ -838,7 +1053,7 @@ decision (`used_cpu_user_main_thread + used_cpu_sys_main_thread`): that one incl
 writing the socket, which dominates when each request comes alone (sequential) and is shared out
 when they come pipelined (`consume_many` 128 for redlimit, 64 in flight for rate-limiter-flexible).
 Commandstats' `usec` is wall-clock time: it grows when another process preempts Redis, which the
-main-thread CPU time does not.
+main-thread CPU time does not. {cpu_spreads}
 
 {cpu}
 
@@ -886,7 +1101,7 @@ growth of Redis's `used_memory` (less its clients' buffers) since a `FLUSHALL`, 
 unlike `MEMORY USAGE` it includes the keyspace's hash tables and the entry in the table of expiring
 keys (left out below 10,000 keys, where allocator noise dominates). At the rates of the throughput
 runs (1000 per minute) a bucket's key expires 60 ms after its last decision and a window's at the
-window's end: memory a limiter never spends on idle subjects.
+window's end: memory a limiter never spends on idle subjects. {once}
 {growth_note}
 {growth}
 
@@ -894,7 +1109,7 @@ window's end: memory a limiter never spends on idle subjects.
 
 One subject, limit L per 10 minutes (nothing leaves the window during the run), hit 100 L times:
 Redis CPU per request in each stage (`consume_many` batches of 100: redlimit; one call a request: limits). Rejected requests record nothing, so the work stays bounded by the
-limit, never by the flood. Python limits' moving window under the same flood for comparison.
+limit, never by the flood. Python limits' moving window under the same flood for comparison. {once}
 
 {flood}
 
@@ -907,7 +1122,7 @@ million-a-day sliding log holding thousands of requests of random cost, peeked w
 wait (the wait is a binary search over the log's ranks). The big products of these quotas go
 through the scripts' exact `muldiv` (docs/algorithms.md); a decision's work stays within a small
 factor of the everyday quotas' above, whatever the cost. (0.2 refused most of these quotas, and its
-sliding log spent 3.5 s inside Redis on one `consume(1'000'000)`.)
+sliding log spent 3.5 s inside Redis on one `consume(1'000'000)`.) {once}
 
 {largest}
 
@@ -916,7 +1131,7 @@ sliding log spent 3.5 s inside Redis on one `consume(1'000'000)`.)
 One subject of a fixed window whose limit is far above what two threads can offer, decided per
 request and through `redlimit::Leases` ([leases.md](leases.md)) for the same time: decisions a
 second and Redis CPU per decision. Targets (issue 14): at least 20x the decisions a second, at
-most 0.05x the Redis CPU per decision.
+most 0.05x the Redis CPU per decision. {once}
 
 {lease}
 
@@ -971,6 +1186,11 @@ for the cluster rows, on a cluster from `scripts/cluster.sh`), `benchmarks/peers
 (rate-limiter-flexible), `benchmarks/peers/limits_bench.py` (Python limits), `redis-benchmark` for
 the ceiling; `benchmarks/report.py` writes this file.
 """.format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
+           spreads=spread_note(res, "Each figure in the tables of decisions per second, the cluster, the ceiling and "
+                                     "Redis CPU per decision"), reps=repetitions(res),
+           issue13=issue13_table, issue13_summary=issue13_summary, throughput_spreads=spread_note(res, "Each cell"),
+           cpu_spreads=spread_note(res, "Each figure of the table"),
+           once="Measured once in the run (not repeated): no spread.",
            throughput=throughput_table, async_note=async_note, cluster=cluster_section, ceiling=ceiling_table, cpu=cpu_table,
            memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table, largest=largest_table, lease=lease_table,
            functions=functions_table, capacity=capacity_table, micro=micro_table)
