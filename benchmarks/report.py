@@ -430,8 +430,8 @@ def cluster_report(res, a):
             "side on {cores} cores, so the cluster adds routing, replication and context switches without adding "
             "CPU. `consume_many` is split by hash slot (a script may touch one slot only): 128 subjects spread over "
             "16,384 slots are 128 script calls, where one server takes them in one; the calls go as one pipeline per "
-            "master, sent one master after another, so a batch costs {m} round trips instead of 1. A cluster's "
-            "gain, each master on "
+            "master, every master's written before any reply is read, so the masters work side by side, but on "
+            "{cores} cores they cannot all run at once. A cluster's gain, each master on "
             "cores of its own on its own machine, cannot show on one machine: read these ratios as the cost of "
             "routing and replication, not as a cluster's capacity.").format(cores=cores, m=masters or 3)
     else:
@@ -450,7 +450,8 @@ def cluster_report(res, a):
 replicas (`scripts/cluster.sh`, every node on this machine), in the same run: each repetition measured
 the one server and then the cluster, and the best repetition of each is kept. Through
 `RateLimiter::connect("redis-cluster://...")`: a pool per master (a pool of N for N threads), and
-`consume_many` split by hash slot, one pipeline per master. Each cell: decisions/s on the cluster / on the one
+`consume_many` split by hash slot, one pipeline per master, all written before any is read, and every script an
+`FCALL` of the library, loaded on every master. Each cell: decisions/s on the cluster / on the one
 server = their ratio. {spreads} The one server's figure is written alone: its spread is in the table above.
 
 {table}
