@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "redlimit/transport/async_cluster.hpp"
 #include "redlimit/transport/redis_async.hpp"
 #define REDLIMIT_BENCH_HAVE_ASYNC 1
 #endif

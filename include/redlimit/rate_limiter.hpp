@@ -65,8 +65,9 @@ class RateLimiter {
 
   // Enables Strategy::consume_async / consume_future on this limiter and the strategies it made
   // (before or after this call). Typically an AsyncRedis attached to the caller's event loop.
-  // Throws InvalidArgument, before any I/O, on a limiter over a Redis Cluster (a connection whose
-  // scripts_span_slots() is false, such as redis-cluster://): the async API does not route by slot.
+  // On a limiter over a Redis Cluster (a connection whose scripts_span_slots() is false, such as
+  // redis-cluster://) the async connection must route by slot (AsyncCluster): another one throws
+  // InvalidArgument, before any I/O.
   void attach_async(std::shared_ptr<AsyncConnection> async);
 
   const Options& options() const;

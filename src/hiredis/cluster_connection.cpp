@@ -308,6 +308,28 @@ std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {
   return n ? fmt::format("{}:{}", n->endpoint.host, n->endpoint.port) : std::string();
 }
 
+Endpoint ClusterConnection::master_endpoint(std::uint16_t slot) { return route(slot % 16384)->endpoint; }
+
+std::vector<Endpoint> ClusterConnection::master_endpoints() {
+  std::vector<Endpoint> out;
+  for (const auto& n : every_master()) out.push_back(n->endpoint);
+  return out;
+}
+
+std::optional<Endpoint> ClusterConnection::redirected_to(const Reply& reply, std::uint16_t slot, bool& ask) {
+  ask = false;
+  if (!reply.is_error()) return std::nullopt;
+  std::string host;
+  int port = 0;
+  const bool moved = starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port);
+  ask = !moved && starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port);
+  if (!moved && !ask) return std::nullopt;
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  auto n = node(host, port);
+  if (moved) slots_[slot % 16384] = n;
+  return n->endpoint;
+}
+
 std::vector<std::string> ClusterConnection::masters() const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   std::vector<std::string> out;

@@ -148,7 +148,8 @@ void ClusterConnection::fail_group(const Group& g, const std::vector<std::vector
   for (std::size_t i : g.indices) put(out, i, transit_failure(e), commands[i]);
 }
 
-void ClusterConnection::put(std::vector<Reply>& out, std::size_t i, Reply reply, const std::vector<std::string>& command) {
+void ClusterConnection::put(std::vector<Reply>& out, std::size_t i, Reply reply,
+                            const std::vector<std::string>& command) {
   // Replies start as nil; no master answers FUNCTION LOAD with nil.
   if (to_every_master(command) && out[i].type != Reply::Type::nil && (out[i].is_error() || !reply.is_error())) return;
   out[i] = std::move(reply);

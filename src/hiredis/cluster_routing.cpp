@@ -92,7 +92,8 @@ bool to_every_master(const std::vector<std::string>& argv) {
     for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     return s;
   };
-  return upper(argv[0]) == "FUNCTION" && upper(argv[1]) == "LOAD";
+  const std::string verb = upper(argv[0]);
+  return (verb == "FUNCTION" || verb == "SCRIPT") && upper(argv[1]) == "LOAD";
 }
 
 int command_slot(const std::vector<std::string>& argv) {

@@ -112,6 +112,9 @@ void ConnectionPool::release(Slot slot) {
     idle_.push_back(std::move(slot));
   }
   available_.notify_one();
+  // A caller queued for a shared round trip waits on ridden_: a connection given back by a Sent
+  // pipeline (or a lease) is one it can drive on.
+  ridden_.notify_all();
 }
 
 void ConnectionPool::connected_check(Slot& slot) noexcept {

@@ -1,7 +1,7 @@
 // command_slot (cluster routing) on arbitrary argv: never crashes, returns -1 or a slot in
 // [0, 16383], and the slot is the one Redis computes (slot_ref in fuzz_check.hpp: keyHashSlot,
 // transcribed with an independent CRC16) for the command's first key: EVAL/EVALSHA/FCALL/FCALL_RO's
-// first key after numkeys, otherwise argv[1]; and to_every_master holds for FUNCTION LOAD only.
+// first key after numkeys, otherwise argv[1]; and to_every_master holds for FUNCTION LOAD and SCRIPT LOAD only.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -54,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   FUZZ_CHECK(slot == expected, "command_slot %d, Redis would route by slot %d", slot, expected);
-  const bool everywhere = argv.size() >= 2 && upper(argv[0]) == "FUNCTION" && upper(argv[1]) == "LOAD";
+  const bool everywhere =
+      argv.size() >= 2 && (upper(argv[0]) == "FUNCTION" || upper(argv[0]) == "SCRIPT") && upper(argv[1]) == "LOAD";
   FUZZ_CHECK(redlimit::to_every_master(argv) == everywhere, "to_every_master %d", everywhere ? 0 : 1);
   return 0;
 }

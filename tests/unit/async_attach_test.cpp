@@ -1,5 +1,6 @@
-// RateLimiter::attach_async refuses a limiter over a Redis Cluster (issue 18, item 3): the async
-// connection is one server, and over a cluster it would send every call to that node.
+// RateLimiter::attach_async over a Redis Cluster (issue 18, item 3; issue 13): an async connection
+// to one server would send every call to that node, so it is refused; one that routes by slot
+// (AsyncCluster) is accepted.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -20,8 +21,10 @@ class CountingAsync final : public redlimit::AsyncConnection {
     ++commands;
   }
   void post(std::function<void()> /*task*/) override { ++posts; }
+  bool routes_by_slot() const override { return by_slot; }
   int commands = 0;
   int posts = 0;
+  bool by_slot = false;
 };
 
 TEST(AttachAsync, RefusedOverAClusterBeforeAnyIo) {
@@ -41,6 +44,17 @@ TEST(AttachAsync, RefusedOverAClusterBeforeAnyIo) {
   const auto fw = rl.fixed_window("c", redlimit::Limit::per_second(10));
   EXPECT_THROW(fw.consume_async("s", 1, [](const redlimit::Decision&, std::exception_ptr) {}), redlimit::Error);
   EXPECT_EQ(async->commands, 0);
+}
+
+TEST(AttachAsync, ARouterBySlotIsAcceptedOverACluster) {
+  auto conn = std::make_shared<::testing::StrictMock<MockConnection>>();
+  conn->span_slots = false;
+  redlimit::RateLimiter rl(conn);
+  auto async = std::make_shared<CountingAsync>();
+  async->by_slot = true;
+  EXPECT_NO_THROW(rl.attach_async(async));
+  EXPECT_EQ(async->commands, 0);
+  EXPECT_EQ(async->posts, 0);
 }
 
 TEST(AttachAsync, AcceptedOverOneServer) {

@@ -13,6 +13,16 @@ namespace decode_impl {
 // The length of a policy's decision: allowed .. delay, the deciding limit, a pair per limit.
 inline std::size_t policy_width(std::size_t m) { return 6 + 2 * m; }
 
+// What came instead of a decision, for the error that reports it (a string cut to 64 bytes).
+inline std::string shape_of(const Reply& r) {
+  switch (r.type) {
+    case Reply::Type::nil: return "nil";
+    case Reply::Type::integer: return message("the integer {}", r.integer);
+    case Reply::Type::array: return message("an array of {}", r.elements.size());
+    default: return message("the string \"{}\"", printable(r.str.substr(0, 64)));
+  }
+}
+
 }  // namespace decode_impl
 
 REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
@@ -20,7 +30,8 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
   const std::size_t policy = decode_impl::policy_width(limits.size());
   if (reply.type != Reply::Type::array || (reply.elements.size() != 5 && reply.elements.size() != policy)) {
-    throw ReplyError(message("a strategy script must return an array of 5 or {} integers", policy));
+    throw ReplyError(message("a strategy script must return an array of 5 or {} integers, not {}", policy,
+                             decode_impl::shape_of(reply)));
   }
   for (const auto& e : reply.elements) {
     if (e.type != Reply::Type::integer || e.integer < 0) {

@@ -143,12 +143,12 @@ REDLIMIT_INLINE RateLimiter::RateLimiter(std::shared_ptr<Connection> connection,
 }
 
 REDLIMIT_INLINE void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> async) {
-  // An async connection is one server: over a cluster it would send every call to that node, which
-  // answers MOVED for most keys. Refused until the async path routes by slot (issue 18).
-  if (!ctx_->connection->scripts_span_slots()) {
+  // An async connection to one server, over a cluster, would send every call to that node, which
+  // answers MOVED for most keys: a cluster needs one that routes by slot (AsyncCluster).
+  if (async && !ctx_->connection->scripts_span_slots() && !async->routes_by_slot()) {
     throw InvalidArgument(
-        "attach_async: this limiter is over a Redis Cluster (redis-cluster://), and the async API "
-        "does not route by slot yet; use the synchronous calls, or a limiter over one server");
+        "attach_async: this limiter is over a Redis Cluster (redis-cluster://), and this async connection "
+        "talks to one server; attach an AsyncCluster (redlimit/transport/async_cluster.hpp)");
   }
   if (async && !ctx_->options.redis_functions) async->set_script_path(ScriptPath::evalsha);
   std::lock_guard<std::mutex> lock(ctx_->mutex);

@@ -55,6 +55,10 @@ class AsyncConnection {
   // with an event loop overrides it (AsyncRedis runs `task` on the loop's thread).
   virtual void post(std::function<void()> task) { task(); }
 
+  // True when each command goes to the Redis Cluster master that serves its key (AsyncCluster): a
+  // limiter over a cluster accepts only such a connection (RateLimiter::attach_async).
+  virtual bool routes_by_slot() const { return false; }
+
   // The NOSCRIPT rule's bookkeeping on this connection (redlimit/detail/script.hpp): the scripts
   // whose SCRIPT LOAD is on its way, by SHA1, so that one reload serves every call that met
   // NOSCRIPT meanwhile. begin_script_load() answers true when the caller must send the LOAD (none

@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -66,6 +67,15 @@ class ClusterConnection final : public Connection {
   std::string node_for_slot(std::uint16_t slot) const;
   // Masters known from the last refresh.
   std::vector<std::string> masters() const;
+
+  // For a router of its own over this slot map (AsyncCluster). The endpoint of the master serving
+  // `slot` (the map is read first when the slot's owner is unknown: ConnectionError when no node
+  // answers); of every master; of any node by name, with the seeds' credentials and TLS options.
+  Endpoint master_endpoint(std::uint16_t slot);
+  std::vector<Endpoint> master_endpoints();
+  // A reply of a command sent for `slot`: when it is MOVED (the map learns the slot's new owner,
+  // with no I/O) or ASK (`ask` set: this command only, behind ASKING), where to send it again.
+  std::optional<Endpoint> redirected_to(const Reply& reply, std::uint16_t slot, bool& ask);
 
   // MOVED/ASK followed in a row before the redirect is returned as the reply (an outage).
   static constexpr int max_redirects() { return 5; }
@@ -139,8 +149,8 @@ class ClusterConnection final : public Connection {
 // otherwise argv[1]), or -1 for a keyless command.
 int command_slot(const std::vector<std::string>& argv);
 
-// True for a command every master must run: FUNCTION LOAD (an FCALL runs on the master of its keys,
-// so each master needs the library). The router sends it to each master, ahead of that master's
+// True for a command every master must run: FUNCTION LOAD and SCRIPT LOAD (an FCALL or EVALSHA
+// runs on the master of its keys, so each master needs the library or script). The router sends it to each master, ahead of that master's
 // share of the pipeline; its reply is the first error any master answered, else the first reply.
 bool to_every_master(const std::vector<std::string>& argv);
 

@@ -1,0 +1,82 @@
+#pragma once
+// The asynchronous API on a Redis Cluster: an AsyncConnection that sends each command to the master
+// serving its key's slot, over one asynchronous connection per master (AsyncRedis, on the caller's
+// event loop), all on one loop.
+//
+//   auto limiter = redlimit::RateLimiter::connect("redis-cluster://127.0.0.1:7000,127.0.0.1:7001");
+//   limiter.attach_async(redlimit::AsyncCluster::attach_libevent(base, redlimit::parse_cluster_url(url)));
+//
+// Routing. The slot map is a ClusterConnection's of its own (read at attach, and again when a slot's
+// owner is unknown). MOVED is followed to the new owner, which the map learns for the next calls;
+// ASK is followed behind ASKING; at most ClusterConnection::max_redirects() in a row, after which the
+// redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are the reply
+// at once: the asynchronous path does not wait and retry (the synchronous one does). A command
+// MOVED/ASK answered did not run, so sending it again never replays a call. FUNCTION LOAD and
+// SCRIPT LOAD go to every master; their reply is the first error any master gave, else the first
+// answer. Each call keeps its one deadline across its redirects.
+//
+// Threads. As for AsyncRedis: callbacks run on the loop's thread, and attach_* must be called on the
+// loop's thread or before the loop runs; the masters known then get their connection at once. A
+// master met later (a failover, resharding) gets its connection on the loop's thread. Finding a
+// slot's owner when it is unknown asks the cluster with a blocking CLUSTER SLOTS (bounded by
+// connect_timeout and command_timeout) on the thread that sent the command.
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "redlimit/transport/async_connection.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
+#include "redlimit/transport/redis_async.hpp"
+
+struct event_base;
+struct uv_loop_s;
+
+namespace redlimit {
+
+class AsyncCluster final : public AsyncConnection, public std::enable_shared_from_this<AsyncCluster> {
+ public:
+  // One master's connection, made on the loop's thread.
+  using Connect = std::function<std::shared_ptr<AsyncConnection>(const Endpoint&)>;
+
+  // Each master over AsyncRedis::attach_libevent / attach_libuv (same errors) with `options`.
+  // Reads the slot map: ConnectionError when no seed answers, AuthError / TlsError for refused
+  // credentials or certificates.
+  static std::shared_ptr<AsyncCluster> attach_libevent(event_base* base, ClusterEndpoint seeds,
+                                                       AsyncOptions options = {});
+  static std::shared_ptr<AsyncCluster> attach_libuv(uv_loop_s* loop, ClusterEndpoint seeds, AsyncOptions options = {});
+  // Over any per-master connection (tests; another loop): `connect` makes one, on the loop's thread.
+  static std::shared_ptr<AsyncCluster> attach(ClusterEndpoint seeds, Connect connect, AsyncOptions options = {});
+
+  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override;
+  void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                           Deadline deadline) override;
+  Deadline call_deadline() const override;
+  // On the loop's thread, through a master's connection (at once, here, when there is none).
+  void post(std::function<void()> task) override;
+  bool routes_by_slot() const override { return true; }
+
+  // Masters with a connection so far.
+  std::size_t connections() const;
+
+  AsyncCluster(ClusterEndpoint seeds, Connect connect, AsyncOptions options);  // use attach*
+
+ private:
+  struct Call;  // one command on its way, with what a redirect needs to send it again
+  void route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking);
+  void broadcast(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error, Deadline deadline);
+  // The master's connection, or null when it has none yet (it is then made on the loop's thread).
+  std::shared_ptr<AsyncConnection> connection_to(const Endpoint& e);
+  std::shared_ptr<AsyncConnection> any_connection() const;
+  void connect_masters();
+
+  std::shared_ptr<ClusterConnection> map_;
+  Connect connect_;
+  AsyncOptions options_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<AsyncConnection>> masters_;  // by "host:port"
+};
+
+}  // namespace redlimit

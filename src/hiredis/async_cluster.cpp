@@ -1,0 +1,243 @@
+// AsyncCluster: the asynchronous API routed by slot, one AsyncConnection per master, redirects
+// followed within each call's deadline (redlimit/transport/async_cluster.hpp).
+#include "redlimit/transport/async_cluster.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit {
+
+namespace {
+
+std::string name_of(const Endpoint& e) { return fmt::format("{}:{}", e.host, e.port); }
+
+// The slot map's own connection: its timeouts are the async ones; it raises (there is no decision
+// to answer with a policy here: a call that cannot be routed fails, and its limiter's policy answers).
+Options map_options(const AsyncOptions& a) {
+  Options o;
+  o.connect_timeout = a.connect_timeout;
+  o.command_timeout = a.command_timeout;
+  o.on_failure = OnFailure::raise;
+  return o;
+}
+
+}  // namespace
+
+struct AsyncCluster::Call {
+  std::vector<std::string> argv;  // kept to send again after MOVED / ASK
+  std::uint16_t slot = 0;
+  ReplyCallback on_reply;
+  ErrorCallback on_error;
+  Deadline deadline;
+  int redirects = 0;
+};
+
+AsyncCluster::AsyncCluster(ClusterEndpoint seeds, Connect connect, AsyncOptions options)
+    : map_(std::make_shared<ClusterConnection>(std::move(seeds), map_options(options))),
+      connect_(std::move(connect)),
+      options_(options) {
+  if (!connect_) throw InvalidArgument("AsyncCluster needs a way to connect to a master");
+  set_script_path(ScriptPath::probe);  // the library goes to every master (broadcast)
+}
+
+std::shared_ptr<AsyncCluster> AsyncCluster::attach(ClusterEndpoint seeds, Connect connect, AsyncOptions options) {
+  auto cluster = std::make_shared<AsyncCluster>(std::move(seeds), std::move(connect), options);
+  cluster->connect_masters();
+  return cluster;
+}
+
+std::shared_ptr<AsyncCluster> AsyncCluster::attach_libevent(event_base* base, ClusterEndpoint seeds,
+                                                            AsyncOptions options) {
+  if (base == nullptr) throw InvalidArgument("attach_libevent: null event_base");
+  return attach(
+      std::move(seeds),
+      [base, options](const Endpoint& e) -> std::shared_ptr<AsyncConnection> {
+        return AsyncRedis::attach_libevent(base, e, options);
+      },
+      options);
+}
+
+std::shared_ptr<AsyncCluster> AsyncCluster::attach_libuv(uv_loop_s* loop, ClusterEndpoint seeds, AsyncOptions options) {
+  if (loop == nullptr) throw InvalidArgument("attach_libuv: null loop");
+  return attach(
+      std::move(seeds),
+      [loop, options](const Endpoint& e) -> std::shared_ptr<AsyncConnection> {
+        return AsyncRedis::attach_libuv(loop, e, options);
+      },
+      options);
+}
+
+// On the caller's thread, which attach_* requires to be the loop's (or the loop not running yet).
+void AsyncCluster::connect_masters() {
+  for (const Endpoint& e : map_->master_endpoints()) {
+    auto conn = connect_(e);
+    std::lock_guard<std::mutex> lock(mutex_);
+    masters_.emplace(name_of(e), std::move(conn));
+  }
+}
+
+void AsyncCluster::command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) {
+  command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), call_deadline());
+}
+
+AsyncCluster::Deadline AsyncCluster::call_deadline() const {
+  if (options_.command_timeout.count() <= 0) return {};
+  return std::chrono::steady_clock::now() + options_.command_timeout;
+}
+
+void AsyncCluster::command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                                       Deadline deadline) {
+  if (argv.empty()) throw InvalidArgument("empty command");
+  if (!on_reply || !on_error) throw InvalidArgument("command_async needs both callbacks");
+  if (to_every_master(argv)) {
+    broadcast(std::move(argv), std::move(on_reply), std::move(on_error), deadline);
+    return;
+  }
+  auto call = std::make_shared<Call>();
+  call->slot = static_cast<std::uint16_t>(std::max(0, command_slot(argv)));
+  call->argv = std::move(argv);
+  call->on_reply = std::move(on_reply);
+  call->on_error = std::move(on_error);
+  call->deadline = deadline;
+  Endpoint to;
+  try {
+    to = map_->master_endpoint(call->slot);
+  } catch (const ConnectionError&) {  // no node answered: nothing was sent
+    call->on_error(std::current_exception());
+    return;
+  }
+  route(call, to, false);
+}
+
+void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking) {
+  auto self = shared_from_this();
+  // The reply of the command, or its redirect followed (it did not run where it was sent).
+  auto on_reply = [self, call](Reply reply) {
+    try {
+      bool ask = false;
+      std::optional<Endpoint> next;
+      if (call->redirects < ClusterConnection::max_redirects())
+        next = self->map_->redirected_to(reply, call->slot, ask);
+      if (!next) {
+        call->on_reply(std::move(reply));
+        return;
+      }
+      ++call->redirects;
+      self->route(call, *next, ask);
+    } catch (...) {  // the next send was refused: nothing of this call is queued any more
+      call->on_error(std::current_exception());
+    }
+  };
+  auto send = [call, asking, on_reply](AsyncConnection& conn) {
+    // ASKING applies to the next command on its connection: queued right before it.
+    if (asking)
+      conn.command_async_until(
+          {"ASKING"}, [](const Reply&) {}, [](const std::exception_ptr&) {}, call->deadline);
+    conn.command_async_until(call->argv, on_reply, call->on_error, call->deadline);
+  };
+  if (auto conn = connection_to(to)) {
+    send(*conn);
+    return;
+  }
+  // A master met after attach: its connection is made on the loop's thread.
+  auto loop = any_connection();
+  if (!loop) throw ConnectionError("no connection of this AsyncCluster is open to reach its event loop");
+  loop->post([self, call, to, send] {
+    try {
+      auto made = self->connect_(to);
+      {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        made = self->masters_.emplace(name_of(to), std::move(made)).first->second;
+      }
+      send(*made);
+    } catch (...) {
+      call->on_error(std::current_exception());
+    }
+  });
+}
+
+// Every master's answer is awaited; the reply is the first error, else the first answer; when no
+// master answered at all, the first failure.
+void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                             Deadline deadline) {
+  std::vector<Endpoint> masters;
+  try {
+    masters = map_->master_endpoints();
+  } catch (const ConnectionError&) {
+    on_error(std::current_exception());
+    return;
+  }
+  struct Tally {
+    std::mutex mutex;
+    std::size_t left = 0;
+    bool answered = false;
+    Reply reply;
+    std::exception_ptr error;
+    ReplyCallback on_reply;
+    ErrorCallback on_error;
+  };
+  auto tally = std::make_shared<Tally>();
+  tally->left = masters.size();
+  tally->on_reply = std::move(on_reply);
+  tally->on_error = std::move(on_error);
+  const auto settle = [tally](Reply* reply, std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(tally->mutex);
+      if (reply != nullptr && (!tally->answered || (!tally->reply.is_error() && reply->is_error()))) {
+        tally->reply = std::move(*reply);
+        tally->answered = true;
+      }
+      if (error && !tally->error) tally->error = error;
+      if (--tally->left > 0) return;
+    }
+    if (tally->answered) {
+      tally->on_reply(std::move(tally->reply));
+    } else {
+      tally->on_error(tally->error);
+    }
+  };
+  for (const Endpoint& e : masters) {
+    auto call = std::make_shared<Call>();
+    call->argv = argv;
+    call->redirects = ClusterConnection::max_redirects();  // keyless: nothing to follow
+    call->on_reply = [settle](Reply r) { settle(&r, nullptr); };
+    call->on_error = [settle](std::exception_ptr x) { settle(nullptr, std::move(x)); };
+    call->deadline = deadline;
+    try {
+      route(call, e, false);
+    } catch (...) {
+      call->on_error(std::current_exception());
+    }
+  }
+}
+
+std::shared_ptr<AsyncConnection> AsyncCluster::connection_to(const Endpoint& e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = masters_.find(name_of(e));
+  return it == masters_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<AsyncConnection> AsyncCluster::any_connection() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return masters_.empty() ? nullptr : masters_.begin()->second;
+}
+
+void AsyncCluster::post(std::function<void()> task) {
+  if (!task) throw InvalidArgument("post needs a task");
+  if (auto conn = any_connection()) {
+    conn->post(std::move(task));
+    return;
+  }
+  task();
+}
+
+std::size_t AsyncCluster::connections() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return masters_.size();
+}
+
+}  // namespace redlimit

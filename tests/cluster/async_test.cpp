@@ -1,0 +1,168 @@
+// The asynchronous API on the cluster (issue 13): AsyncCluster routes each consume_async to the
+// master of its subject's slot, over one libevent loop. Exact limits on every master with Redis
+// Functions loaded on each; a slot moved to another master after attach is followed (MOVED) and
+// learned; and a limiter over the cluster still refuses a one-server async connection.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/cluster_fixture.hpp"
+#include "integration/async_fixture.hpp"
+#include "redlimit/detail/keys.hpp"
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/transport/async_cluster.hpp"
+
+namespace redlimit_cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using redlimit::Limit;
+
+// `per_master` subjects whose keys each master serves, for `s` (by the cluster's own CLUSTER NODES).
+std::map<int, std::vector<std::string>> subjects_by_master(const redlimit::Strategy& s, std::size_t per_master) {
+  std::map<int, std::vector<std::string>> out;
+  for (const auto& m : live_masters()) out[m.port];
+  for (int i = 0; i < 100000; ++i) {
+    const std::string who = "a" + std::to_string(i);
+    auto& list = out[owner_port(redlimit::detail::key_slot(s.key_for(who)))];
+    if (list.size() < per_master) list.push_back(who);
+    bool full = true;
+    for (const auto& [port, l] : out) full = full && l.size() >= per_master;
+    if (full) break;
+  }
+  return out;
+}
+
+std::string id_of(int port) {
+  for (const auto& n : cluster_nodes(port)) {
+    if (n.port == port) return n.id;
+  }
+  return {};
+}
+
+// Gives `slot` (which holds no key: the masters are flushed first) to the master on `to` as
+// redis-cli does: IMPORTING on the target and MIGRATING on the source first, so that the target
+// bumps its config epoch when it takes the slot and the change wins over older gossip; then waits
+// until every master agrees.
+void give_slot(int slot, int to) {
+  const int from = owner_port(slot);
+  ASSERT_NE(from, 0);
+  if (from == to) return;
+  const std::string s = std::to_string(slot), to_id = id_of(to), from_id = id_of(from);
+  ASSERT_FALSE(to_id.empty() || from_id.empty());
+  ASSERT_FALSE(raw(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", from_id}).is_error());
+  ASSERT_FALSE(raw(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}).is_error());
+  for (int port : {to, from}) ASSERT_FALSE(raw(port, {"CLUSTER", "SETSLOT", s, "NODE", to_id}).is_error());
+  for (const auto& m : live_masters()) {
+    if (m.port != to && m.port != from) ASSERT_FALSE(raw(m.port, {"CLUSTER", "SETSLOT", s, "NODE", to_id}).is_error());
+  }
+  bool agreed = false;
+  for (int i = 0; i < 200 && !agreed; ++i) {
+    agreed = true;
+    for (const auto& m : live_masters()) {
+      for (const auto& n : cluster_nodes(m.port)) {  // m's view: who serves the slot
+        for (auto [lo, hi] : n.slots) {
+          if (slot >= lo && slot <= hi) agreed = agreed && n.port == to;
+        }
+      }
+    }
+    if (!agreed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(agreed) << "slot " << slot << " did not settle on " << to;
+}
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+
+class ClusterAsync : public ClusterTest {
+ protected:
+  // `n` consume_future calls for each subject, all queued before any is waited for; the admissions
+  // of each subject.
+  static std::map<std::string, int> admitted(const redlimit::Strategy& s, const std::vector<std::string>& who, int n) {
+    std::vector<std::pair<std::string, std::future<redlimit::Decision>>> calls;
+    for (int i = 0; i < n; ++i) {
+      for (const auto& w : who) calls.emplace_back(w, s.consume_future(w));
+    }
+    std::map<std::string, int> out;
+    for (auto& [w, f] : calls) {
+      const auto d = redlimit_test::get_within(f);
+      EXPECT_EQ(d.source, redlimit::Source::primary) << w;
+      out[w] += d.allowed ? 1 : 0;
+    }
+    return out;
+  }
+};
+
+TEST_F(ClusterAsync, EveryMastersSubjectsAreDecidedExactlyAsFunctions) {
+  for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"FUNCTION", "FLUSH"}).is_error());
+  redlimit_test::LibeventLoop loop;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+  EXPECT_EQ(async->connections(), 3u) << "a connection per master, made at attach";
+  limiter->attach_async(async);
+  loop.start();
+  {  // the strategy holds the limiter's context, and with it the async connection
+    const auto fw = rl().fixed_window("async", Limit(5, 1h));
+    std::vector<std::string> who;
+    for (const auto& [port, list] : subjects_by_master(fw, 3)) {
+      ASSERT_EQ(list.size(), 3u) << port;
+      who.insert(who.end(), list.begin(), list.end());
+    }
+    for (const auto& [w, n] : admitted(fw, who, 8)) EXPECT_EQ(n, 5) << w;
+    EXPECT_EQ(rl().health().async_scripts, redlimit::ScriptPath::functions);
+    for (const auto& m : live_masters()) {
+      const auto listed =
+          raw(m.port, {"FUNCTION", "LIST", "LIBRARYNAME", std::string(redlimit::detail::scripts::library_name())});
+      EXPECT_EQ(listed.elements.size(), 1u) << "the library on master " << m.port;
+    }
+  }
+  limiter.reset();
+  async.reset();
+  loop.stop();
+}
+
+// A slot given to another master after the AsyncCluster read the map: the old owner answers MOVED,
+// the call goes to the new owner (it had not run), and the map learns it for the next calls.
+TEST_F(ClusterAsync, AMovedSlotIsFollowedAndLearned) {
+  redlimit_test::LibeventLoop loop;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+  limiter->attach_async(async);
+  loop.start();
+  const std::string who = "moving-subject";
+  int slot = 0, from = 0;
+  {  // the strategy holds the limiter's context, and with it the async connection
+    const auto fw = rl().fixed_window("moved", Limit(3, 1h));
+    slot = redlimit::detail::key_slot(fw.key_for(who));
+    from = owner_port(slot);
+    int to = 0;
+    for (const auto& m : live_masters()) {
+      if (m.port != from) to = m.port;
+    }
+    ASSERT_NE(to, 0);
+    give_slot(slot, to);
+    std::vector<std::future<redlimit::Decision>> calls;
+    for (int i = 0; i < 5; ++i) calls.push_back(fw.consume_future(who));
+    int allowed = 0;
+    for (auto& f : calls) {
+      const auto d = redlimit_test::get_within(f);
+      EXPECT_EQ(d.source, redlimit::Source::primary);
+      allowed += d.allowed ? 1 : 0;
+    }
+    EXPECT_EQ(allowed, 3) << "exact on the new owner";
+    EXPECT_EQ(raw(to, {"EXISTS", fw.key_for(who)}).integer, 1) << "the state is on the new owner";
+    EXPECT_EQ(async->connections(), 3u);
+  }
+  limiter.reset();
+  async.reset();
+  loop.stop();
+  flush_all_masters();
+  give_slot(slot, from);
+}
+
+#endif  // REDLIMIT_HAVE_LIBEVENT
+
+}  // namespace
+}  // namespace redlimit_cluster
