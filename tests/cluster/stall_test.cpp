@@ -65,15 +65,28 @@ Worst hammer(const redlimit::Strategy& fw, const std::vector<std::string>& who, 
   return w;
 }
 
-TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
-  ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
-  flush_all_masters();
+// The 200 ms deadline for every step, fail_open with the default breaker (5 failures, 1 s), and no
+// health-check PING to a stopped node.
+redlimit::Options stall_options() {
   redlimit::Options o;
   o.command_timeout = kDeadline;
   o.connect_timeout = kDeadline;
-  o.on_failure = redlimit::OnFailure::fail_open;  // the default breaker: 5 failures, 1 s
-  o.pool.size = 2;
+  o.on_failure = redlimit::OnFailure::fail_open;
   o.pool.health_check_interval = 0ms;
+  return o;
+}
+
+// The pid of the cluster node on `port` (0 if it is not one of the cluster's).
+pid_t pid_of(int port) {
+  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), port);
+  return it == cluster().ports.end() ? 0 : cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
+}
+
+TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
+  ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
+  flush_all_masters();
+  redlimit::Options o = stall_options();
+  o.pool.size = 2;
   auto conn = std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o);
   redlimit::RateLimiter limiter(conn, o);
   const auto fw = limiter.fixed_window("stall", redlimit::Limit::per_hour(1000000));
@@ -81,9 +94,8 @@ TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
   const auto masters = live_masters();
   ASSERT_EQ(masters.size(), 3u);
   const int victim = masters.front().port;
-  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), victim);
-  ASSERT_NE(it, cluster().ports.end());
-  const pid_t pid = cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
+  const pid_t pid = pid_of(victim);
+  ASSERT_NE(pid, 0);
   const auto stalled = subjects_on(fw, *conn, victim, true, 8);
   const auto healthy = subjects_on(fw, *conn, victim, false, 8);
   ASSERT_EQ(stalled.size(), 8u);
@@ -141,11 +153,7 @@ TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
 TEST(ClusterStall, ABatchReachesTheOtherMastersWhileItsFirstMasterIsStopped) {
   ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
   flush_all_masters();
-  redlimit::Options o;
-  o.command_timeout = kDeadline;
-  o.connect_timeout = kDeadline;
-  o.on_failure = redlimit::OnFailure::fail_open;
-  o.pool.health_check_interval = 0ms;
+  const redlimit::Options o = stall_options();
   auto conn = std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o);
   redlimit::RateLimiter limiter(conn, o);
   const auto fw = limiter.fixed_window("stall-batch", redlimit::Limit::per_hour(10));
@@ -162,9 +170,8 @@ TEST(ClusterStall, ABatchReachesTheOtherMastersWhileItsFirstMasterIsStopped) {
   }
   std::sort(by_shard.begin(), by_shard.end());
   const int victim = owner_port(redlimit::detail::key_slot(fw.key_for(by_shard.front().second.front())));
-  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), victim);
-  ASSERT_NE(it, cluster().ports.end());
-  const pid_t pid = cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
+  const pid_t pid = pid_of(victim);
+  ASSERT_NE(pid, 0);
   std::vector<redlimit::Request> batch;
   for (const auto& [shard, who] : by_shard) {
     for (const auto& s : who) batch.push_back({s, 1});
