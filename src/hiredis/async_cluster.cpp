@@ -187,7 +187,7 @@ void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_rep
   const auto settle = [tally](Reply* reply, std::exception_ptr error) {
     {
       std::lock_guard<std::mutex> lock(tally->mutex);
-      if (reply != nullptr && (!tally->answered || (!tally->reply.is_error() && reply->is_error()))) {
+      if (reply != nullptr && replaces_every_master_reply(*reply, tally->reply, tally->answered)) {
         tally->reply = std::move(*reply);
         tally->answered = true;
       }

@@ -234,26 +234,20 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
     }
     asking = false;
     if (!reply.is_error()) return reply;
-    std::string host;
-    int port = 0;
-    const bool moved = starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port);
-    const bool ask = !moved && starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port);
-    if (moved || ask) {
+    if (starts_with(reply.str, "MOVED ") || starts_with(reply.str, "ASK ")) {
       // A chain of redirects with no wait between them is bounded: a slot that keeps bouncing is
       // an outage (the redirect goes to the caller, whose failure policy answers).
       if (++redirects > max_redirects()) return reply;
-      if (moved) {
-        // The slot has a new owner: update that slot now and the whole map before the next command.
-        {
-          std::unique_lock<std::shared_mutex> lock(mutex_);
-          target = slots_[slot] = node(host, port);
-        }
+      bool ask = false;
+      const auto next = follow(reply, slot, ask);
+      if (!next) return reply;  // a redirect naming no node we can read: the caller's, as it is
+      if (ask) {
+        target = next;  // this command only; the slot is still being migrated
+        asking = true;
+      } else {
+        // The slot has a new owner (follow() pointed it there): the whole map before the next command.
         refresh_quietly();
         target = route(slot);
-      } else {
-        std::unique_lock<std::shared_mutex> lock(mutex_);
-        target = node(host, port);  // this command only; the slot is still being migrated
-        asking = true;
       }
     } else if (must_wait(reply.str)) {
       // TRYAGAIN: a multi-key command (ours: a state key and a block marker) on a slot mid-migration
@@ -316,17 +310,23 @@ std::vector<Endpoint> ClusterConnection::master_endpoints() {
   return out;
 }
 
-std::optional<Endpoint> ClusterConnection::redirected_to(const Reply& reply, std::uint16_t slot, bool& ask) {
+std::shared_ptr<ClusterConnection::Node> ClusterConnection::follow(const Reply& reply, std::uint16_t slot, bool& ask) {
   ask = false;
-  if (!reply.is_error()) return std::nullopt;
+  if (!reply.is_error()) return nullptr;
   std::string host;
   int port = 0;
   const bool moved = starts_with(reply.str, "MOVED ") && redirect_target(reply.str, host, port);
   ask = !moved && starts_with(reply.str, "ASK ") && redirect_target(reply.str, host, port);
-  if (!moved && !ask) return std::nullopt;
+  if (!moved && !ask) return nullptr;
   std::unique_lock<std::shared_mutex> lock(mutex_);
   auto n = node(host, port);
   if (moved) slots_[slot % 16384] = n;
+  return n;
+}
+
+std::optional<Endpoint> ClusterConnection::redirected_to(const Reply& reply, std::uint16_t slot, bool& ask) {
+  const auto n = follow(reply, slot, ask);
+  if (!n) return std::nullopt;
   return n->endpoint;
 }
 

@@ -151,7 +151,7 @@ void ClusterConnection::fail_group(const Group& g, const std::vector<std::vector
 void ClusterConnection::put(std::vector<Reply>& out, std::size_t i, Reply reply,
                             const std::vector<std::string>& command) {
   // Replies start as nil; no master answers FUNCTION LOAD with nil.
-  if (to_every_master(command) && out[i].type != Reply::Type::nil && (out[i].is_error() || !reply.is_error())) return;
+  if (to_every_master(command) && !replaces_every_master_reply(reply, out[i], out[i].type != Reply::Type::nil)) return;
   out[i] = std::move(reply);
 }
 

@@ -15,6 +15,11 @@ namespace redlimit {
 
 namespace {
 
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 [[noreturn]] void bad(std::string_view url, const std::string& why) {
   throw InvalidArgument(fmt::format("URL \"{}\": {}", redact_url(url), why));
 }
@@ -88,23 +93,25 @@ ClusterEndpoint parse_cluster_url(std::string_view url) {
 
 bool to_every_master(const std::vector<std::string>& argv) {
   if (argv.size() < 2) return false;
-  const auto upper = [](std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return s;
-  };
   const std::string verb = upper(argv[0]);
   return (verb == "FUNCTION" || verb == "SCRIPT") && upper(argv[1]) == "LOAD";
 }
 
+bool replaces_every_master_reply(const Reply& next, const Reply& kept, bool kept_any) {
+  return !kept_any || (!kept.is_error() && next.is_error());
+}
+
 int command_slot(const std::vector<std::string>& argv) {
   if (argv.empty()) return -1;
-  std::string verb = argv[0];
-  for (auto& c : verb) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string verb = upper(argv[0]);
   if (verb == "EVAL" || verb == "EVALSHA" || verb == "FCALL" || verb == "FCALL_RO") {
     if (argv.size() < 4 || argv[2] == "0") return -1;
     return detail::key_slot(argv[3]);
   }
-  if (verb == "PING" || verb == "INFO" || verb == "SCRIPT" || verb == "FUNCTION" || verb == "CLUSTER" || argv.size() < 2) return -1;
+  if (verb == "PING" || verb == "INFO" || verb == "SCRIPT" || verb == "FUNCTION" || verb == "CLUSTER" ||
+      argv.size() < 2) {
+    return -1;
+  }
   return detail::key_slot(argv[1]);
 }
 

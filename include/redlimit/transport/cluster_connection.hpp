@@ -107,6 +107,9 @@ class ClusterConnection final : public Connection {
   // route(), after the refresh a previous call left to this node's next caller.
   std::shared_ptr<Node> route_fresh(std::uint16_t slot);
   Reply send(const std::vector<std::string>& argv, std::uint16_t slot);
+  // The node a MOVED or ASK `reply` names (null for any other reply, or one that cannot be read).
+  // MOVED points `slot` at it at once (no I/O); ASK (`ask` set) is for this command only.
+  std::shared_ptr<Node> follow(const Reply& reply, std::uint16_t slot, bool& ask);
   // A pipeline's commands grouped by the master that serves them (src/hiredis/cluster_pipeline.cpp).
   struct Group {
     std::shared_ptr<Node> node;
@@ -118,13 +121,13 @@ class ClusterConnection final : public Connection {
   // One master's group through its pool's shared round trips, answers into `out`; or every group
   // written before any is read (send_at_once). A command that failed in transit is answered by a
   // transit_failure() reply; `failure` keeps the first error.
-  void send_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
-                         std::vector<Reply>& out, std::exception_ptr& failure);
+  void send_group(const Group& g, const std::vector<std::vector<std::string>>& commands, std::vector<Reply>& out,
+                  std::exception_ptr& failure);
   void send_at_once(std::vector<Group>& groups, const std::vector<std::vector<std::string>>& commands,
-                           std::vector<Reply>& out, std::exception_ptr& failure);
+                    std::vector<Reply>& out, std::exception_ptr& failure);
   // A group's replies into `out`, each redirected one sent again on its own through command().
   void deliver(const Group& g, std::vector<Reply>& replies, const std::vector<std::vector<std::string>>& commands,
-                      std::vector<Reply>& out, std::exception_ptr& failure);
+               std::vector<Reply>& out, std::exception_ptr& failure);
   // A group whose commands failed in transit: each answered by transit_failure(e). Called in the
   // handler of `e` (the first failure is kept as thrown).
   static void fail_group(const Group& g, const std::vector<std::vector<std::string>>& commands,
@@ -153,5 +156,8 @@ int command_slot(const std::vector<std::string>& argv);
 // runs on the master of its keys, so each master needs the library or script). The router sends it to each master, ahead of that master's
 // share of the pipeline; its reply is the first error any master answered, else the first reply.
 bool to_every_master(const std::vector<std::string>& argv);
+// That rule for the replies of such a command, one master's after another: true when `next` takes
+// the place of `kept` (`kept_any`: a reply is kept already).
+bool replaces_every_master_reply(const Reply& next, const Reply& kept, bool kept_any);
 
 }  // namespace redlimit
