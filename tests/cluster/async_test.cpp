@@ -20,6 +20,8 @@
 namespace redlimit_cluster {
 namespace {
 
+#ifdef REDLIMIT_HAVE_LIBEVENT  // the whole suite runs on a libevent loop
+
 using namespace std::chrono_literals;
 using redlimit::Limit;
 
@@ -76,7 +78,6 @@ void give_slot(int slot, int to) {
   ASSERT_TRUE(agreed) << "slot " << slot << " did not settle on " << to;
 }
 
-#ifdef REDLIMIT_HAVE_LIBEVENT
 
 class ClusterAsync : public ClusterTest {
  protected:
