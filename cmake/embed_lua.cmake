@@ -1,11 +1,19 @@
 # Writes OUT, a C++ header of string constants (redlimit::detail::lua) made from LUA_DIR/*.lua:
-# - <name>: an EVAL script per file, "#!lua", helpers.lua, prologue.lua, the script itself, then,
-#   for a script that defines decide(), epilogue.lua (which runs decide() over the call's requests);
+# - <name>: an EVAL script per file: "#!lua", helpers.lua, the script's load part, prologue.lua, the
+#   script's per-call part, then, for a script that defines decide(), epilogue.lua (which runs
+#   decide() over the call's requests) with its load part after the script's;
 # - library: the same scripts as one Redis Functions library (Redis >= 7.0). helpers.lua runs once,
-#   at load; each script is a function of (KEYS, ARGV) holding prologue, script and epilogue,
-#   registered as <name>_function. The library and its functions are named after the SHA1 of the
-#   library's code (library_name), so two versions of redlimit sharing one Redis during a rolling
-#   deploy each call their own functions and never replace the other's.
+#   at load, and so does each script's load part, in a do-block of its own with the function that
+#   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function.
+#   The library and its functions are named after the SHA1 of the library's code (library_name),
+#   so two versions of redlimit sharing one Redis during a rolling deploy each call their own
+#   functions and never replace the other's.
+# A script (and the epilogue) splits itself with a line starting "-- Per call:". Before it: decide()
+# and the other functions, constant tables, and the locals each call assigns; so a call of a
+# function creates no closure and no constant table (a closure and its upvalues cost an allocation
+# each, and were a sixth of a fixed-window decision's Redis CPU). After it: what each call runs. A
+# script without the line is all per call. As an EVAL script every part runs on every call, with
+# the same meaning.
 # The shebang makes Redis refuse keys a script did not declare and keys of two cluster slots, so a
 # routing mistake fails loudly instead of touching the wrong shard.
 # helpers.lua, prologue.lua and epilogue.lua are parts, not scripts: they get no constant of their own.
@@ -14,6 +22,11 @@ cmake_policy(SET CMP0007 NEW)
 file(READ ${LUA_DIR}/helpers.lua helpers_src)
 file(READ ${LUA_DIR}/prologue.lua prologue_src)
 file(READ ${LUA_DIR}/epilogue.lua epilogue_src)
+# The epilogue splits the same way as a script (below): its load part follows the script's.
+string(FIND "${epilogue_src}" "\n-- Per call:" split)
+math(EXPR split "${split} + 1")
+string(SUBSTRING "${epilogue_src}" 0 ${split} epilogue_load)
+string(SUBSTRING "${epilogue_src}" ${split} -1 epilogue_src)
 file(GLOB files ${LUA_DIR}/*.lua)
 list(SORT files)
 set(body "// Generated from lua/*.lua by cmake/embed_lua.cmake. Do not edit.\n#pragma once\n#include <string_view>\n\nnamespace redlimit::detail::lua {\n")
@@ -27,14 +40,23 @@ foreach(f ${files})
   endif()
   list(APPEND names ${name})
   file(READ ${f} src)
-  string(FIND "${src}" "local function decide(" has_decide)
+  string(FIND "${src}" "\n-- Per call:" split)
+  if(split EQUAL -1)
+    set(load "")
+  else()
+    math(EXPR split "${split} + 1")
+    string(SUBSTRING "${src}" 0 ${split} load)
+    string(SUBSTRING "${src}" ${split} -1 src)
+  endif()
+  string(FIND "${load}${src}" "local function decide(" has_decide)
   if(has_decide EQUAL -1)
     set(tail "")
   else()
+    string(APPEND load "${epilogue_load}")
     set(tail "\n${epilogue_src}")
   endif()
-  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n${prologue_src}\n-- ${name}.lua\n${src}${tail})redlimit_lua\";\n")
-  string(APPEND library "\nlocal function run_${name}(KEYS, ARGV)\n${prologue_src}\n-- ${name}.lua\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\n")
+  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n-- ${name}.lua\n${load}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
+  string(APPEND library "\ndo\n-- ${name}.lua\n${load}local function run_${name}(KEYS, ARGV)\n${prologue_src}\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\nend\n")
 endforeach()
 string(SHA1 hash "${library}")
 string(SUBSTRING "${hash}" 0 16 hash)

@@ -10,7 +10,7 @@
 --   state_is_string: whether the state is such a string;
 --   width: the length of a decision (5, or 6 + 2m for a policy of m limits: the deciding limit,
 --       then `each`).
-local n = #KEYS / 2
+-- The functions below are its load part (cmake/embed_lua.cmake): they follow the script's own.
 
 -- What a block says of each limit of a policy: nothing left, until the block ends.
 local function blocked_each(wait)
@@ -45,8 +45,11 @@ local function blocked(marker)
   return blocked_until - now
 end
 
+-- Per call: -------------------------------------------------------------------------------------
+local n = #KEYS / 2
 if n == 1 then
-  -- One request: one read (state and marker together for a string state), at most one write.
+  -- One request: one read (state and marker together for a string state), at most one write. A
+  -- decision of five is returned as a table built whole, at its size: `put` grows one from empty.
   local value, marker
   if state_is_string then
     local got = redis.call('MGET', KEYS[1], KEYS[2])
@@ -54,9 +57,10 @@ if n == 1 then
   else
     marker = redis.call('GET', KEYS[2])
   end
-  local out = {}
   local wait = marker and blocked(marker)
   if wait then
+    if width == 5 then return {0, 0, wait, wait, 0} end
+    local out = {}
     put(out, 0, 0, 0, wait, wait, 0, 1, blocked_each(wait))
     return out
   end
@@ -66,6 +70,8 @@ if n == 1 then
   elseif new == false then
     redis.call('DEL', KEYS[1])
   end
+  if width == 5 then return {a, rem, retry, reset, delay} end
+  local out = {}
   put(out, 0, a, rem, retry, reset, delay, decider, each)
   return out
 end

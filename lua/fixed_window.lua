@@ -15,9 +15,7 @@
 -- Reconfiguration: a changed limit keeps what was consumed (remaining is clamped at 0). A state
 -- written under another window length counts in the current window when the two windows overlap
 -- (what was consumed stays consumed), and is then rewritten as the current window's.
-local limit = tonumber(ARGV[4])
-local window = tonumber(ARGV[5])
-local current = now - fmod(now, window)
+local limit, window, current -- this call's: limit, window length (us), start of the current window
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
@@ -50,3 +48,8 @@ local function decide(_, cost, v)
   if used > 0 then reset_after = window_end - now end
   return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1, new, ttl
 end
+
+-- Per call: -------------------------------------------------------------------------------------
+limit = tonumber(ARGV[4])
+window = tonumber(ARGV[5])
+current = now - fmod(now, window)

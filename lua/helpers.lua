@@ -17,6 +17,11 @@ local function bind_libraries()
   fmod, max, min, format, pack, unpack_ = math.fmod, math.max, math.min, string.format, struct.pack, struct.unpack
 end
 
+-- The call's clock and mode, which the prologue sets at the start of every call (a script never
+-- runs inside another, so one set serves all): upvalues of the functions defined at load rather
+-- than locals of each call, so that those functions need not be created again on every call.
+local now, record, refund
+
 local function fmt(x) return format('%d', x) end
 local function floor_div(a, b) return (a - fmod(a, b)) / b end
 local function ceil_div(a, b)

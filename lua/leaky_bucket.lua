@@ -23,10 +23,7 @@
 -- difference. A refund takes water out; for a shaper, delays already handed out are not
 -- shortened. Reconfigured: water stays water (clamped to a new capacity); a part request is
 -- rescaled to a new rate, rounded up.
-local capacity = tonumber(ARGV[4])
-local unit = tonumber(ARGV[5])
-local leak = tonumber(ARGV[6])
-local shaper = ARGV[7] == 'shaper'
+local capacity, unit, leak, shaper -- this call's: ARGV[4..7]
 local state_is_string, width = true, 5
 
 -- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).
@@ -82,3 +79,9 @@ local function decide(_, cost, v)
   if to_empty > 0 then reset_after = ahead + to_empty end
   return allowed and 1 or 0, capacity - whole - ((frac > 0) and 1 or 0), retry_after, reset_after, delay, 1, new, ttl
 end
+
+-- Per call: -------------------------------------------------------------------------------------
+capacity = tonumber(ARGV[4])
+unit = tonumber(ARGV[5])
+leak = tonumber(ARGV[6])
+shaper = ARGV[7] == 'shaper'

@@ -33,22 +33,11 @@
 -- microsecond (or now, if that is later) and regrouped into the new limit's buckets. Units are
 -- thus never taken as older than they were: nothing leaves a window early. They are written under
 -- the new tag at the next write; the old fields are deleted at the next admission.
-local m = tonumber(ARGV[4])
-local state_is_string, width = false, 6 + 2 * m
-
--- The limits, read once per call (a batch decides many requests with them): what depends on the
--- request is reset at the start of each decide().
-local limits = {}
-local by_tag = {}
-for i = 1, m do
-  local base = 5 + 4 * (i - 1)
-  local P = tonumber(ARGV[base + 3])
-  local r = fmod(now, P)
-  local l = {tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
-             r = r, b = (now - r) / P}
-  limits[i] = l
-  by_tag[l.tag] = l
-end
+-- This call's: the limits (read once per call: a batch decides many requests with them; what
+-- depends on the request is reset at the start of each decide()), the same by tag, and the width of
+-- a decision. Set per call, below.
+local limits, by_tag, width
+local state_is_string = false
 
 -- A tag's window and precision in us ("1h@1m", "90s"): the client writes them with
 -- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else.
@@ -245,4 +234,18 @@ local function decide(key, cost)
     take(key, cost, stale)
   end
   return conclude(key, cost, allowed)
+end
+
+-- Per call: -------------------------------------------------------------------------------------
+local m = tonumber(ARGV[4])
+width = 6 + 2 * m
+limits, by_tag = {}, {}
+for i = 1, m do
+  local base = 5 + 4 * (i - 1)
+  local P = tonumber(ARGV[base + 3])
+  local r = fmod(now, P)
+  local l = {tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
+             r = r, b = (now - r) / P}
+  limits[i] = l
+  by_tag[l.tag] = l
 end

@@ -1,8 +1,9 @@
 -- Prologue: the start of every call of every script in this folder, behind helpers.lua, and
 -- epilogue.lua appended to those that define decide() (cmake/embed_lua.cmake), so the shared
 -- conventions live in one place. A script's decide() judges one request; the epilogue runs the
--- call's requests through it. As a Redis Function, a script's body with this prologue and its
--- epilogue is the function (KEYS and ARGV are its arguments); helpers.lua runs once, at load.
+-- call's requests through it. As a Redis Function, this prologue, a script's per-call part and
+-- the epilogue's are the function (KEYS and ARGV are its arguments); helpers.lua and the load parts
+-- run once, at load.
 --
 -- One call decides n >= 1 requests of one strategy, in order (consume_many sends many):
 -- KEYS[2i-1]  request i's state, for one (resource, subject)
@@ -17,12 +18,12 @@
 -- ARGV[#ARGV-n+2 .. #ARGV]  the costs of requests 2..n (none when n = 1)
 -- Returns request 1's decision when n = 1, otherwise the n decisions one after the other.
 if not fmod then bind_libraries() end -- helpers.lua
-local now = tonumber(ARGV[1])
+now = tonumber(ARGV[1]) -- now, record and refund: helpers.lua
 if not now then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local mode = ARGV[3]
-local record = mode == '1'
-local refund = mode == '2'
+record = mode == '1'
+refund = mode == '2'

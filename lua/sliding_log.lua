@@ -19,9 +19,8 @@
 -- and a rejection's wait is a binary search over ranks (O(log^2 n), one probe when every cost is 1).
 -- A refund removes the newest `cost` units (whole entries, the last one shortened), exact when it
 -- follows the request it refunds. A log written by 0.2 (members without '/') is restarted.
-local limit = tonumber(ARGV[4])
-local window = tonumber(ARGV[5])
-local cutoff = now - window -- scores <= cutoff have left the window
+local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
+                            -- have left the window)
 local state_is_string, width = false, 5
 
 -- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
@@ -121,3 +120,8 @@ local function decide(key, cost)
   end
   return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1
 end
+
+-- Per call: -------------------------------------------------------------------------------------
+limit = tonumber(ARGV[4])
+window = tonumber(ARGV[5])
+cutoff = now - window

@@ -19,9 +19,7 @@
 -- now: no refill runs backwards, and the waits we return include the difference. A refund puts
 -- tokens back, up to the capacity. Reconfigured: tokens stay tokens (clamped to a new capacity);
 -- the part of a token already refilled is rescaled to a new rate, rounded down.
-local capacity = tonumber(ARGV[4])
-local unit = tonumber(ARGV[5])
-local refill = tonumber(ARGV[6])
+local capacity, unit, refill -- this call's: capacity (tokens), ticks per token, ticks per us
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
@@ -64,3 +62,8 @@ local function decide(_, cost, v)
   if whole < capacity then reset_after = ahead + to_full end
   return allowed and 1 or 0, whole, retry_after, reset_after, 0, 1, new, ttl
 end
+
+-- Per call: -------------------------------------------------------------------------------------
+capacity = tonumber(ARGV[4])
+unit = tonumber(ARGV[5])
+refill = tonumber(ARGV[6])
