@@ -20,8 +20,11 @@
 
 namespace redlimit {
 
+class AsyncConnection;
+
 namespace detail {
 struct Context;
+class DecisionPath;
 struct Script;
 struct ScriptCall;
 struct StrategySpec;
@@ -75,6 +78,16 @@ class Strategy {
   // The same as a future. The event loop must run on another thread than the one that waits.
   std::future<Decision> consume_future(std::string_view subject, std::int64_t cost = 1) const;
 
+  // consume_many over the AsyncConnection: every request checked and every script call queued
+  // before this returns (up to 256 requests a call; on a cluster one call per hash slot, each to
+  // its master), and `done` run once, on the loop's thread, with the decisions in the order of
+  // `requests` when the last reply is in. A call lost in transit while others were answered gets
+  // the failure policy for its own requests only. The subjects need not outlive this call.
+  using BatchCallback = std::function<void(const std::vector<Decision>&, std::exception_ptr)>;
+  void consume_many_async(const std::vector<Request>& requests, BatchCallback done) const;
+  // The same as a future.
+  std::future<std::vector<Decision>> consume_many_future(const std::vector<Request>& requests) const;
+
   // Forgets everything recorded for `subject`, including a block (one DEL of its keys).
   void reset(std::string_view subject) const;
 
@@ -102,6 +115,10 @@ class Strategy {
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                const std::vector<std::string>& params) const;
   void check_cost(std::int64_t cost) const;
+  // The limiter's AsyncConnection (throws when none is attached).
+  std::shared_ptr<AsyncConnection> async_connection() const;
+  // A path for consume_many's requests, every one checked (throws before any I/O).
+  std::shared_ptr<detail::DecisionPath> batch_path(const std::vector<Request>& requests, bool keep_alive) const;
 
   std::shared_ptr<detail::Context> ctx_;
   std::shared_ptr<const detail::StrategySpec> spec_;  // shared by copies of this handle

@@ -1,8 +1,10 @@
 // The asynchronous API on the cluster (issue 13): AsyncCluster routes each consume_async to the
 // master of its subject's slot, over one libevent loop. Exact limits on every master with Redis
 // Functions loaded on each; a slot moved to another master after attach is followed (MOVED) and
-// learned; and a limiter over the cluster still refuses a one-server async connection.
+// learned; consume_many_future split by slot, exact, and keeping the live masters' decisions while
+// one master is stopped.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <future>
 #include <map>
@@ -161,6 +163,97 @@ TEST_F(ClusterAsync, AMovedSlotIsFollowedAndLearned) {
   loop.stop();
   flush_all_masters();
   give_slot(slot, from);
+}
+
+// consume_many_future over the cluster: 3 subjects per master, 8 requests each, interleaved, in one
+// batch: one script call per slot, every master's calls in flight at once; exactly the first 5 of
+// each subject admitted, in order.
+TEST_F(ClusterAsync, ABatchIsSplitBySlotAndDecidedExactlyOnEveryMaster) {
+  redlimit_test::LibeventLoop loop;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+  limiter->attach_async(async);
+  loop.start();
+  {
+    const auto fw = rl().fixed_window("async.batch", Limit(5, 1h));
+    std::vector<std::string> who;
+    for (const auto& [port, list] : subjects_by_master(fw, 3)) who.insert(who.end(), list.begin(), list.end());
+    ASSERT_EQ(who.size(), 9u);
+    std::vector<redlimit::Request> requests;
+    for (int i = 0; i < 8; ++i) {
+      for (const auto& w : who) requests.push_back({w, 1});
+    }
+    auto f = fw.consume_many_future(requests);
+    const auto ds = redlimit_test::get_within(f);
+    ASSERT_EQ(ds.size(), requests.size());
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      const std::size_t round = i / who.size();
+      EXPECT_EQ(ds[i].source, redlimit::Source::primary) << i;
+      EXPECT_EQ(ds[i].allowed, round < 5) << "request " << round << " of " << requests[i].subject;
+      if (round < 5) EXPECT_EQ(ds[i].remaining, static_cast<std::int64_t>(4 - round)) << i;
+    }
+    for (const auto& w : who) EXPECT_EQ(fw.peek(w).remaining, 0) << w;
+  }
+  limiter.reset();
+  async.reset();
+  loop.stop();
+}
+
+// A master stopped (SIGSTOP, shorter than the node timeout: no failover) while a batch covers every
+// master: its requests get the failure policy when the call's deadline passes; the other masters'
+// are decided by Redis, and kept.
+TEST_F(ClusterAsync, ABatchKeepsTheLiveMastersDecisionsWhenOneMasterIsStopped) {
+  redlimit_test::LibeventLoop loop;
+  redlimit::AsyncOptions ao;
+  ao.command_timeout = std::chrono::milliseconds(200);
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+  loop.start();
+  {  // the limiter is gone at the end of the block: the loop then returns by itself
+    redlimit::Options o = options();
+    o.on_failure = redlimit::OnFailure::fail_closed;
+    redlimit::RateLimiter rl_stall = redlimit::RateLimiter::connect(cluster().url, o);
+    rl_stall.attach_async(async);
+    const auto fw = rl_stall.fixed_window("async.stall", Limit(100, 1h));
+    const auto groups = subjects_by_master(fw, 2);
+    ASSERT_EQ(groups.size(), 3u);
+    const int victim = groups.begin()->first;
+    std::vector<redlimit::Request> requests;
+    for (const auto& [port, list] : groups) {
+      for (const auto& w : list) requests.push_back({w, 1});
+    }
+    auto warm = fw.consume_many_future(requests);  // connections made, library loaded everywhere
+    for (const auto& d : redlimit_test::get_within(warm)) ASSERT_EQ(d.source, redlimit::Source::primary);
+
+    const pid_t pid = pid_of(victim);
+    ASSERT_NE(pid, 0);
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    auto f = fw.consume_many_future(requests);
+    std::vector<redlimit::Decision> ds;
+    std::string error;
+    try {
+      ds = redlimit_test::get_within(f);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    ::kill(pid, SIGCONT);
+    ASSERT_TRUE(error.empty()) << error;
+    ASSERT_EQ(ds.size(), requests.size());
+    std::size_t i = 0;
+    for (const auto& [port, list] : groups) {
+      for (std::size_t j = 0; j < list.size(); ++j, ++i) {
+        if (port == victim) {
+          EXPECT_EQ(ds[i].source, redlimit::Source::failure_policy) << list[j];
+          EXPECT_FALSE(ds[i].allowed) << "fail_closed";
+        } else {
+          EXPECT_EQ(ds[i].source, redlimit::Source::primary) << list[j];
+          EXPECT_TRUE(ds[i].allowed);
+          EXPECT_EQ(ds[i].remaining, 98) << list[j];
+        }
+      }
+    }
+  }
+  async.reset();
+  loop.stop();
+  ASSERT_TRUE(wait_cluster_ok(std::chrono::seconds(10)));
 }
 
 #endif  // REDLIMIT_HAVE_LIBEVENT

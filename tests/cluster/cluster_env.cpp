@@ -185,6 +185,11 @@ void write_state_file() {
 
 }  // namespace
 
+pid_t pid_of(int port) {
+  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), port);
+  return it == cluster().ports.end() ? 0 : cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
+}
+
 pid_t restart_node(int port) {
   const auto it = std::find(g_state.ports.begin(), g_state.ports.end(), port);
   if (it == g_state.ports.end()) throw std::runtime_error("not a node of the cluster: " + std::to_string(port));

@@ -50,6 +50,9 @@ int owner_port(int slot, int avoid_port = 0);
 // FLUSHALL on every live master.
 void flush_all_masters();
 
+// The pid of the cluster node on `port` (0 if it is not one of the cluster's).
+pid_t pid_of(int port);
+
 // Starts again, on its port, a node the test killed (same directory, nodes.conf and options as
 // scripts/cluster.sh gives it); its new pid replaces the old one in cluster() and in the state file,
 // so stopping the cluster stops it. Returns the new pid (throws std::runtime_error on failure).

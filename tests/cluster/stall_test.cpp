@@ -76,12 +76,6 @@ redlimit::Options stall_options() {
   return o;
 }
 
-// The pid of the cluster node on `port` (0 if it is not one of the cluster's).
-pid_t pid_of(int port) {
-  const auto it = std::find(cluster().ports.begin(), cluster().ports.end(), port);
-  return it == cluster().ports.end() ? 0 : cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
-}
-
 TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
   ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
   flush_all_masters();

@@ -124,8 +124,15 @@ class DecisionPath {
 // unless the connection is thread-safe).
 std::vector<Decision> decide(DecisionPath& path);
 
-// The whole path for one request over the limiter's AsyncConnection: `done` runs exactly once, on
-// the loop's thread (decisions made without Redis are delivered through AsyncConnection::post).
+// The whole path over the limiter's AsyncConnection: every script call queued at once, and `done`
+// run exactly once, on the loop's thread (decisions made without Redis are delivered through
+// AsyncConnection::post), with a decision per request when the last reply is in. A call that fails
+// in transit while others are answered is an outage of its own requests (the failure policy answers
+// them); when every call fails, the send step failed as a whole (DecisionPath::fail).
+using BatchDecisionCallback = std::function<void(const std::vector<Decision>&, std::exception_ptr)>;
+void decide_many_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn,
+                       BatchDecisionCallback done);
+// The same for a path of one request.
 using DecisionCallback = std::function<void(const Decision&, std::exception_ptr)>;
 void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn, DecisionCallback done);
 

@@ -96,16 +96,57 @@ REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& scrip
   return detail::decide(path).front();
 }
 
-REDLIMIT_INLINE std::vector<Decision> Strategy::consume_many(const std::vector<Request>& requests) const {
-  detail::DecisionPath path(ctx_, spec_, Operation::consume, *spec_->script);
-  path.reserve(requests.size());
+REDLIMIT_INLINE std::shared_ptr<detail::DecisionPath> Strategy::batch_path(const std::vector<Request>& requests,
+                                                                            bool keep_alive) const {
+  auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script, keep_alive);
+  path->reserve(requests.size());
   const std::string now = ctx_->now_arg();  // one now for the batch: its requests arrive together
   for (const auto& r : requests) {          // every request is checked before anything is sent
     check_cost(r.cost);
-    path.add(prepare(r.subject, r.cost, "1", spec_->params, &now), r.cost);
+    path->add(prepare(r.subject, r.cost, "1", spec_->params, &now), r.cost);
   }
+  return path;
+}
+
+REDLIMIT_INLINE std::vector<Decision> Strategy::consume_many(const std::vector<Request>& requests) const {
+  auto path = batch_path(requests, /*keep_alive=*/false);
   if (requests.empty()) return {};
-  return detail::decide(path);
+  return detail::decide(*path);
+}
+
+REDLIMIT_INLINE void Strategy::consume_many_async(const std::vector<Request>& requests, BatchCallback done) const {
+  auto path = batch_path(requests, /*keep_alive=*/true);
+  if (!done) throw InvalidArgument("consume_many_async needs a callback");
+  auto conn = async_connection();
+  if (requests.empty()) {  // nothing to ask: answered on the loop's thread all the same
+    conn->post([done = std::move(done)] { done({}, nullptr); });
+    return;
+  }
+  detail::decide_many_async(std::move(path), std::move(conn), std::move(done));
+}
+
+REDLIMIT_INLINE std::future<std::vector<Decision>> Strategy::consume_many_future(
+    const std::vector<Request>& requests) const {
+  auto promise = std::make_shared<std::promise<std::vector<Decision>>>();
+  std::future<std::vector<Decision>> future = promise->get_future();
+  consume_many_async(requests, [promise](const std::vector<Decision>& ds, std::exception_ptr error) {
+    if (error) {
+      promise->set_exception(std::move(error));
+    } else {
+      promise->set_value(ds);
+    }
+  });
+  return future;
+}
+
+REDLIMIT_INLINE std::shared_ptr<AsyncConnection> Strategy::async_connection() const {
+  std::shared_ptr<AsyncConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(ctx_->mutex);  // RateLimiter::attach_async writes it under this lock
+    conn = ctx_->async;
+  }
+  if (!conn) throw Error("no async connection: call RateLimiter::attach_async");
+  return conn;
 }
 
 REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
@@ -162,12 +203,7 @@ REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int6
   check_cost(cost);
   detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
   if (!done) throw InvalidArgument("consume_async needs a callback");
-  std::shared_ptr<AsyncConnection> conn;
-  {
-    std::lock_guard<std::mutex> lock(ctx_->mutex);  // RateLimiter::attach_async writes it under this lock
-    conn = ctx_->async;
-  }
-  if (!conn) throw Error("no async connection: call RateLimiter::attach_async");
+  auto conn = async_connection();
   auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script,
                                                      /*keep_alive=*/true);
   path->add(std::move(call), cost);
