@@ -16,6 +16,7 @@
 -- written under another window length counts in the current window when the two windows overlap
 -- (what was consumed stays consumed), and is then rewritten as the current window's.
 local limit, window, current -- this call's: limit, window length (us), start of the current window
+local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
@@ -50,6 +51,7 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-limit = tonumber(ARGV[4])
-window = tonumber(ARGV[5])
+if ARGV[4] ~= limit_arg or ARGV[5] ~= window_arg then
+  limit_arg, window_arg, limit, window = ARGV[4], ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[5])
+end
 current = now - fmod(now, window)

@@ -24,6 +24,7 @@
 -- shortened. Reconfigured: water stays water (clamped to a new capacity); a part request is
 -- rescaled to a new rate, rounded up.
 local capacity, unit, leak, shaper -- this call's: ARGV[4..7]
+local capacity_arg, unit_arg, leak_arg -- the strings they were parsed from (helpers.lua, params)
 local state_is_string, width = true, 5
 
 -- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).
@@ -81,7 +82,8 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-capacity = tonumber(ARGV[4])
-unit = tonumber(ARGV[5])
-leak = tonumber(ARGV[6])
+if ARGV[4] ~= capacity_arg or ARGV[5] ~= unit_arg or ARGV[6] ~= leak_arg then
+  capacity_arg, unit_arg, leak_arg = ARGV[4], ARGV[5], ARGV[6]
+  capacity, unit, leak = tonumber(capacity_arg), tonumber(unit_arg), tonumber(leak_arg)
+end
 shaper = ARGV[7] == 'shaper'

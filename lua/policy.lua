@@ -35,9 +35,21 @@
 -- the new tag at the next write; the old fields are deleted at the next admission.
 -- This call's: the limits (read once per call: a batch decides many requests with them; what
 -- depends on the request is reset at the start of each decide()), the same by tag, and the width of
--- a decision. Set per call, below.
+-- a decision. Set per call, below; kept from the last call when its limits were given by the same
+-- strings (helpers.lua, params), and then only their time fields r and b are set again.
 local limits, by_tag, width
+local limit_args, limit_args_n = {}, 0 -- ARGV[4 .. 4 + 4m] of the call that built `limits`
 local state_is_string = false
+
+-- Whether this call's limits are given by the strings that built `limits`.
+local function same_limits(ARGV)
+  local n = 1 + 4 * (tonumber(ARGV[4]) or 0) -- m, then four arguments a limit
+  if n ~= limit_args_n then return false end
+  for j = 1, n do
+    if ARGV[3 + j] ~= limit_args[j] then return false end
+  end
+  return true
+end
 
 -- A tag's window and precision in us ("1h@1m", "90s"): the client writes them with
 -- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else.
@@ -237,15 +249,20 @@ local function decide(key, cost)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-local m = tonumber(ARGV[4])
-width = 6 + 2 * m
-limits, by_tag = {}, {}
-for i = 1, m do
-  local base = 5 + 4 * (i - 1)
-  local P = tonumber(ARGV[base + 3])
-  local r = fmod(now, P)
-  local l = {tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P,
-             r = r, b = (now - r) / P}
-  limits[i] = l
-  by_tag[l.tag] = l
+if not same_limits(ARGV) then
+  local m = tonumber(ARGV[4])
+  width = 6 + 2 * m
+  limits, by_tag, limit_args, limit_args_n = {}, {}, {}, 1 + 4 * m
+  for j = 1, limit_args_n do limit_args[j] = ARGV[3 + j] end
+  for i = 1, m do
+    local base = 5 + 4 * (i - 1)
+    local P = tonumber(ARGV[base + 3])
+    local l = {tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P}
+    limits[i] = l
+    by_tag[l.tag] = l
+  end
+end
+for _, l in ipairs(limits) do
+  l.r = fmod(now, l.P)
+  l.b = (now - l.r) / l.P
 end

@@ -21,6 +21,7 @@
 -- follows the request it refunds. A log written by 0.2 (members without '/') is restarted.
 local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
                             -- have left the window)
+local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
 local state_is_string, width = false, 5
 
 -- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
@@ -122,6 +123,7 @@ local function decide(key, cost)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-limit = tonumber(ARGV[4])
-window = tonumber(ARGV[5])
+if ARGV[4] ~= limit_arg or ARGV[5] ~= window_arg then
+  limit_arg, window_arg, limit, window = ARGV[4], ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[5])
+end
 cutoff = now - window

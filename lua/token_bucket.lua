@@ -20,6 +20,7 @@
 -- tokens back, up to the capacity. Reconfigured: tokens stay tokens (clamped to a new capacity);
 -- the part of a token already refilled is rescaled to a new rate, rounded down.
 local capacity, unit, refill -- this call's: capacity (tokens), ticks per token, ticks per us
+local capacity_arg, unit_arg, refill_arg -- the strings they were parsed from (helpers.lua, params)
 local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
@@ -64,6 +65,7 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-capacity = tonumber(ARGV[4])
-unit = tonumber(ARGV[5])
-refill = tonumber(ARGV[6])
+if ARGV[4] ~= capacity_arg or ARGV[5] ~= unit_arg or ARGV[6] ~= refill_arg then
+  capacity_arg, unit_arg, refill_arg = ARGV[4], ARGV[5], ARGV[6]
+  capacity, unit, refill = tonumber(capacity_arg), tonumber(unit_arg), tonumber(refill_arg)
+end

@@ -11,6 +11,7 @@
 namespace redlimit_test {
 namespace {
 
+using redlimit::Decision;
 using redlimit::Reply;
 using redlimit::ScriptPath;
 
@@ -56,6 +57,34 @@ TEST_F(FunctionsTest, EveryStrategyRunsAsAFunctionOfOneLibraryLoadedOnce) {
   EXPECT_EQ(command_calls("fcall"), 6 * 6);
   EXPECT_EQ(command_calls("function|load"), 1);
   EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+}
+
+// A function keeps the last call's parsed parameters and reuses them while the strings are the same
+// (lua/helpers.lua, params): calls of limiters with other limits, windows, rates and policies,
+// interleaved one by one on one server, are each decided under their own.
+TEST_F(FunctionsTest, InterleavedLimitersAreEachDecidedUnderTheirOwnParameters) {
+  auto small = all_strategies(rl(), "p.small", 4, std::chrono::minutes(1));
+  auto big = all_strategies(rl(), "p.big", 7, std::chrono::hours(1));
+  const auto two = rl().policy("p.two", redlimit::parse_limits("2/s; 5/min"));
+  const auto three = rl().policy("p.three", redlimit::parse_limits("3/s; 4/min; 9/h"));
+  for (int i = 0; i < 9; ++i) {
+    for (std::size_t k = 0; k < small.size(); ++k) {
+      const Decision s = small[k].consume("a", 1);
+      const Decision b = big[k].consume("a", 1);
+      EXPECT_EQ(s.allowed, i < 4) << small[k].name << " " << i;
+      EXPECT_EQ(s.limit, 4) << small[k].name;
+      EXPECT_EQ(b.allowed, i < 7) << big[k].name << " " << i;
+      EXPECT_EQ(b.limit, 7) << big[k].name;
+    }
+    const Decision p2 = two.consume("a", 1);
+    const Decision p3 = three.consume("a", 1);
+    EXPECT_EQ(p2.allowed, i < 2) << i;  // the clock is held: 2 a second
+    ASSERT_EQ(p2.limits.size(), 2u);
+    EXPECT_EQ(p3.allowed, i < 3) << i;
+    ASSERT_EQ(p3.limits.size(), 3u);
+    EXPECT_EQ(p3.limits[2].remaining, i < 3 ? 8 - i : 6) << i;
+  }
+  EXPECT_EQ(rl().health().scripts, ScriptPath::functions);
 }
 
 TEST_F(FunctionsTest, AFlushedLibraryIsLoadedAgainOnceAndCountingGoesOn) {
