@@ -71,8 +71,8 @@ if n == 1 then
     redis.call('DEL', KEYS[1])
   end
   if width == 5 then return {a, rem, retry, reset, delay} end
-  local out = {}
-  put(out, 0, a, rem, retry, reset, delay, decider, each)
+  local out = {a, rem, retry, reset, delay, decider}
+  for i = 1, width - 6 do out[6 + i] = each[i] end
   return out
 end
 

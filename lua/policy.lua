@@ -55,9 +55,9 @@ end
 -- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else.
 local unit_us = {d = 86400000000, h = 3600000000, m = 60000000, s = 1000000, ms = 1000, us = 1}
 local function parse_tag(tag)
-  local wn, wu, pn, pu = string.match(tag, '^(%d+)(%a+)@(%d+)(%a+)$')
+  local wn, wu, pn, pu = match(tag, '^(%d+)(%a+)@(%d+)(%a+)$')
   if not wn then
-    wn, wu = string.match(tag, '^(%d+)(%a+)$')
+    wn, wu = match(tag, '^(%d+)(%a+)$')
     pn, pu = wn, wu
   end
   local a, b = unit_us[wu], unit_us[pu]
@@ -82,16 +82,31 @@ local function adopt(l, src)
   l.adopted = true
 end
 
+-- A field's tag and bucket, parsed once: every subject's hash names the same buckets, so the names
+-- of a few buckets a limit serve every call. Kept across calls (a function's load part), and
+-- dropped whole past 4096 names, so that it never grows with time. nil, nil for a name that is not
+-- "<tag>:<bucket>" (a tag holds no ':', format_duration).
+local field_tag, field_idx, fields_known = {}, {}, 0
+local function parse_field(f)
+  local tag = field_tag[f]
+  if tag then return tag, field_idx[f] end
+  local t, idx = match(f, '^([^:]*):(%d+)$')
+  if not t then return nil, nil end
+  if fields_known >= 4096 then field_tag, field_idx, fields_known = {}, {}, 0 end
+  idx = tonumber(idx)
+  field_tag[f], field_idx[f], fields_known = t, idx, fields_known + 1
+  return t, idx
+end
+
 -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
 -- no longer in the policy, is stale and deleted when we next write. Then limits without buckets
 -- adopt those of the longest window that left (ties: the finer precision, then the tag).
 local function read(key, stale)
-  local gone = {}
+  local gone -- made when the first bucket of a limit that left turns up
   local h = redis.call('HGETALL', key)
   for i = 1, #h, 2 do
-    local tag, idx = string.match(h[i], '^(.*):(%d+)$')
+    local tag, idx = parse_field(h[i])
     local l = tag and by_tag[tag]
-    idx = tonumber(idx)
     if l and idx >= l.b - l.n then
       local c = tonumber(h[i + 1])
       l.counts[idx] = c
@@ -100,6 +115,7 @@ local function read(key, stale)
     else
       stale[#stale + 1] = h[i]
       if tag and not l then
+        gone = gone or {}
         local g = gone[tag]
         if not g then
           local w, P = parse_tag(tag)
@@ -109,6 +125,7 @@ local function read(key, stale)
       end
     end
   end
+  if not gone then return end
   local src
   for _, g in pairs(gone) do
     if not src or g.w > src.w or (g.w == src.w and (g.P < src.P or (g.P == src.P and g.tag < src.tag))) then
@@ -116,8 +133,8 @@ local function read(key, stale)
     end
   end
   if src then
-    for _, l in ipairs(limits) do
-      if not l.newest then adopt(l, src) end
+    for i = 1, #limits do
+      if not limits[i].newest then adopt(limits[i], src) end
     end
   end
 end
@@ -161,15 +178,20 @@ end
 -- batch so far) rather than an HINCRBY a limit: one command whatever the number of limits.
 local function take(key, cost, stale)
   local fields = {}
-  for _, l in ipairs(limits) do
+  for i = 1, #limits do
+    local l = limits[i]
     own(key, l)
     l.used = l.used + cost
     l.counts[l.b] = (l.counts[l.b] or 0) + cost
-    fields[#fields + 1] = l.tag .. ':' .. fmt(l.b)
-    fields[#fields + 1] = fmt(l.counts[l.b])
+    fields[2 * i - 1] = l.field
+    fields[2 * i] = fmt(l.counts[l.b])
     if not l.newest or l.b > l.newest then l.newest = l.b end
   end
-  redis.call('HSET', key, unpack(fields))
+  if #limits == 1 then
+    redis.call('HSET', key, fields[1], fields[2]) -- a sliding window: no unpack()
+  else
+    redis.call('HSET', key, unpack(fields))
+  end
   for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
     redis.call('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
   end
@@ -202,7 +224,8 @@ end
 local function conclude(key, cost, allowed)
   local remaining, retry, reset, decider = nil, 0, 0, 1
   local each = {} -- remaining and reset_after of every limit, in order
-  for i, l in ipairs(limits) do
+  for i = 1, #limits do
+    local l = limits[i]
     local rem = max(0, l.limit - l.used)
     local wait = 0
     if not allowed and not l.allowed then wait = retry_after(l, cost) end
@@ -227,14 +250,16 @@ local function conclude(key, cost, allowed)
 end
 
 local function decide(key, cost)
-  for _, l in ipairs(limits) do
+  for i = 1, #limits do
+    local l = limits[i]
     l.counts, l.full, l.old, l.newest, l.adopted = {}, 0, 0, nil, false
   end
   local stale = {}
   read(key, stale)
 
   local allowed = true
-  for _, l in ipairs(limits) do
+  for i = 1, #limits do
+    local l = limits[i]
     l.used = l.full + weighted(l, l.old)
     l.allowed = l.used + cost <= l.limit
     allowed = allowed and l.allowed
@@ -262,7 +287,9 @@ if not same_limits(ARGV) then
     by_tag[l.tag] = l
   end
 end
-for _, l in ipairs(limits) do
+for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
+  local l = limits[i]
   l.r = fmod(now, l.P)
-  l.b = (now - l.r) / l.P
+  local b = (now - l.r) / l.P
+  if b ~= l.b then l.b, l.field = b, l.tag .. ':' .. fmt(b) end
 end

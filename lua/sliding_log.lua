@@ -26,7 +26,7 @@ local state_is_string, width = false, 5
 
 -- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
 local function parse(member)
-  local c, k = string.match(member, '^(%d+)/(%d+)$')
+  local c, k = match(member, '^(%d+)/(%d+)$')
   if not c then return nil end
   return tonumber(c), tonumber(k)
 end

@@ -64,6 +64,30 @@ TEST_F(SlidingWindowTest, RetryAfterIsExactWithFinerPrecision) {
   }
 }
 
+// The script remembers the bucket names it parsed, up to 4096 (lua/policy.lua, parse_field), and
+// then starts afresh. 5000 bucket names in one 10 s window, one a millisecond: a fresh subject at
+// each, and one subject every 100 ms whose hash keeps 50 of them across the restart; every decision
+// stays exact.
+TEST_F(SlidingWindowTest, MoreBucketNamesThanTheScriptRemembersAreCountedExactly) {
+  auto sw = rl().sliding_window("sw", Limit(6000, 10s), 1ms);
+  int kept = 0;
+  for (int ms = 0; ms < 5000; ++ms) {
+    at(std::chrono::milliseconds(ms));
+    const Decision d = sw.consume("fresh" + std::to_string(ms), 3);
+    ASSERT_TRUE(d.allowed) << ms;
+    ASSERT_EQ(d.remaining, 5997) << ms;
+    if (ms % 100 == 0) {
+      const Decision k = sw.consume("kept", 2);
+      ++kept;
+      ASSERT_TRUE(k.allowed) << ms;
+      ASSERT_EQ(k.remaining, 6000 - 2 * kept) << ms;
+    }
+  }
+  EXPECT_EQ(sw.peek("kept").remaining, 6000 - 2 * 50);
+  at(10050ms);  // the first 50 ms of buckets have left: the one at 0 ms
+  EXPECT_EQ(sw.peek("kept").remaining, 6000 - 2 * 49);
+}
+
 TEST_F(SlidingWindowTest, ResetAfterIsExact) {
   auto sw = rl().sliding_window("sw", Limit(10, 1min), 10s);
   at(5s);
