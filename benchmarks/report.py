@@ -949,9 +949,10 @@ def main():
             "**Redis CPU per decision vs rate-limiter-flexible ({}).** rate-limiter-flexible's script "
             "runs `{}` per decision and returns two numbers. Ours, a call per decision: fixed window `{}`; "
             "token bucket `{}`; leaky bucket `{}`, and in a `consume_many` batch one `MGET` for the whole "
-            "batch and one `PSETEX` per admitted request. What is left per decision is that write (a "
-            "key with its TTL: the one write rate-limiter-flexible's `INCRBY` on an existing key "
-            "avoids), the script's Lua arithmetic and the five integers of its decision; a script that "
+            "batch and one write per admitted request (a fixed window's `SET … KEEPTTL` inside a window "
+            "it has started, `PSETEX` otherwise). What is left per decision is that write (for the "
+            "buckets a key with its TTL: the one write rate-limiter-flexible's `INCRBY` on an existing "
+            "key avoids), the script's Lua arithmetic and the five integers of its decision; a script that "
             "touches nothing and returns a decision costs {} us a call ({} of rate-limiter-flexible's "
             "whole script).".format(
                 names, rlf_inner.replace("config|resetstat=0.00", "").strip(), inner("fixed_window"),
@@ -1068,7 +1069,8 @@ the read of every state and block marker is then one command, and each key is wr
 
 | strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
 |---|---|---:|---:|---:|
-| fixed window, token bucket, leaky bucket (meter, shaper) | 2: `MGET` state and block marker, `PSETEX` | 2 | 1 | 1.01 |
+| fixed window | 2: `MGET` state and block marker, `PSETEX` | 2 (the write `SET … KEEPTTL`: the window's TTL holds) | 1 | 1.01 |
+| token bucket, leaky bucket (meter, shaper) | 2: `MGET` state and block marker, `PSETEX` | 2 | 1 | 1.01 |
 | sliding window, and a policy of any number of limits | 4: `GET` marker, `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 4 | 2 | 3.01 |
 | sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 6 (the trim and the count join) | 4 | 3.01 |
 

@@ -4,7 +4,8 @@
 --   decide(key, cost, value) -> allowed, remaining, retry_after, reset_after, delay, deciding
 --       limit, new value, ttl_ms, each: judges one request (as values, not a table: a batch makes
 --       no garbage per request). A string state gets its current value (nil when missing) and
---       returns what to write: a new value with its TTL, false to delete the key, nil to leave it;
+--       returns what to write: a new value with its TTL (0: the key's TTL still holds, keep it),
+--       false to delete the key, nil to leave it;
 --       other states read and write their own keys. `each` (policies only): every limit's own
 --       remaining and reset_after, one pair a limit.
 --   state_is_string: whether the state is such a string;
@@ -65,7 +66,9 @@ if n == 1 then
     return out
   end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
-  if new then
+  if ttl == 0 then
+    redis.call('SET', KEYS[1], new, 'KEEPTTL')
+  elseif new then
     redis.call('PSETEX', KEYS[1], ttl, new)
   elseif new == false then
     redis.call('DEL', KEYS[1])
@@ -111,7 +114,10 @@ for i = 1, n do
       a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, values[key] or nil)
       if new ~= nil then
         if writes[key] == nil then order[#order + 1] = key end
-        values[key], writes[key], ttls[key] = new, new, ttl
+        -- A TTL of 0 (keep the key's) after a write of this batch that set one keeps that one: the
+        -- key may not exist in Redis yet.
+        if ttl ~= 0 or not ttls[key] then ttls[key] = ttl end
+        values[key], writes[key] = new, new
       end
     end
     if a == 0 then
@@ -128,7 +134,9 @@ for i = 1, n do
   m = m + width
 end
 for _, key in ipairs(order) do
-  if writes[key] then
+  if ttls[key] == 0 then
+    redis.call('SET', key, writes[key], 'KEEPTTL')
+  elseif writes[key] then
     redis.call('PSETEX', key, ttls[key], writes[key])
   else
     redis.call('DEL', key)

@@ -11,7 +11,9 @@
 -- Time math: windows are aligned to the epoch, start = now - (now mod window). A stored start
 -- ahead of ours (written by a client whose clock runs ahead) wins: we never go back to counting an
 -- older window. A refund gives units back to the current window only; those of a window that has
--- ended are gone anyway. The state is worthless once its window ends: that is its TTL.
+-- ended are gone anyway. The state is worthless once its window ends: that is its TTL, set by the
+-- write that starts the window's state; later writes in the window keep it (ttl 0, the epilogue's
+-- SET KEEPTTL), which costs Redis less than a PSETEX (that one it also rewrites for replication).
 -- Reconfiguration: a changed limit keeps what was consumed (remaining is clamped at 0). A state
 -- written under another window length counts in the current window when the two windows overlap
 -- (what was consumed stays consumed), and is then rewritten as the current window's.
@@ -21,10 +23,11 @@ local state_is_string, width = true, 5
 
 local function decide(_, cost, v)
   local start, used = current, 0
+  local ttl_set = false -- the stored state is this window's, and its TTL was set for this window
   if v then
     local s, c, w = unpack_window(v, window)
     if s and w == window then
-      if s >= start then start, used = s, c end
+      if s >= start then start, used, ttl_set = s, c, true end
     elseif s and s < current + window and s + w > current then
       used = c
     end
@@ -36,12 +39,13 @@ local function decide(_, cost, v)
   if refund then
     if used > 0 then
       used = max(0, used - cost)
-      new, ttl = pack_window(start, used, window), ttl_ms(window_end - now)
+      new = pack_window(start, used, window)
     end
   elseif allowed and record then
     used = used + cost
-    new, ttl = pack_window(start, used, window), ttl_ms(window_end - now)
+    new = pack_window(start, used, window)
   end
+  if new then ttl = ttl_set and 0 or ttl_ms(window_end - now) end
 
   local retry_after = 0
   if not allowed then retry_after = window_end - now end -- the next window starts empty

@@ -182,8 +182,9 @@ class Memo {
 };
 
 void apply(KeyRef& key, const Write& w, std::int64_t now) {
-  if (w.kind == Write::Kind::set) key.set(w.value, now, w.ttl_ms);  // PSETEX
-  if (w.kind == Write::Kind::del) key.erase();                      // DEL
+  if (w.kind == Write::Kind::set && w.ttl_ms == 0) key.set_keep_ttl(w.value);  // SET KEEPTTL
+  if (w.kind == Write::Kind::set && w.ttl_ms != 0) key.set(w.value, now, w.ttl_ms);  // PSETEX
+  if (w.kind == Write::Kind::del) key.erase();  // DEL
 }
 
 // A string state, one request: MGET state marker (no WRONGTYPE: MGET reads anything that is not a
@@ -246,6 +247,8 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
       d = twin.decide(cost, packed(view(s)), w);
       if (w.kind != Write::Kind::none) {
         if (!s.written) order.push_back(index[key]);
+        // Keeping the TTL after a write of this batch that set one keeps that one (epilogue.lua).
+        if (w.ttl_ms == 0 && s.written && s.write.kind == Write::Kind::set) w.ttl_ms = s.write.ttl_ms;
         s.written = true;
         s.write = w;
         if (w.kind == Write::Kind::set) s.staged = Entry{w.value, kNoDeadline};

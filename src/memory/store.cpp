@@ -91,6 +91,12 @@ void KeyRef::set(State state, std::int64_t now, std::int64_t ttl_ms) {
   expire_ms(now, ttl_ms);
 }
 
+void KeyRef::set_keep_ttl(State state) {
+  const std::int64_t deadline = entry_ != nullptr ? entry_->deadline : kNoDeadline;
+  create(std::move(state));
+  entry_->deadline = deadline;
+}
+
 void KeyRef::expire_ms(std::int64_t now, std::int64_t ttl_ms) {
   if (entry_ != nullptr) entry_->deadline = now + ttl_ms * 1000;
 }

@@ -117,6 +117,8 @@ class KeyRef {
   Entry& create(State state);
   // PSETEX key ttl value: create() and expire_ms() together.
   void set(State state, std::int64_t now, std::int64_t ttl_ms);
+  // SET key value KEEPTTL: the state replaced, the deadline kept (none for a key that was missing).
+  void set_keep_ttl(State state);
   // PEXPIRE / PX: deadline = now + ttl_ms * 1000.
   void expire_ms(std::int64_t now, std::int64_t ttl_ms);
   // DEL (also what Redis does to a hash or sorted set left empty).

@@ -105,7 +105,7 @@ struct Write {
   enum class Kind { none, set, del };
   Kind kind = Kind::none;
   Packed value;
-  std::int64_t ttl_ms = 0;
+  std::int64_t ttl_ms = 0;  // for set: 0 keeps the key's TTL (SET KEEPTTL), else PSETEX's
 };
 
 // Twins of the scripts whose state is a string (state_is_string = true): decide() gets the staged

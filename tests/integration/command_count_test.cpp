@@ -53,7 +53,7 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
   strategies.push_back(wrap("policy_3", 1000,
                             rl().policy("cc.pol", redlimit::parse_limits("1000/s; 10000/m; 100000/h"))));
   // The most commands one decision may call. A string state: one MGET of state and block marker,
-  // one PSETEX. A hash (sliding window, policies of any number of limits): the marker's GET,
+  // one write (PSETEX, or a fixed window's SET KEEPTTL within a window it has started). A hash (sliding window, policies of any number of limits): the marker's GET,
   // HGETALL, one HSET, PEXPIRE. The sliding log: the marker, the newest entry, the trim, the ZADD,
   // the count, the PEXPIRE.
   const std::map<std::string, std::int64_t> most = {

@@ -97,6 +97,33 @@ TEST_F(FixedWindowTest, KeyExpiresWithItsWindow) {
   EXPECT_LE(pttl, 45min / 1ms + 1001);  // ttl_ms adds a second's margin and a millisecond (prologue.lua)
 }
 
+// The write that starts a window's state sets its TTL (PSETEX); the later writes in the window keep
+// it (SET KEEPTTL), as do a refund and a batch; the next window's first write sets a new one. A
+// batch's new key written twice gets the TTL of its first write.
+TEST_F(FixedWindowTest, TheTtlIsSetByTheWindowsFirstWriteAndKept) {
+  auto fw = rl().fixed_window("fw", Limit(5, 1h));
+  const auto pttl = [&](const std::string& who) { return server().integer({"PTTL", fw.key_for(who)}); };
+  at(15min);
+  fw.consume("u");
+  const std::int64_t first = pttl("u");
+  EXPECT_GT(first, (45min - 5s) / 1ms);
+  at(40min);  // had the TTL been written again, it would be 20 min
+  fw.consume("u");
+  fw.refund("u", 1);
+  fw.consume_many({{"u", 1}, {"u", 1}});
+  const std::int64_t kept = pttl("u");
+  EXPECT_LE(kept, first);
+  EXPECT_GT(kept, first - 5000) << "the TTL was written again";
+  EXPECT_EQ(fw.peek("u").remaining, 2);
+  at(1h + 10min);  // the next window: its first write sets its own TTL
+  fw.consume("u");
+  EXPECT_LE(pttl("u"), 50min / 1ms + 1001);
+  EXPECT_GT(pttl("u"), (50min - 5s) / 1ms);
+  fw.consume_many({{"new", 1}, {"new", 1}});
+  EXPECT_GT(pttl("new"), (50min - 5s) / 1ms) << "a batch's new key keeps its first write's TTL";
+  EXPECT_EQ(fw.peek("new").remaining, 3);
+}
+
 TEST_F(FixedWindowTest, AWindowStartedByAClockAheadWins) {
   // A client whose clock runs ahead opened window [10 s, 20 s); a lagging one at 9 s keeps counting
   // that window instead of going back to [0 s, 10 s).

@@ -303,9 +303,15 @@ void RedisServer::stop() {
   kill_and_reap();
 }
 
-void RedisServer::kill_and_reap() {
+void RedisServer::kill() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  conn_.reset();
+  kill_and_reap(SIGKILL);
+}
+
+void RedisServer::kill_and_reap(int first_signal) {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
+  ::kill(pid_, first_signal);
   const auto deadline = Clock::now() + kStopTimeout;
   bool reaped = false;
   while (Clock::now() < deadline) {

@@ -13,6 +13,7 @@
 // forked, so a server started from a worker thread would be killed when that thread ends.
 #include <sys/types.h>
 
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -70,13 +71,15 @@ class RedisServer {
   // SIGTERM, then SIGKILL if it has not exited within a few seconds; reaps it. Idempotent. The
   // directory stays until destruction.
   void stop();
+  // SIGKILL at once (no graceful shutdown: what is in flight stays unanswered); reaps it.
+  void kill();
   // The server's log so far (for failure messages).
   std::string log() const;
 
  private:
   void start();
   bool start_once(std::string& error);
-  void kill_and_reap();
+  void kill_and_reap(int first_signal = SIGTERM);
 
   std::string dir_;
   std::string unix_path_;
