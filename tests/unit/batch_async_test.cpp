@@ -12,26 +12,13 @@
 
 #include "redlimit/errors.hpp"
 #include "redlimit/rate_limiter.hpp"
+#include "unit/hand_answered.hpp"
 #include "unit/mock_connection.hpp"
 
 namespace {
 
 using redlimit::Decision;
 using redlimit::Reply;
-
-// Keeps every command for the test to answer or fail, in any order.
-class Held final : public redlimit::AsyncConnection {
- public:
-  struct Sent {
-    std::vector<std::string> argv;
-    ReplyCallback on_reply;
-    ErrorCallback on_error;
-  };
-  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override {
-    sent.push_back({std::move(argv), std::move(on_reply), std::move(on_error)});
-  }
-  std::vector<Sent> sent;
-};
 
 // The reply of one script call deciding `n` requests: each admitted, with 7 left.
 Reply admitted(std::size_t n) {
@@ -51,7 +38,7 @@ struct Outcome {
 class BatchAsync : public ::testing::Test {
  protected:
   void SetUp() override {
-    held = std::make_shared<Held>();
+    held = std::make_shared<redlimit_test::HandAnswered>();
     held->set_script_path(redlimit::ScriptPath::evalsha);  // one command a call, nothing probed
     redlimit::Options o;
     o.on_failure = redlimit::OnFailure::fail_closed;
@@ -83,7 +70,7 @@ class BatchAsync : public ::testing::Test {
     ASSERT_EQ(held->sent.size(), 2u) << "both calls queued before any reply";
   }
 
-  std::shared_ptr<Held> held;
+  std::shared_ptr<redlimit_test::HandAnswered> held;
   std::optional<redlimit::RateLimiter> rl;
 };
 

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,58 +12,16 @@
 
 #include "redlimit/detail/script.hpp"
 #include "redlimit/errors.hpp"
+#include "unit/hand_answered.hpp"
 
 namespace {
 
 using redlimit::Reply;
+using redlimit_test::HandAnswered;
 using redlimit::detail::Script;
 using redlimit::detail::ScriptCall;
 
 const Reply kNoscript = Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
-
-// An ordered connection the test answers by hand, oldest command first.
-class HandAnswered final : public redlimit::AsyncConnection {
- public:
-  struct Sent {
-    std::vector<std::string> argv;
-    ReplyCallback on_reply;
-    ErrorCallback on_error;
-  };
-
-  // A command with no deadline of its own (the shared SCRIPT LOAD).
-  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override {
-    command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), Deadline{});
-  }
-
-  void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
-                           Deadline deadline) override {
-    if (!refuse.empty() && argv[0] == refuse) throw redlimit::ConnectionError("refused: " + refuse);
-    deadlines.emplace_back(argv[0], deadline);
-    sent.push_back({std::move(argv), std::move(on_reply), std::move(on_error)});
-    ++total;
-  }
-
-  // What a call starting now gets: whatever the test set last.
-  Deadline call_deadline() const override {
-    ++deadlines_taken;
-    return next_deadline;
-  }
-
-  // Answers the oldest command; returns its verb.
-  std::string answer(const Reply& r) {
-    Sent s = std::move(sent.front());
-    sent.pop_front();
-    s.on_reply(r);
-    return s.argv[0] == "SCRIPT" ? "SCRIPT " + s.argv[1] : s.argv[0];
-  }
-
-  std::deque<Sent> sent;
-  std::string refuse;  // a verb whose sends throw
-  int total = 0;
-  Deadline next_deadline{};
-  mutable int deadlines_taken = 0;
-  std::vector<std::pair<std::string, Deadline>> deadlines;  // every send's verb and deadline, in order
-};
 
 struct Outcome {
   int replies = 0;
