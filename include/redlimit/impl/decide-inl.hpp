@@ -79,9 +79,7 @@ REDLIMIT_INLINE void Gathering::conclude() {
   if (lost == replies.size()) {  // nothing answered: the send step failed as a whole, as decide()'s
     try {
       std::rethrow_exception(first_lost);
-    } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
-      deliver(done, [&] { return path->fail(e); });
-    } catch (const std::exception& e) {
+    } catch (const std::exception& e) {  // a ConnectionError (or UnavailableError): never replayed
       deliver(done, [&] { return path->fail(e); });
     }
     return;
@@ -97,16 +95,18 @@ REDLIMIT_INLINE void gather(const std::shared_ptr<Gathering>& g, std::size_t k, 
     if (reply != nullptr) {
       g->replies[k] = std::move(*reply);
     } else {
+      // Lost in transit: this call only, its requests get the failure policy (outcome unknown).
+      const auto lose = [&](Reply failure) {
+        g->replies[k] = std::move(failure);
+        if (!g->first_lost) g->first_lost = error;
+        ++g->lost;
+      };
       try {
         std::rethrow_exception(error);
-      } catch (const ConnectionError& e) {  // this call only: its requests get the failure policy
-        g->replies[k] = transit_failure(e);
-        if (!g->first_lost) g->first_lost = error;
-        ++g->lost;
+      } catch (const ConnectionError& e) {
+        lose(transit_failure(e));
       } catch (const UnavailableError& e) {
-        g->replies[k] = transit_failure(ConnectionError(e.what()));
-        if (!g->first_lost) g->first_lost = error;
-        ++g->lost;
+        lose(transit_failure(ConnectionError(e.what())));
       } catch (...) {
         if (!g->foreign) g->foreign = error;
       }
