@@ -38,6 +38,15 @@ local function put(out, m, a, rem, retry, reset, delay, decider, each)
   end
 end
 
+-- One request's reply: its decision as a table built whole, at its size (put() grows one from
+-- empty, which a batch's reply amortises and a single decision would not).
+local function reply(a, rem, retry, reset, delay, decider, each)
+  if width == 5 then return {a, rem, retry, reset, delay} end
+  local out = {a, rem, retry, reset, delay, decider}
+  for i = 1, width - 6 do out[6 + i] = each[i] end
+  return out
+end
+
 -- The wait a block marker imposes now, or nil. A blocked subject is rejected until the block
 -- ends, whatever its quota; refunds still apply.
 local function blocked(marker)
@@ -49,8 +58,7 @@ end
 -- Per call: -------------------------------------------------------------------------------------
 local n = #KEYS / 2
 if n == 1 then
-  -- One request: one read (state and marker together for a string state), at most one write. A
-  -- decision of five is returned as a table built whole, at its size: `put` grows one from empty.
+  -- One request: one read (state and marker together for a string state), at most one write.
   local value, marker
   if state_is_string then
     local got = redis.call('MGET', KEYS[1], KEYS[2])
@@ -59,12 +67,7 @@ if n == 1 then
     marker = redis.call('GET', KEYS[2])
   end
   local wait = marker and blocked(marker)
-  if wait then
-    if width == 5 then return {0, 0, wait, wait, 0} end
-    local out = {}
-    put(out, 0, 0, 0, wait, wait, 0, 1, blocked_each(wait))
-    return out
-  end
+  if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
   if ttl == 0 then
     redis.call('SET', KEYS[1], new, 'KEEPTTL')
@@ -73,10 +76,7 @@ if n == 1 then
   elseif new == false then
     redis.call('DEL', KEYS[1])
   end
-  if width == 5 then return {a, rem, retry, reset, delay} end
-  local out = {a, rem, retry, reset, delay, decider}
-  for i = 1, width - 6 do out[6 + i] = each[i] end
-  return out
+  return reply(a, rem, retry, reset, delay, decider, each)
 end
 
 -- A batch. One MGET reads every block marker and, for string states, every state: one command
