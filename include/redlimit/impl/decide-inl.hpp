@@ -89,7 +89,8 @@ REDLIMIT_INLINE void Gathering::conclude() {
 }
 
 // Call k's reply or failure, into `g`; concludes when it was the last.
-REDLIMIT_INLINE void gather(const std::shared_ptr<Gathering>& g, std::size_t k, Reply* reply, std::exception_ptr error) {
+REDLIMIT_INLINE void gather(const std::shared_ptr<Gathering>& g, std::size_t k, Reply* reply,
+                            std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(g->mutex);
     if (reply != nullptr) {
