@@ -13,7 +13,7 @@ struct Mode {
   int batch = 0;       // 0 = consume(); otherwise consume_many of this many requests
   int in_flight = 0;   // async: requests kept in flight on one connection
   int pool = 0;        // pool size; 0 = threads
-  bool coalesce = true;  // PoolOptions::coalesce: concurrent calls share round trips
+  bool coalesce = true;  // PoolOptions::coalesce and Options::share_script_calls (bench_common.hpp)
 };
 
 struct RunResult {
@@ -106,7 +106,7 @@ RunResult run_async(const Config& c, const Spec& spec, const Mode& m, const std:
   std::thread loop([base] { event_base_dispatch(base); });
   RunResult r;
   {
-    auto limiter = connect(c, 1);
+    auto limiter = connect(c, 1, m.coalesce);
     limiter.attach_async(redis);
     auto strategy = spec.make(limiter, resource);
     strategy->consume_future(subjects[0]).get();  // opens the connection before the clock starts
@@ -202,6 +202,8 @@ std::vector<Mode> all_modes() {
       {"seq", 1, 0, 0},         {"pool2", 2, 0, 0},          {"pool4", 4, 0, 0},
       {"pool8", 8, 0, 0},       {"batch32", 1, 32, 0},        {"batch128", 1, 128, 0},
       {"pool2_batch128", 2, 128, 0}, {"async64", 1, 0, 64},   {"async256", 1, 0, 256},
+      // 64 in flight, each consume_async its own script call (Options::share_script_calls off).
+      {"async64_unshared", 1, 0, 64, 0, false},
       // 8 threads on the default pool of 4, as a service calls it: sharing round trips, then not.
       {"threads8", 8, 0, 0, 4, true}, {"threads8_unshared", 8, 0, 0, 4, false},
   };

@@ -47,6 +47,7 @@ MODES = [
     ("batch128", "consume_many, 128"),
     ("pool2_batch128", "2 threads x consume_many 128"),
     ("async64", "async, 64 in flight"),
+    ("async64_unshared", "async, 64 in flight, a script call each"),
     ("async256", "async, 256 in flight"),
 ]
 CPU_TARGET = ("fixed_window", "token_bucket", "leaky_bucket")

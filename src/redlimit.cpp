@@ -5,6 +5,7 @@
 #error "src/redlimit.cpp is the compiled core: do not build it with REDLIMIT_HEADER_ONLY"
 #endif
 
+#include "redlimit/impl/async_lane-inl.hpp"
 #include "redlimit/impl/breaker-inl.hpp"
 #include "redlimit/impl/clock-inl.hpp"
 #include "redlimit/impl/context-inl.hpp"

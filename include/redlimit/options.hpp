@@ -87,6 +87,14 @@ struct Options {
   // which path a limiter is on.
   bool redis_functions = true;
 
+  // consume_async() calls of one strategy (one Strategy object and its copies) made in the same turn
+  // of the event loop are sent as one script call, which Redis decides one request after another,
+  // in order, exactly as a consume_many batch: the script's fixed cost is shared, and each callback
+  // gets its own decision (detail/async_lane.hpp). A call alone still goes alone, one loop turn
+  // later at most; each keeps its deadline; nothing is replayed; like a batch, a merged call fails
+  // as a whole. Not on a Redis Cluster (a batch there splits by slot). false: a script call each.
+  bool share_script_calls = true;
+
   // Called for every decision, rejection and error; nullptr = none.
   std::shared_ptr<MetricsSink> metrics;
 };

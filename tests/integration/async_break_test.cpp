@@ -21,7 +21,7 @@ class AsyncBreakTest : public AsyncTest {
  protected:
   // No breaker: after the break, the next call must go to Redis (not be short-circuited).
   redlimit::Options no_breaker() const {
-    redlimit::Options o = options();
+    redlimit::Options o = call_each();
     o.breaker_threshold = 0;
     return o;
   }

@@ -173,7 +173,8 @@ class AsyncDeadlineTest : public AsyncTest {
       o.command_timeout = kLong;
       auto redis = loop.attach(endpoint_of(server()), o);
       redlimit::Options evalsha = fail_open();
-      evalsha.redis_functions = false;  // the EVALSHA path's NOSCRIPT
+      evalsha.redis_functions = false;   // the EVALSHA path's NOSCRIPT
+      evalsha.share_script_calls = false;  // queued at once, between the two BLPOPs (not a turn later)
       auto rl = redlimit::RateLimiter::connect(server().url(), evalsha);
       rl.attach_async(redis);
       const auto fw = rl.fixed_window("async.deadline.noscript", Limit::per_hour(1000000));

@@ -148,6 +148,14 @@ struct Tally {
 
 class AsyncTest : public RedisTest {
  protected:
+  // options() with a script call for every consume_async (Options::share_script_calls off): for the
+  // tests of the connection itself, which count commands in flight, one per call.
+  redlimit::Options call_each() const {
+    redlimit::Options o = options();
+    o.share_script_calls = false;
+    return o;
+  }
+
   void SetUp() override {
     // A write on a connection the server has just closed must be an EPIPE error, not a signal.
     std::signal(SIGPIPE, SIG_IGN);

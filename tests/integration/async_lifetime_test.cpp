@@ -12,7 +12,7 @@ constexpr int kCalls = 5000;
 class AsyncLifetimeTest : public AsyncTest {
  protected:
   redlimit::Options no_breaker() const {
-    redlimit::Options o = options();
+    redlimit::Options o = call_each();
     o.breaker_threshold = 0;
     return o;
   }

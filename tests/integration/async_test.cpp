@@ -21,7 +21,7 @@ TEST_F(AsyncTest, TenThousandInFlightOnOneConnectionAdmitExactlyTheLimit) {
     AsyncOptions patient;
     patient.command_timeout = 30s;
     auto redis = loop.attach(endpoint_of(server()), patient);
-    auto rl = redlimit::RateLimiter::connect(server().url(), options());
+    auto rl = redlimit::RateLimiter::connect(server().url(), call_each());
     rl.attach_async(redis);
     const auto fw = rl.fixed_window("async", Limit(kLimit, 1min));
     fw.consume("warm-up");  // loads the script, so that every async call is one EVALSHA
@@ -66,7 +66,7 @@ TEST_F(AsyncTest, MaxInFlightCapsWhatIsHandedToHiredis) {
     AsyncOptions capped;
     capped.max_in_flight = 8;
     auto redis = loop.attach(endpoint_of(server()), capped);
-    auto rl = redlimit::RateLimiter::connect(server().url(), options());
+    auto rl = redlimit::RateLimiter::connect(server().url(), call_each());
     rl.attach_async(redis);
     const auto fw = rl.fixed_window("async.cap", Limit(100, 1min));
     fw.consume("warm-up");

@@ -19,10 +19,12 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "redlimit/decision.hpp"
+#include "redlimit/detail/async_lane.hpp"
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/script.hpp"
@@ -40,6 +42,9 @@ struct StrategySpec {
   std::int64_t least_limit;          // the smallest of them: the most a request may cost
   std::vector<std::string> params;   // the script's ARGV after now, cost and mode
   std::vector<std::chrono::microseconds> windows;  // each limit's window (policies: Decision::limits)
+  // Sends concurrent consume_async() calls as shared script calls (detail/async_lane.hpp); null when
+  // each goes alone (Options::share_script_calls off, or a cluster, where a batch splits by slot).
+  std::unique_ptr<AsyncLane> async_lane;
 };
 
 class DecisionPath {
@@ -130,8 +135,9 @@ std::vector<Decision> decide(DecisionPath& path);
 // in transit while others are answered is an outage of its own requests (the failure policy answers
 // them); when every call fails, the send step failed as a whole (DecisionPath::fail).
 using BatchDecisionCallback = std::function<void(const std::vector<Decision>&, std::exception_ptr)>;
+// `deadline`: every script call's (send_script_call_async); none given = each takes its own.
 void decide_many_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn,
-                       BatchDecisionCallback done);
+                       BatchDecisionCallback done, std::optional<AsyncConnection::Deadline> deadline = std::nullopt);
 // The same for a path of one request.
 using DecisionCallback = std::function<void(const Decision&, std::exception_ptr)>;
 void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn, DecisionCallback done);
@@ -139,6 +145,7 @@ void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConne
 }  // namespace redlimit::detail
 
 #ifdef REDLIMIT_HEADER_ONLY
+#include "redlimit/impl/async_lane-inl.hpp"
 #include "redlimit/impl/decide-inl.hpp"
 #include "redlimit/impl/decision_path-inl.hpp"
 #endif

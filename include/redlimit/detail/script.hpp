@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,8 +82,11 @@ std::vector<Reply> send_script_calls(Connection& conn, const Script& script, con
 // every send of it carries that one (command_async_until): the reload and re-send get what is left.
 // Exactly one of on_reply / on_error runs later, on the connection's loop thread (or at once, if the
 // first send throws: then neither runs and the exception propagates).
+// `deadline`: the call's, when it was taken earlier (calls merged by detail/async_lane.hpp keep the
+// first one's); none given = conn->call_deadline() now.
 void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script, const ScriptCall& call,
-                            std::function<void(Reply)> on_reply, std::function<void(std::exception_ptr)> on_error);
+                            std::function<void(Reply)> on_reply, std::function<void(std::exception_ptr)> on_error,
+                            std::optional<AsyncConnection::Deadline> deadline = std::nullopt);
 
 // One call, checked: its reply, or a throw as check_script_reply() says (the fallback and tests).
 Reply run_script(Connection& conn, const Script& script, const std::vector<std::string>& keys,

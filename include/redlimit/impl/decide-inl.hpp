@@ -120,7 +120,7 @@ REDLIMIT_INLINE void gather(const std::shared_ptr<Gathering>& g, std::size_t k, 
 }  // namespace decide_impl
 
 REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn,
-                                       BatchDecisionCallback done) {
+                                       BatchDecisionCallback done, std::optional<AsyncConnection::Deadline> deadline) {
   const std::vector<ScriptCall>* calls = nullptr;
   try {
     calls = &path->begin();
@@ -144,7 +144,7 @@ REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::
     try {
       send_script_call_async(
           conn, path->script(), (*calls)[k], [g, k](Reply reply) { decide_impl::gather(g, k, &reply, nullptr); },
-          on_error);
+          on_error, deadline);
     } catch (...) {  // refused before anything was queued: no callback will come for this call
       on_error(std::current_exception());
     }

@@ -345,10 +345,11 @@ REDLIMIT_INLINE void fcall_async(const std::shared_ptr<AsyncScriptCall>& c, bool
 
 REDLIMIT_INLINE void send_script_call_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script,
                                             const ScriptCall& call, std::function<void(Reply)> on_reply,
-                                            std::function<void(std::exception_ptr)> on_error) {
+                                            std::function<void(std::exception_ptr)> on_error,
+                                            std::optional<AsyncConnection::Deadline> deadline) {
   auto c = std::make_shared<script_impl::AsyncScriptCall>();
   c->conn = conn;
-  c->deadline = conn->call_deadline();
+  c->deadline = deadline ? *deadline : conn->call_deadline();
   c->script = &script;
   c->call = call;
   c->on_reply = std::move(on_reply);

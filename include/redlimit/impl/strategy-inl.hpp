@@ -51,9 +51,14 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   detail::check_resource(resource);
   const std::int64_t least = *std::min_element(limits.begin(), limits.end());
   std::string name = strategy_impl::display_name(kind, resource);
+  std::unique_ptr<detail::AsyncLane> lane;
+  const Connection* conn = ctx_->connection.get();
+  if (ctx_->options.share_script_calls && conn != nullptr && conn->scripts_span_slots()) {
+    lane = std::make_unique<detail::AsyncLane>();
+  }
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           std::move(params), std::move(windows)});
+                           std::move(params), std::move(windows), std::move(lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
@@ -204,6 +209,10 @@ REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int6
   detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
   if (!done) throw InvalidArgument("consume_async needs a callback");
   auto conn = async_connection();
+  if (spec_->async_lane) {  // merged with the others of this loop turn (detail/async_lane.hpp)
+    spec_->async_lane->add(ctx_, spec_, conn, std::move(call), cost, std::move(done));
+    return;
+  }
   auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script,
                                                      /*keep_alive=*/true);
   path->add(std::move(call), cost);

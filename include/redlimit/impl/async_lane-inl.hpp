@@ -1,0 +1,71 @@
+#pragma once
+// Body of redlimit/detail/async_lane.hpp.
+#include <utility>
+
+#include "redlimit/detail/async_lane.hpp"
+#include "redlimit/detail/decision_path.hpp"
+
+namespace redlimit::detail {
+
+REDLIMIT_INLINE void AsyncLane::add(const std::shared_ptr<Context>& ctx,
+                                    const std::shared_ptr<const StrategySpec>& spec,
+                                    const std::shared_ptr<AsyncConnection>& conn, ScriptCall call, std::int64_t cost,
+                                    Done done) {
+  bool queued = false, first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pending_.empty()) {
+      conn_ = conn;
+      deadline_ = conn->call_deadline();
+    }
+    if (conn_ == conn) {  // else another connection was attached meanwhile: this call goes alone
+      pending_.push_back(Pending{std::move(call), cost, std::move(done)});
+      queued = true;
+      first = pending_.size() == 1;  // otherwise the turn that sends it is scheduled already
+    }
+  }
+  if (!queued) {  // as consume_async always sent a call: alone
+    auto path = std::make_shared<DecisionPath>(ctx, spec, Operation::consume, *spec->script, /*keep_alive=*/true);
+    path->add(std::move(call), cost);
+    decide_async(std::move(path), conn, std::move(done));
+    return;
+  }
+  if (!first) return;
+  // Outside the lock: a connection without a loop runs the task at once.
+  conn->post([this, ctx, spec] { flush(ctx, spec); });
+}
+
+REDLIMIT_INLINE void AsyncLane::flush(const std::shared_ptr<Context>& ctx,
+                                      const std::shared_ptr<const StrategySpec>& spec) {
+  std::vector<Pending> batch;
+  std::shared_ptr<AsyncConnection> conn;
+  AsyncConnection::Deadline deadline;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch.swap(pending_);
+    conn = std::move(conn_);
+    deadline = deadline_;
+  }
+  auto path = std::make_shared<DecisionPath>(ctx, spec, Operation::consume, *spec->script, /*keep_alive=*/true);
+  path->reserve(batch.size());
+  std::vector<Done> callers;
+  callers.reserve(batch.size());
+  for (Pending& p : batch) {
+    path->add(std::move(p.call), p.cost);
+    callers.push_back(std::move(p.done));
+  }
+  decide_many_async(
+      std::move(path), std::move(conn),
+      [callers = std::move(callers)](const std::vector<Decision>& ds, std::exception_ptr error) {
+        for (std::size_t i = 0; i < callers.size(); ++i) {
+          try {  // one caller's exception must not cost the others their decisions (dropped, as
+                 // the connection drops an exception escaping any callback)
+            callers[i](error ? Decision{} : ds[i], error);
+          } catch (...) {
+          }
+        }
+      },
+      deadline);
+}
+
+}  // namespace redlimit::detail
