@@ -8,20 +8,34 @@
 
 namespace redlimit::detail {
 
-REDLIMIT_INLINE std::string escape_key_part(std::string_view raw) {
+namespace keys_impl {
+
+inline bool needs_escape(unsigned char c) {
+  return c == '%' || c == '{' || c == '}' || c == ':' || c == '|' || c < 0x20 || c == 0x7f;
+}
+
+// escape_key_part(raw), appended to `out`: the runs that need no escape are copied whole (a key is
+// built twice per request, and most subjects need no escape at all).
+REDLIMIT_INLINE void append_escaped(std::string& out, std::string_view raw) {
   static constexpr char kHex[] = "0123456789ABCDEF";
+  std::size_t run = 0;  // start of the run not yet copied
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const auto c = static_cast<unsigned char>(raw[i]);
+    if (!needs_escape(c)) continue;
+    out.append(raw.data() + run, i - run);
+    const char esc[3] = {'%', kHex[c >> 4], kHex[c & 0xf]};
+    out.append(esc, 3);
+    run = i + 1;
+  }
+  out.append(raw.data() + run, raw.size() - run);
+}
+
+}  // namespace keys_impl
+
+REDLIMIT_INLINE std::string escape_key_part(std::string_view raw) {
   std::string out;
   out.reserve(raw.size() + 8);
-  for (char ch : raw) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '%' || c == '{' || c == '}' || c == ':' || c == '|' || c < 0x20 || c == 0x7f) {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += ch;
-    }
-  }
+  keys_impl::append_escaped(out, raw);
   return out;
 }
 
@@ -56,9 +70,9 @@ REDLIMIT_INLINE std::string make_key(std::string_view prefix, std::string_view r
   key.reserve(prefix.size() + resource.size() + subject.size() + kind.size() + 8);
   key.append(prefix);
   key += '{';
-  key += escape_key_part(resource);
+  keys_impl::append_escaped(key, resource);
   key += '|';
-  key += escape_key_part(subject);
+  keys_impl::append_escaped(key, subject);
   key += "}:";
   key.append(kind);
   return key;
