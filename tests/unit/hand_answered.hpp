@@ -1,8 +1,10 @@
 #pragma once
-// An AsyncConnection the unit tests answer by hand (script_async_test.cpp, batch_async_test.cpp):
+// An AsyncConnection the unit tests answer by hand (script_async_test.cpp, batch_async_test.cpp,
+// async_lane_test.cpp):
 // it keeps every command with its callbacks, for the test to answer oldest first (answer()) or in
 // any order (sent[i].on_reply / on_error).
 #include <deque>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +42,21 @@ class HandAnswered final : public redlimit::AsyncConnection {
     return next_deadline;
   }
 
+  // With defer_posts, post() keeps the task for run_posted(), as a loop runs it on its next turn;
+  // otherwise it runs at once (the default AsyncConnection's behaviour).
+  void post(std::function<void()> task) override {
+    if (defer_posts) {
+      posted.push_back(std::move(task));
+    } else {
+      task();
+    }
+  }
+  void run_posted() {
+    std::vector<std::function<void()>> tasks;
+    tasks.swap(posted);
+    for (auto& t : tasks) t();
+  }
+
   // Answers the oldest command; returns its verb.
   std::string answer(const redlimit::Reply& r) {
     Sent s = std::move(sent.front());
@@ -50,6 +67,8 @@ class HandAnswered final : public redlimit::AsyncConnection {
 
   std::deque<Sent> sent;
   std::string refuse;  // a verb whose sends throw
+  bool defer_posts = false;
+  std::vector<std::function<void()>> posted;
   int total = 0;
   Deadline next_deadline{};
   mutable int deadlines_taken = 0;
