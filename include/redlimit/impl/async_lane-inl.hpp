@@ -46,6 +46,7 @@ REDLIMIT_INLINE void AsyncLane::flush(const std::shared_ptr<Context>& ctx,
     conn = std::move(conn_);
     deadline = deadline_;
   }
+  if (batch.empty()) return;  // cannot happen (one turn is scheduled per batch); nothing to send
   auto path = std::make_shared<DecisionPath>(ctx, spec, Operation::consume, *spec->script, /*keep_alive=*/true);
   path->reserve(batch.size());
   std::vector<Done> callers;
