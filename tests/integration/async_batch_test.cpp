@@ -129,9 +129,7 @@ TEST_F(AsyncTest, ABadBatchThrowsBeforeAnythingIsSent) {
 TEST_F(AsyncTest, AnUnreachableServerGetsTheFailurePolicyForEveryRequestOfABatch) {
   LibeventLoop loop;
   {
-    Endpoint nowhere = endpoint_of(server());
-    nowhere.unix_path = server().dir() + "/no-such.sock";  // refused at once
-    auto redis = loop.attach(nowhere);
+    auto redis = loop.attach(refusing_endpoint(server()));  // refused at once, every time
     redlimit::Options o = options();
     o.on_failure = redlimit::OnFailure::fail_open;
     auto rl = redlimit::RateLimiter::connect(server().url(), o);

@@ -104,9 +104,7 @@ TEST_F(AsyncTest, CommandTimeoutFailsPendingCallsAndDropsTheConnection) {
 TEST_F(AsyncTest, FailurePolicyAndBreakerApplyToAsyncCalls) {
   LibeventLoop loop;
   {
-    Endpoint nowhere = endpoint_of(server());
-    nowhere.unix_path = server().dir() + "/no-such.sock";  // refused at once, every time
-    auto redis = loop.attach(nowhere);
+    auto redis = loop.attach(refusing_endpoint(server()));  // refused at once, every time
     redlimit::Options o = options();
     o.on_failure = redlimit::OnFailure::fail_open;
     o.breaker_threshold = 2;
@@ -146,9 +144,7 @@ TEST_F(AsyncTest, FailurePolicyAndBreakerApplyToAsyncCalls) {
 TEST_F(AsyncTest, UnreachableServerRaisesConnectionError) {
   LibeventLoop loop;
   {
-    Endpoint nowhere = endpoint_of(server());
-    nowhere.unix_path = server().dir() + "/no-such.sock";
-    auto redis = loop.attach(nowhere);
+    auto redis = loop.attach(refusing_endpoint(server()));  // refused at once, every time
     auto rl = redlimit::RateLimiter::connect(server().url(), options());
     rl.attach_async(redis);
     const auto fw = rl.fixed_window("async.down", Limit::per_minute(1));

@@ -114,6 +114,13 @@ class LoopThread {
 
 inline Endpoint endpoint_of(RedisServer& server, int db = 0) { return redlimit::parse_url(server.url(db)); }
 
+// An endpoint beside `server` that refuses every connection at once: a unix socket nobody listens on.
+inline Endpoint refusing_endpoint(RedisServer& server) {
+  Endpoint nowhere = endpoint_of(server);
+  nowhere.unix_path = server.dir() + "/no-such.sock";
+  return nowhere;
+}
+
 // What many callbacks report, shared with them (it outlives the test body if one is late).
 struct Tally {
   explicit Tally(int expected) : expected(expected) {}

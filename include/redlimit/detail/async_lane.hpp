@@ -38,9 +38,11 @@ class AsyncLane {
   using Done = std::function<void(const Decision&, std::exception_ptr)>;
 
   // Queues one consume (checked: `call` is its script call) for the loop's next turn, where it is
-  // sent with every other call queued meanwhile on the same connection.
-  void add(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec,
-           const std::shared_ptr<AsyncConnection>& conn, ScriptCall call, std::int64_t cost, Done done);
+  // sent with every other call queued meanwhile on the same connection; `call` and `done` are moved
+  // from. Returns false, taking neither, when the calls pending are another connection's (one was
+  // attached meanwhile): the caller then sends this one alone.
+  bool add(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec,
+           const std::shared_ptr<AsyncConnection>& conn, ScriptCall& call, std::int64_t cost, Done& done);
 
  private:
   struct Pending {

@@ -7,32 +7,24 @@
 
 namespace redlimit::detail {
 
-REDLIMIT_INLINE void AsyncLane::add(const std::shared_ptr<Context>& ctx,
+REDLIMIT_INLINE bool AsyncLane::add(const std::shared_ptr<Context>& ctx,
                                     const std::shared_ptr<const StrategySpec>& spec,
-                                    const std::shared_ptr<AsyncConnection>& conn, ScriptCall call, std::int64_t cost,
-                                    Done done) {
-  bool queued = false, first = false;
+                                    const std::shared_ptr<AsyncConnection>& conn, ScriptCall& call, std::int64_t cost,
+                                    Done& done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (pending_.empty()) {
       conn_ = conn;
       deadline_ = conn->call_deadline();
+    } else if (conn_ != conn) {
+      return false;
     }
-    if (conn_ == conn) {  // else another connection was attached meanwhile: this call goes alone
-      pending_.push_back(Pending{std::move(call), cost, std::move(done)});
-      queued = true;
-      first = pending_.size() == 1;  // otherwise the turn that sends it is scheduled already
-    }
+    pending_.push_back(Pending{std::move(call), cost, std::move(done)});
+    if (pending_.size() > 1) return true;  // the turn that sends it is scheduled already
   }
-  if (!queued) {  // as consume_async always sent a call: alone
-    auto path = std::make_shared<DecisionPath>(ctx, spec, Operation::consume, *spec->script, /*keep_alive=*/true);
-    path->add(std::move(call), cost);
-    decide_async(std::move(path), conn, std::move(done));
-    return;
-  }
-  if (!first) return;
   // Outside the lock: a connection without a loop runs the task at once.
   conn->post([this, ctx, spec] { flush(ctx, spec); });
+  return true;
 }
 
 REDLIMIT_INLINE void AsyncLane::flush(const std::shared_ptr<Context>& ctx,

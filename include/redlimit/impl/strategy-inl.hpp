@@ -209,10 +209,8 @@ REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int6
   detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
   if (!done) throw InvalidArgument("consume_async needs a callback");
   auto conn = async_connection();
-  if (spec_->async_lane) {  // merged with the others of this loop turn (detail/async_lane.hpp)
-    spec_->async_lane->add(ctx_, spec_, conn, std::move(call), cost, std::move(done));
-    return;
-  }
+  // Merged with the others of this loop turn (detail/async_lane.hpp), or else sent alone.
+  if (spec_->async_lane && spec_->async_lane->add(ctx_, spec_, conn, call, cost, done)) return;
   auto path = std::make_shared<detail::DecisionPath>(ctx_, spec_, Operation::consume, *spec_->script,
                                                      /*keep_alive=*/true);
   path->add(std::move(call), cost);
