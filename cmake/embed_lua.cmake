@@ -19,6 +19,7 @@
 # helpers.lua, prologue.lua and epilogue.lua are parts, not scripts: they get no constant of their own.
 cmake_policy(SET CMP0054 NEW)  # "prologue" below is a string, never a variable's value
 cmake_policy(SET CMP0007 NEW)
+cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
 # Splits TEXT at its line starting "-- Per call:" into LOAD (before it) and CALL (from it on); a text
 # without that line is all CALL.
 function(split_per_call text load call)
@@ -45,6 +46,7 @@ set(body "// Generated from lua/*.lua by cmake/embed_lua.cmake. Do not edit.\n#p
 # @HASH@ stands for the library's hash until the whole text is known.
 set(library "#!lua name=redlimit_@HASH@\n${helpers_src}")
 set(names "")
+set(spread_names "")
 foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)
   if(name STREQUAL "helpers" OR name STREQUAL "prologue" OR name STREQUAL "epilogue")
@@ -54,14 +56,20 @@ foreach(f ${files})
   file(READ ${f} src)
   split_per_call("${src}" load src)
   string(FIND "${load}${src}" "local function decide(" has_decide)
+  set(spread "")
   if(has_decide EQUAL -1)
     set(tail "")
   else()
     string(APPEND load "${epilogue_load}")
     set(tail "\n${epilogue_src}")
+    list(APPEND spread_names ${name})
+    # <name>_spread: the same decisions for requests of many slots of one cluster node. FCALL
+    # declares one key (the first request's state: it routes the call, and a redirect names its
+    # slot's owner); args[1] is how many keys follow it, then the keys, then the script's ARGV.
+    set(spread "redis.register_function{function_name = 'redlimit_@HASH@_${name}_spread', flags = {'allow-cross-slot-keys'},\n  callback = function(_, args)\n    local m, keys, argv = tonumber(args[1]), {}, {}\n    for i = 1, m do keys[i] = args[i + 1] end\n    for i = m + 2, #args do argv[i - m - 1] = args[i] end\n    return run_${name}(keys, argv, true)\n  end}\n")
   endif()
   string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n-- ${name}.lua\n${load}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
-  string(APPEND library "\ndo\n-- ${name}.lua\n${load}local function run_${name}(KEYS, ARGV)\n${prologue_src}\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\nend\n")
+  string(APPEND library "\ndo\n-- ${name}.lua\n${load}local function run_${name}(KEYS, ARGV, across_slots)\nspread = across_slots == true\n${prologue_src}\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\n${spread}end\n")
 endforeach()
 string(SHA1 hash "${library}")
 string(SUBSTRING "${hash}" 0 16 hash)
@@ -70,6 +78,11 @@ string(APPEND body "inline constexpr std::string_view library_name = \"redlimit_
 string(APPEND body "inline constexpr std::string_view library = R\"redlimit_lua(${library})redlimit_lua\";\n")
 foreach(name ${names})
   string(APPEND body "inline constexpr std::string_view ${name}_function = \"redlimit_${hash}_${name}\";\n")
+  if(name IN_LIST spread_names)
+    string(APPEND body "inline constexpr std::string_view ${name}_spread_function = \"redlimit_${hash}_${name}_spread\";\n")
+  else()
+    string(APPEND body "inline constexpr std::string_view ${name}_spread_function = \"\";\n")
+  endif()
 endforeach()
 string(APPEND body "}  // namespace redlimit::detail::lua\n")
 file(WRITE ${OUT}.tmp "${body}")

@@ -82,8 +82,19 @@ end
 -- A batch. One MGET reads every block marker and, for string states, every state: one command
 -- whatever n is. String states are then kept in `values` as the batch changes them, and each key
 -- is written once, at the end, with its last value.
+-- A spread call (requests of many slots, helpers.lua) reads each request's two keys with an MGET of
+-- their own: one command may not span slots, even in a script allowed to. A non-string state reads
+-- as false there (MGET answers nil for another type) and its decide() reads it again. Either way
+-- every key of the call is read before anything is written, so a key this node does not serve (a
+-- slot that moved, or is moving: Redis refuses the command, and the call ends in error) stops the
+-- call before it changed anything, and the client can send its requests again slot by slot.
 local values, writes, ttls, order = {}, {}, {}, {}
-do
+if spread then
+  for i = 1, #KEYS, 2 do
+    local got = redis.call('MGET', KEYS[i], KEYS[i + 1])
+    values[KEYS[i]], values[KEYS[i + 1]] = got[1], got[2]
+  end
+else
   local want, step = {}, state_is_string and 1 or 2
   for i = step, #KEYS, step do want[#want + 1] = KEYS[i] end
   local got = redis.call('MGET', unpack(want))

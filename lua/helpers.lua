@@ -21,7 +21,9 @@ end
 -- The call's clock and mode, which the prologue sets at the start of every call (a script never
 -- runs inside another, so one set serves all): upvalues of the functions defined at load rather
 -- than locals of each call, so that those functions need not be created again on every call.
-local now, record, refund
+-- spread: the call's requests lie in many slots of one cluster node (the library's <name>_spread
+-- functions, cmake/embed_lua.cmake, set it for their call); never as an EVAL script.
+local now, record, refund, spread
 -- params: a script's parameters (ARGV[4..]) are parsed again only when their strings differ from
 -- the last call's, which they kept in locals of the load part. tonumber() runs the C library's
 -- strtod, a tenth of a microsecond a number; one limiter sends the same strings on every call, and

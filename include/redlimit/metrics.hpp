@@ -53,6 +53,8 @@ struct Counters {
   std::uint64_t local_cache_hits = 0;  // consumes rejected by the local reject cache, without Redis
   std::uint64_t answered = 0;  // script calls Redis answered (error replies included): a limiter that
                                // started during an outage sees its first connection here
+  std::uint64_t resent_by_slot = 0;  // cluster script calls of one master's many slots that the
+                                     // master refused (a slot moved or moving), sent again per slot
 };
 
 }  // namespace redlimit

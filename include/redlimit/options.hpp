@@ -92,8 +92,18 @@ struct Options {
   // in order, exactly as a consume_many batch: the script's fixed cost is shared, and each callback
   // gets its own decision (detail/async_lane.hpp). A call alone still goes alone, one loop turn
   // later at most; each keeps its deadline; nothing is replayed; like a batch, a merged call fails
-  // as a whole. Not on a Redis Cluster (a batch there splits by slot). false: a script call each.
+  // as a whole. On a Redis Cluster, one call per master (batch_per_master). false: a script call
+  // each.
   bool share_script_calls = true;
+
+  // On a Redis Cluster whose masters run the Functions library: the requests of a batch
+  // (consume_many, and consume_async calls merged by share_script_calls) that one master serves go
+  // to it as one script call, whatever their hash slots,
+  // where otherwise each slot is a call of its own (a script's commands each stay within one slot;
+  // docs/cluster.md, "Batches"). A call the master refuses because a slot moved or is moving is
+  // refused before it changes anything, and is sent again slot by slot, redirects followed. false:
+  // one script call per slot.
+  bool batch_per_master = true;
 
   // Called for every decision, rejection and error; nullptr = none.
   std::shared_ptr<MetricsSink> metrics;

@@ -1,7 +1,7 @@
 // The asynchronous API on the cluster (issue 13): AsyncCluster routes each consume_async to the
 // master of its subject's slot, over one libevent loop. Exact limits on every master with Redis
 // Functions loaded on each; a slot moved to another master after attach is followed (MOVED) and
-// learned; consume_many_future split by slot, exact, and keeping the live masters' decisions while
+// learned; consume_many_future split by master, exact, and keeping the live masters' decisions while
 // one master is stopped.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -166,9 +166,9 @@ TEST_F(ClusterAsync, AMovedSlotIsFollowedAndLearned) {
 }
 
 // consume_many_future over the cluster: 3 subjects per master, 8 requests each, interleaved, in one
-// batch: one script call per slot, every master's calls in flight at once; exactly the first 5 of
-// each subject admitted, in order.
-TEST_F(ClusterAsync, ABatchIsSplitBySlotAndDecidedExactlyOnEveryMaster) {
+// batch: one script call per master (per slot while the path probes), every master's call in
+// flight at once; exactly the first 5 of each subject admitted, in order.
+TEST_F(ClusterAsync, ABatchIsDecidedExactlyOnEveryMaster) {
   redlimit_test::LibeventLoop loop;
   auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
   limiter->attach_async(async);

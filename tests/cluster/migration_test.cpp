@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "cluster/cluster_fixture.hpp"
+#include "integration/async_fixture.hpp"
+#include "redlimit/transport/async_cluster.hpp"
 #include "redlimit/detail/keys.hpp"
 
 namespace redlimit_cluster {
@@ -57,6 +59,9 @@ class ClusterMigration : public ClusterTest {
     }
     slot_ = -1;
   }
+
+  // A batch of one master's many slots meets a slot mid-migration (the tests below).
+  void batch_meets_a_moving_slot(bool async);
 
   int slot_ = -1, from_ = 0, to_ = 0;
 };
@@ -156,6 +161,91 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   std::printf("[ migration ] %d calls on split keys answered by fail_closed, 0 errors escaped; after SETSLOT NODE: "
               "a remaining %lld, b blocked\n",
               answered_by_policy, static_cast<long long>(da.remaining));
+}
+
+// A batch call of one master's many slots (Options::batch_per_master) that meets a slot mid-migration:
+// the master refuses the whole call at its read of the moved key, before it writes anything, and
+// the router sends it again slot by slot. The caught request is an outage for the failure policy;
+// the master's other subjects, read before the refusal, are decided once, not twice.
+// Synchronously (consume_many), then over AsyncCluster (consume_many_future).
+TEST_F(ClusterMigration, ABatchCallMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(false);
+}
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+TEST_F(ClusterMigration, AnAsyncBatchCallMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(true);
+}
+#endif
+
+void ClusterMigration::batch_meets_a_moving_slot(bool async) {
+  at(0s);
+  constexpr std::int64_t L = 5;
+#ifdef REDLIMIT_HAVE_LIBEVENT
+  redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
+  std::shared_ptr<redlimit::AsyncCluster> cluster_async;
+  if (async) {
+    cluster_async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+    loop.start();
+  }
+#else
+  std::shared_ptr<redlimit::AsyncConnection> cluster_async;
+#endif
+  auto closed = limiter(OnFailure::fail_closed);
+  if (cluster_async) closed.attach_async(cluster_async);
+  const auto fw = closed.fixed_window(async ? "spread-mig-async" : "spread-mig", Limit(L, 1h));
+  const auto consume_many = [&](const std::vector<redlimit::Request>& batch) {
+    if (!async) return fw.consume_many(batch);
+    auto f = fw.consume_many_future(batch);
+    return redlimit_test::get_within(f);
+  };
+  const auto slot_of = [&](const std::string& who) { return redlimit::detail::key_slot(fw.key_for(who)); };
+  const std::string a = "smig-a";
+  const int slot = slot_of(a);
+  const int from = owner_port(slot);
+  const auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const int to = masters[0].port != from ? masters[0].port : masters[1].port;
+  std::vector<std::string> same_master, elsewhere;  // on `from` in other slots; on the other masters
+  for (int i = 0; (same_master.size() < 2 || elsewhere.size() < 2) && i < 10000; ++i) {
+    const std::string who = "smig-" + std::to_string(i);
+    const int p = owner_port(slot_of(who));
+    if (p == from && slot_of(who) != slot && same_master.size() < 2) same_master.push_back(who);
+    if (p != from && elsewhere.size() < 2) elsewhere.push_back(who);
+  }
+  ASSERT_EQ(same_master.size(), 2u);
+  ASSERT_EQ(elsewhere.size(), 2u);
+  // a's state exists, its block marker does not; and the path settles on Functions.
+  ASSERT_TRUE(consume_many({{a, 1}, {a, 1}}).back().allowed);
+
+  const std::string s = std::to_string(slot);
+  ASSERT_EQ(raw(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id_of(from)}).type, redlimit::Reply::Type::status);
+  slot_ = slot;
+  from_ = from;
+  to_ = to;
+  ASSERT_EQ(raw(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", id_of(to)}).type, redlimit::Reply::Type::status);
+  const redlimit::Reply r = raw(from, {"MIGRATE", "127.0.0.1", std::to_string(to), fw.key_for(a), "0", "5000"});
+  ASSERT_EQ(r.str, "OK") << r.str;
+
+  // On `from`: a same-master subject first (read before the refusal), then a, then the other.
+  const std::vector<redlimit::Request> batch{
+      {same_master[0], 1}, {a, 1}, {same_master[1], 1}, {elsewhere[0], 1}, {elsewhere[1], 1}};
+  const auto got = consume_many(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  EXPECT_EQ(got[1].source, Source::failure_policy) << got[1];
+  for (std::size_t i : {0u, 2u, 3u, 4u}) {
+    EXPECT_EQ(got[i].source, Source::primary) << i << ": " << got[i];
+    EXPECT_EQ(got[i].remaining, L - 1) << i << ": " << got[i];
+  }
+  EXPECT_EQ(closed.counters().resent_by_slot, 1u);
+
+  finish_migration();
+  for (const auto& who : same_master) EXPECT_EQ(fw.consume(who).remaining, L - 2) << who << ": counted once";
+  const Decision da = fw.consume(a);
+  EXPECT_EQ(da.source, Source::primary) << da;
+  EXPECT_EQ(da.remaining, L - 3) << da;  // the caught call did not run
+  std::printf("[ migration ] %s batch call refused mid-migration, sent again by slot %llu time(s)\n",
+              async ? "async" : "sync", static_cast<unsigned long long>(closed.counters().resent_by_slot));
 }
 
 }  // namespace

@@ -241,6 +241,56 @@ TEST_F(ClusterStrategies, ScriptsAndFunctionsFlushedOnEveryMasterOnBothPaths) {
   }
 }
 
+// A batch over many subjects is one script call per master (Options::batch_per_master, the default,
+// once the masters run the library), and one per hash slot with the option off; every strategy
+// decides the same either way, on twin resources.
+TEST_F(ClusterStrategies, ABatchIsOneScriptCallPerMasterOrOnePerSlot) {
+  redlimit::Options per_slot_options = options();
+  per_slot_options.batch_per_master = false;
+  const redlimit::RateLimiter per_slot(
+      std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), per_slot_options),
+      per_slot_options);
+  const auto fcalls = [] {
+    long long n = 0;
+    for (const auto& m : live_masters()) n += calls_of(m.port, "fcall");
+    return n;
+  };
+  at(0s);
+  const auto spread = all_strategies(rl(), "spread", 4, 1h);
+  const auto sliced = all_strategies(per_slot, "sliced", 4, 1h);
+  for (std::size_t k = 0; k < spread.size(); ++k) {
+    SCOPED_TRACE(spread[k].name);
+    spread[k].consume("warm", 1);  // each limiter's path settles on functions
+    sliced[k].consume("warm", 1);
+    std::vector<std::string> who;
+    for (int i = 0; i < 60; ++i) who.push_back(subject(i % 45));  // some subjects twice: in order
+    std::vector<redlimit::Request> requests;
+    std::set<int> slots;
+    for (int i = 0; i < 60; ++i) {
+      requests.push_back({who[i], 1 + i % 2});
+      slots.insert(redlimit::detail::key_slot(spread[k].key_for(who[i])));
+    }
+    for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
+    const std::vector<Decision> got = spread[k].consume_many(requests);
+    EXPECT_EQ(fcalls(), 3) << "one call per master";
+    for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
+    const std::vector<Decision> want = sliced[k].consume_many(requests);
+    EXPECT_EQ(fcalls(), static_cast<long long>(slots.size())) << "one call per slot";
+    ASSERT_EQ(got.size(), want.size());
+    int allowed = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].allowed, want[i].allowed) << i << ": " << got[i] << " vs " << want[i];
+      EXPECT_EQ(got[i].remaining, want[i].remaining) << i << ": " << got[i] << " vs " << want[i];
+      EXPECT_EQ(got[i].retry_after, want[i].retry_after) << i << ": " << got[i] << " vs " << want[i];
+      EXPECT_EQ(got[i].reset_after, want[i].reset_after) << i << ": " << got[i] << " vs " << want[i];
+      EXPECT_EQ(got[i].delay, want[i].delay) << i;
+      allowed += got[i].allowed;
+    }
+    EXPECT_GT(allowed, 0);
+  }
+  EXPECT_EQ(rl().counters().resent_by_slot, 0u);
+}
+
 class ClusterSlots : public ClusterTest {};
 
 // Every key of one subject in one slot (Redis's own CLUSTER KEYSLOT agrees with ours), and the

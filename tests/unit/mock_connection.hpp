@@ -51,6 +51,9 @@ class MockConnection : public redlimit::Connection {
   // A single server unless a test says it stands for a cluster.
   bool scripts_span_slots() const override { return span_slots; }
   bool span_slots = true;
+  // A cluster router whose masters run the spread functions (off unless a test says so).
+  bool scripts_span_node() const override { return span_node; }
+  bool span_node = false;
   // One node unless a test maps keys to nodes (a cluster's masters, each with its own breaker).
   std::size_t node_of(std::string_view key) const override { return node_for ? node_for(key) : 0; }
   std::function<std::size_t(std::string_view)> node_for;

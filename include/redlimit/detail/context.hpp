@@ -20,7 +20,8 @@ namespace redlimit::detail {
 
 struct AtomicCounters {
   std::atomic<std::uint64_t> decisions{0}, allowed{0}, rejected{0}, shadow_rejected{0}, from_fallback{0},
-      from_failure_policy{0}, errors{0}, breaker_short_circuits{0}, local_cache_hits{0}, answered{0};
+      from_failure_policy{0}, errors{0}, breaker_short_circuits{0}, local_cache_hits{0}, answered{0},
+      resent_by_slot{0};
   Counters snapshot() const;
 };
 

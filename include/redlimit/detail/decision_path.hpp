@@ -43,7 +43,8 @@ struct StrategySpec {
   std::vector<std::string> params;   // the script's ARGV after now, cost and mode
   std::vector<std::chrono::microseconds> windows;  // each limit's window (policies: Decision::limits)
   // Sends concurrent consume_async() calls as shared script calls (detail/async_lane.hpp); null when
-  // each goes alone (Options::share_script_calls off, or a cluster, where a batch splits by slot).
+  // each goes alone (Options::share_script_calls off, or a cluster with Options::batch_per_master
+  // off, where calls of a turn rarely share a slot).
   std::unique_ptr<AsyncLane> async_lane;
 };
 
@@ -66,7 +67,17 @@ class DecisionPath {
 
   // Before any I/O. Returns the script calls to send, in order; empty when nothing needs Redis.
   // Throws (after reporting) when a breaker is open and the failure policy is OnFailure::raise.
-  const std::vector<ScriptCall>& begin();
+  // `span_node`: a call may decide requests of several slots of one cluster node (the limiter's
+  // connection's scripts_span_node(), and the sending transport on ScriptPath::functions), as the
+  // send step sends again what split_refused() returns.
+  const std::vector<ScriptCall>& begin(bool span_node = false);
+  // After the send step, with its replies: each spread call (ScriptCall::spread) that its node
+  // refused before running it (a slot that moved or is moving; lua/epilogue.lua reads every key
+  // before it writes any) is split into one call per slot, appended to the calls begin() returned.
+  // Returns the position of the first appended call (their count before: none appended). The
+  // refused calls decide nothing: finish() passes over their replies, and takes the appended
+  // calls' replies after the others'.
+  std::size_t split_refused(const std::vector<Reply>& replies);
   // The replies to begin()'s calls, in order. Returns one decision per request added: Redis's, or
   // the failure policy's for the requests whose call met an outage (an outage reply, or a
   // transit_failure() reply for a call whose cluster node failed). Throws ReplyError for a usage
@@ -88,6 +99,10 @@ class DecisionPath {
  private:
   void consult_breakers();
   void group();
+  // Script calls for the pending requests at `positions` (into pending_), in order, at most
+  // kMaxPerCall each; `slots` (parallel to pending_, or null): a call whose requests lie in
+  // several slots is a spread call.
+  void add_calls(const std::vector<std::size_t>& positions, const std::vector<std::uint16_t>* slots);
   Decision on_failure(const std::exception& error, ScriptCall& call) const;
   void answer_outage(std::size_t pending_index, const std::exception_ptr& outage);
   void release_breakers();
@@ -114,6 +129,7 @@ class DecisionPath {
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
   std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
   bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
+  bool span_node_ = false;  // begin(span_node)
   // The breaker of a pending request's shard (null without breakers).
   Breaker* breaker_at(std::size_t pending_index) const {
     if (!breaker_of_.empty()) return breaker_of_[pending_index];

@@ -28,13 +28,26 @@ struct Script {
   std::string_view source;
   std::string sha1;          // lowercase hex of SHA1(source), as Redis computes it
   std::string_view function;  // its name in the Functions library (scripts::library()); empty: none
+  // The function deciding requests of many slots of one cluster node in one call (ScriptCall::spread);
+  // empty when the script has none.
+  std::string_view spread_function;
 
-  Script(std::string_view name, std::string_view source, std::string_view function = {});
+  Script(std::string_view name, std::string_view source, std::string_view function = {},
+         std::string_view spread_function = {});
 };
 
-// The FCALL command for `script`.
-std::vector<std::string> fcall_command(const Script& script, const std::vector<std::string>& keys,
-                                       const std::vector<std::string>& args);
+// One script call: its KEYS and its ARGV.
+struct ScriptCall {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+  // The keys lie in several hash slots of one cluster node: the call goes to the script's
+  // spread_function, which declares only the first key (the one the call is routed by) and takes
+  // the others among its arguments (cmake/embed_lua.cmake). Functions only.
+  bool spread = false;
+};
+
+// The FCALL command for a call of `script`.
+std::vector<std::string> fcall_command(const Script& script, const ScriptCall& call);
 
 // True for an FCALL reply that says the function did not run because this server lacks it (a
 // fresh or flushed server): loading the library and calling again is safe.
@@ -42,12 +55,6 @@ bool is_function_missing(const Reply& r);
 // True for an FCALL reply that says this server will not run Functions for us (Redis < 7.0, or an
 // ACL user denied FCALL): the call did not run; EVALSHA it instead.
 bool is_fcall_refused(const Reply& r);
-
-// One script call: its KEYS and its ARGV.
-struct ScriptCall {
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
-};
 
 // The EVALSHA command for `script` (exposed for pipelining and for unit tests).
 std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,

@@ -26,6 +26,7 @@ REDLIMIT_INLINE Counters AtomicCounters::snapshot() const {
   c.breaker_short_circuits = breaker_short_circuits.load();
   c.local_cache_hits = local_cache_hits.load();
   c.answered = answered.load();
+  c.resent_by_slot = resent_by_slot.load();
   return c;
 }
 

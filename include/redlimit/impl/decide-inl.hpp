@@ -9,10 +9,32 @@
 
 namespace redlimit::detail {
 
+namespace decide_impl {
+
+// The spread calls a cluster node refused, split by slot (DecisionPath::split_refused), sent in one
+// more round trip within the call's deadline; their replies are appended to `replies`. When that
+// round trip breaks, only the re-sent calls' requests meet the failure (their outcome is unknown):
+// the first round trip's decisions stand.
+REDLIMIT_INLINE void resend_refused(DecisionPath& path, const std::vector<ScriptCall>& calls, Connection& conn,
+                                    std::vector<Reply>& replies) {
+  const std::size_t from = path.split_refused(replies);
+  if (from == calls.size()) return;
+  const std::vector<ScriptCall> again(calls.begin() + static_cast<std::ptrdiff_t>(from), calls.end());
+  try {
+    std::vector<Reply> more = send_script_calls(conn, path.script(), again);
+    for (Reply& r : more) replies.push_back(std::move(r));
+  } catch (const ConnectionError& e) {
+    for (std::size_t k = from; k < calls.size(); ++k) replies.push_back(transit_failure(e));
+  }
+}
+
+}  // namespace decide_impl
+
 REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
-  const std::vector<ScriptCall>& calls = path.begin();
-  if (calls.empty()) return path.finish({});
   Context& ctx = path.context();
+  const std::vector<ScriptCall>& calls = path.begin(ctx.connection->scripts_span_node() &&
+                                                    ctx.connection->script_path() == ScriptPath::functions);
+  if (calls.empty()) return path.finish({});
   std::vector<Reply> replies;
   try {
     // The call's deadline starts here and bounds the whole send step: the pool's wait, connecting,
@@ -21,6 +43,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
     std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
     if (!ctx.connection->thread_safe()) lock.lock();
     replies = send_script_calls(*ctx.connection, path.script(), calls);
+    decide_impl::resend_refused(path, calls, *ctx.connection, replies);
   } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
     return path.fail(e);
   } catch (const std::exception& e) {
@@ -49,22 +72,46 @@ void deliver(const BatchDecisionCallback& done, Step&& step) {
 // The replies of one async call's script calls, gathered as they come: the last one to arrive (or to
 // fail) concludes. A call is refused synchronously on the caller's thread while the others are
 // answered on the loop's, hence the mutex.
-struct Gathering {
+struct Gathering : std::enable_shared_from_this<Gathering> {
   std::shared_ptr<DecisionPath> path;
   BatchDecisionCallback done;
+  std::shared_ptr<AsyncConnection> conn;
+  std::optional<AsyncConnection::Deadline> deadline;
+  const std::vector<ScriptCall>* calls = nullptr;  // the path's
   std::mutex mutex;
   std::vector<Reply> replies;
   std::size_t left = 0;
   std::size_t lost = 0;           // calls failed in transit (outcome unknown)
   std::exception_ptr first_lost;  // the first of those failures
   std::exception_ptr foreign;     // any other exception: the path is abandoned
+  bool resent = false;            // the refused spread calls went again (once)
 
   // Counts one call in (its reply or failure recorded); returns whether it was the last.
   bool arrived() { return --left == 0; }
+  // Sends calls [from, end) of the path; each reply or failure comes back through gather().
+  void send(std::size_t from);
+  // The spread calls a cluster node refused, split by slot and sent (DecisionPath::split_refused);
+  // false when there were none.
+  bool resend_refused();
   void conclude();
 };
 
+REDLIMIT_INLINE bool Gathering::resend_refused() {
+  if (resent || foreign) return false;
+  resent = true;
+  const std::size_t from = path->split_refused(replies);
+  if (from == calls->size()) return false;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    replies.resize(calls->size());
+    left = calls->size() - from;
+  }
+  send(from);
+  return true;
+}
+
 REDLIMIT_INLINE void Gathering::conclude() {
+  if (resend_refused()) return;  // concluded when the calls sent again are in
   if (foreign) {
     try {
       std::rethrow_exception(foreign);
@@ -117,13 +164,29 @@ REDLIMIT_INLINE void gather(const std::shared_ptr<Gathering>& g, std::size_t k, 
   g->conclude();
 }
 
+REDLIMIT_INLINE void Gathering::send(std::size_t from) {
+  const std::size_t end = calls->size();
+  const auto self = shared_from_this();
+  for (std::size_t k = from; k < end; ++k) {
+    auto on_error = [self, k](std::exception_ptr error) { gather(self, k, nullptr, std::move(error)); };
+    try {
+      send_script_call_async(
+          conn, path->script(), (*calls)[k], [self, k](Reply reply) { gather(self, k, &reply, nullptr); }, on_error,
+          deadline);
+    } catch (...) {  // refused before anything was queued: no callback will come for this call
+      on_error(std::current_exception());
+    }
+  }
+}
+
 }  // namespace decide_impl
 
 REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn,
                                        BatchDecisionCallback done, std::optional<AsyncConnection::Deadline> deadline) {
   const std::vector<ScriptCall>* calls = nullptr;
   try {
-    calls = &path->begin();
+    const Connection& router = *path->context().connection;
+    calls = &path->begin(router.scripts_span_node() && conn->script_path() == ScriptPath::functions);
   } catch (...) {  // breaker open under OnFailure::raise: reported already
     conn->post([done, error = std::current_exception()] { done({}, error); });
     return;
@@ -137,18 +200,12 @@ REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::
   auto g = std::make_shared<decide_impl::Gathering>();
   g->path = path;
   g->done = std::move(done);
+  g->conn = std::move(conn);
+  g->deadline = deadline;
+  g->calls = calls;
   g->replies.resize(calls->size());
   g->left = calls->size();
-  for (std::size_t k = 0; k < calls->size(); ++k) {
-    auto on_error = [g, k](std::exception_ptr error) { decide_impl::gather(g, k, nullptr, std::move(error)); };
-    try {
-      send_script_call_async(
-          conn, path->script(), (*calls)[k], [g, k](Reply reply) { decide_impl::gather(g, k, &reply, nullptr); },
-          on_error, deadline);
-    } catch (...) {  // refused before anything was queued: no callback will come for this call
-      on_error(std::current_exception());
-    }
-  }
+  g->send(0);
 }
 
 REDLIMIT_INLINE void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn,

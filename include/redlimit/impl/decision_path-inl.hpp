@@ -31,8 +31,9 @@ REDLIMIT_INLINE void DecisionPath::add(ScriptCall call, std::int64_t cost) {
   costs_.push_back(cost);
 }
 
-REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin() {
+REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin(bool span_node) {
   Context& ctx = *ctx_;
+  span_node_ = span_node;
   started_ = std::chrono::steady_clock::now();
   now_ = ctx.clock->now();
   out_.assign(requests_.size(), Decision{});
@@ -95,51 +96,97 @@ REDLIMIT_INLINE void DecisionPath::consult_breakers() {
   }
 }
 
-// One script call decides many requests (lua/epilogue.lua): the whole batch on a single server, one
-// call per hash slot on a cluster, at most kMaxPerCall requests each. A call of one request is that
+// One script call decides many requests (lua/epilogue.lua): the whole batch on a single server; on a
+// cluster, one call per master where its masters run the spread functions (scripts_span_node), one
+// per hash slot otherwise; at most kMaxPerCall requests each. A call of one request is that
 // request's own call.
 REDLIMIT_INLINE void DecisionPath::group() {
-  std::vector<std::vector<std::size_t>> groups;  // positions in pending_
   if (pending_.size() == 1) {  // the common case: the request's own call, moved rather than copied
     members_.push_back({0});
     script_calls_.push_back(std::move(requests_[pending_[0]]));
     alone_ = true;
     return;
   }
-  if (ctx_->connection->scripts_span_slots()) {
-    groups.emplace_back(pending_.size());
-    for (std::size_t j = 0; j < pending_.size(); ++j) groups.back()[j] = j;
-  } else {
-    std::unordered_map<std::uint16_t, std::size_t> by_slot;  // slot -> index in groups
-    for (std::size_t j = 0; j < pending_.size(); ++j) {
-      const auto [it, added] = by_slot.emplace(key_slot(requests_[pending_[j]].keys[0]), groups.size());
+  Connection& conn = *ctx_->connection;
+  if (conn.scripts_span_slots()) {
+    std::vector<std::size_t> all(pending_.size());
+    for (std::size_t j = 0; j < all.size(); ++j) all[j] = j;
+    add_calls(all, nullptr);
+    return;
+  }
+  const bool by_node = span_node_ && ctx_->options.batch_per_master && !script_->spread_function.empty();
+  std::vector<std::uint16_t> slots(pending_.size());
+  std::vector<std::vector<std::size_t>> groups;
+  std::unordered_map<std::size_t, std::size_t> group_of;  // slot, or node -> index in groups
+  for (std::size_t j = 0; j < pending_.size(); ++j) {
+    const std::string& key = requests_[pending_[j]].keys[0];
+    slots[j] = key_slot(key);
+    const auto [it, added] = group_of.emplace(by_node ? conn.node_of(key) : slots[j], groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(j);
+  }
+  for (const auto& g : groups) add_calls(g, by_node ? &slots : nullptr);
+}
+
+REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
+                                             const std::vector<std::uint16_t>* slots) {
+  for (std::size_t from = 0; from < g.size(); from += kMaxPerCall) {
+    const std::size_t to = std::min(g.size(), from + kMaxPerCall);
+    members_.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(from), g.begin() + static_cast<std::ptrdiff_t>(to));
+    const ScriptCall& first = requests_[pending_[g[from]]];
+    if (to - from == 1) {
+      script_calls_.push_back(first);
+      continue;
+    }
+    // KEYS: state and block marker of each request; ARGV: the first request's (its now, cost,
+    // mode, the strategy's parameters), then the costs of the others (lua/prologue.lua).
+    ScriptCall merged;
+    merged.keys.reserve(2 * (to - from));
+    merged.args = first.args;
+    merged.args.reserve(first.args.size() + (to - from - 1));
+    for (std::size_t j = from; j < to; ++j) {
+      const ScriptCall& c = requests_[pending_[g[j]]];
+      merged.keys.insert(merged.keys.end(), c.keys.begin(), c.keys.end());
+      if (j > from) merged.args.push_back(c.args[1]);
+      if (slots != nullptr && (*slots)[g[j]] != (*slots)[g[from]]) merged.spread = true;
+    }
+    script_calls_.push_back(std::move(merged));
+  }
+}
+
+namespace decision_path_impl {
+
+// A reply that says a node did not run a spread call: a redirect or a cluster state that refuses
+// the call before it runs, or the script's first read of a key the node does not serve (Redis
+// fails a script's command on a key of a slot it does not own, or one mid-migration that it no
+// longer holds: "Script attempted to access a non local key in a cluster node").
+REDLIMIT_INLINE bool refused_spread(const Reply& r) {
+  if (!r.is_error()) return false;
+  const std::string_view text = r.str;
+  const std::string_view code = text.substr(0, text.find(' '));
+  return code == "MOVED" || code == "ASK" || code == "TRYAGAIN" || code == "CLUSTERDOWN" || code == "CROSSSLOT" ||
+         text.find("Script attempted to access") != std::string_view::npos;
+}
+
+}  // namespace decision_path_impl
+
+REDLIMIT_INLINE std::size_t DecisionPath::split_refused(const std::vector<Reply>& replies) {
+  const std::size_t before = script_calls_.size();
+  for (std::size_t k = 0; k < before && k < replies.size(); ++k) {
+    if (!script_calls_[k].spread || !decision_path_impl::refused_spread(replies[k])) continue;
+    ++ctx_->counters.resent_by_slot;
+    const std::vector<std::size_t> ids = std::move(members_[k]);
+    members_[k].clear();
+    std::vector<std::vector<std::size_t>> groups;
+    std::unordered_map<std::uint16_t, std::size_t> group_of;  // slot -> index in groups
+    for (std::size_t j : ids) {
+      const auto [it, added] = group_of.emplace(key_slot(requests_[pending_[j]].keys[0]), groups.size());
       if (added) groups.emplace_back();
       groups[it->second].push_back(j);
     }
+    for (const auto& g : groups) add_calls(g, nullptr);
   }
-  for (const auto& g : groups) {
-    for (std::size_t from = 0; from < g.size(); from += kMaxPerCall) {
-      const std::size_t to = std::min(g.size(), from + kMaxPerCall);
-      members_.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(from), g.begin() + static_cast<std::ptrdiff_t>(to));
-      const ScriptCall& first = requests_[pending_[g[from]]];
-      if (to - from == 1) {
-        script_calls_.push_back(first);
-        continue;
-      }
-      // KEYS: state and block marker of each request; ARGV: the first request's (its now, cost,
-      // mode, the strategy's parameters), then the costs of the others (lua/prologue.lua).
-      ScriptCall merged;
-      merged.keys.reserve(2 * (to - from));
-      merged.args = first.args;
-      merged.args.reserve(first.args.size() + (to - from - 1));
-      for (std::size_t j = from; j < to; ++j) {
-        const ScriptCall& c = requests_[pending_[g[j]]];
-        merged.keys.insert(merged.keys.end(), c.keys.begin(), c.keys.end());
-        if (j > from) merged.args.push_back(c.args[1]);
-      }
-      script_calls_.push_back(std::move(merged));
-    }
-  }
+  return before;
 }
 
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> replies) {
@@ -153,6 +200,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
   // transit on a cluster) does not undo the decisions other calls made.
   for (std::size_t k = 0; k < replies.size() && k < members_.size(); ++k) {
     const auto& ids = members_[k];
+    if (ids.empty()) continue;  // a spread call split by slot: its requests are in later calls
     Breaker* b = breaker_of_.empty() ? nullptr : breaker_of_[ids.front()];
     auto heard = [&] {
       any_answered = true;

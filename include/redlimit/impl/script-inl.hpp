@@ -13,8 +13,12 @@ REDLIMIT_INLINE std::string_view library_name();
 }  // namespace scripts
 
 REDLIMIT_INLINE Script::Script(std::string_view script_name, std::string_view script_source,
-                               std::string_view function_name)
-    : name(script_name), source(script_source), sha1(sha1_hex(script_source)), function(function_name) {}
+                               std::string_view function_name, std::string_view spread_function_name)
+    : name(script_name),
+      source(script_source),
+      sha1(sha1_hex(script_source)),
+      function(function_name),
+      spread_function(spread_function_name) {}
 
 namespace script_impl {
 
@@ -68,9 +72,19 @@ REDLIMIT_INLINE std::vector<std::string> eval_command(const Script& script, cons
   return script_impl::eval_like("EVAL", script.source, keys, args);
 }
 
-REDLIMIT_INLINE std::vector<std::string> fcall_command(const Script& script, const std::vector<std::string>& keys,
-                                                       const std::vector<std::string>& args) {
-  return script_impl::eval_like("FCALL", script.function, keys, args);
+REDLIMIT_INLINE std::vector<std::string> fcall_command(const Script& script, const ScriptCall& call) {
+  if (!call.spread || call.keys.empty()) return script_impl::eval_like("FCALL", script.function, call.keys, call.args);
+  // FCALL <spread function> 1 <first key> <number of keys> <keys...> <args...>
+  std::vector<std::string> argv;
+  argv.reserve(5 + call.keys.size() + call.args.size());
+  argv.emplace_back("FCALL");
+  argv.emplace_back(script.spread_function);
+  argv.emplace_back("1");
+  argv.push_back(call.keys.front());
+  argv.push_back(std::to_string(call.keys.size()));
+  argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+  argv.insert(argv.end(), call.args.begin(), call.args.end());
+  return argv;
 }
 
 REDLIMIT_INLINE bool is_noscript(const Reply& r) { return r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0; }
@@ -171,7 +185,7 @@ REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, con
   }
   if (missing.empty()) return;
   std::vector<std::vector<std::string>> commands{function_load_command()};
-  for (std::size_t i : missing) commands.push_back(fcall_command(script, calls[i].keys, calls[i].args));
+  for (std::size_t i : missing) commands.push_back(fcall_command(script, calls[i]));
   replace_resent(replies, missing, [&] {
     std::vector<Reply> second = conn.pipeline(commands);
     if (!library_present(second.front())) path.set(ScriptPath::evalsha);
@@ -189,7 +203,7 @@ REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState
   std::vector<std::vector<std::string>> commands;
   commands.reserve(calls.size() + 1);
   if (probe) commands.push_back(function_load_command());
-  for (const auto& c : calls) commands.push_back(fcall_command(script, c.keys, c.args));
+  for (const auto& c : calls) commands.push_back(fcall_command(script, c));
   std::vector<Reply> replies = round_trip(conn, commands);
   Reply load;
   if (probe) {
@@ -337,7 +351,7 @@ REDLIMIT_INLINE void fcall_async(const std::shared_ptr<AsyncScriptCall>& c, bool
       c->on_error(std::current_exception());
     }
   };
-  c->conn->command_async_until(fcall_command(*c->script, c->call.keys, c->call.args), std::move(on_reply),
+  c->conn->command_async_until(fcall_command(*c->script, c->call), std::move(on_reply),
                                c->on_error, c->deadline);
 }
 

@@ -8,7 +8,7 @@ namespace redlimit::detail::scripts {
 
 #define REDLIMIT_SCRIPT(name)                     \
   REDLIMIT_INLINE const Script& name() {          \
-    static const Script script(#name, lua::name, lua::name##_function); \
+    static const Script script(#name, lua::name, lua::name##_function, lua::name##_spread_function); \
     return script;                                \
   }
 REDLIMIT_SCRIPT(fixed_window)

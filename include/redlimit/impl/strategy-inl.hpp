@@ -53,7 +53,9 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   std::string name = strategy_impl::display_name(kind, resource);
   std::unique_ptr<detail::AsyncLane> lane;
   const Connection* conn = ctx_->connection.get();
-  if (ctx_->options.share_script_calls && conn != nullptr && conn->scripts_span_slots()) {
+  // On a cluster, calls of a turn share a call per master (Options::batch_per_master).
+  if (ctx_->options.share_script_calls && conn != nullptr &&
+      (conn->scripts_span_slots() || (ctx_->options.batch_per_master && conn->scripts_span_node()))) {
     lane = std::make_unique<detail::AsyncLane>();
   }
   spec_ = std::make_shared<const detail::StrategySpec>(

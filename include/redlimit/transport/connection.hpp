@@ -23,8 +23,13 @@ class Connection {
 
   // True when one script call may name keys of any hash slots: a single server (or the in-memory
   // backend), where consume_many decides a whole batch in one script call. A Redis Cluster router
-  // answers false, and batches are then split by slot.
+  // answers false, and batches are then split by slot, or by node (scripts_span_node).
   virtual bool scripts_span_slots() const { return true; }
+  // On a router whose scripts_span_slots() is false: true when one script call may still decide
+  // requests of several slots served by one node, through the script's spread function
+  // (detail::ScriptCall::spread), while the connection is on ScriptPath::functions. A call that
+  // such a node refuses is sent again slot by slot.
+  virtual bool scripts_span_node() const { return false; }
 
   // Which shard serves `key`: the unit of failure, each with its own circuit breaker, so that an
   // outage of one shard short-circuits only the subjects that live there. One server is one shard

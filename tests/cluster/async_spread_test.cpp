@@ -1,0 +1,116 @@
+// consume_async on the cluster shares script calls per master (Options::share_script_calls with
+// Options::batch_per_master): the calls of one loop turn go as one call to each master, through
+// the script's spread function, decided in the order they were made; consume_many_future the same.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_fixture.hpp"
+#include "integration/async_fixture.hpp"
+#include "redlimit/detail/keys.hpp"
+#include "redlimit/transport/async_cluster.hpp"
+
+namespace redlimit_cluster {
+namespace {
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+
+using redlimit::Decision;
+using redlimit::Limit;
+using namespace std::chrono_literals;
+
+long long fcalls_on_masters() {
+  long long n = 0;
+  for (const auto& m : live_masters()) {
+    const std::string info = raw(m.port, {"INFO", "commandstats"}).str;
+    const auto at = info.find("cmdstat_fcall:calls=");
+    if (at != std::string::npos) n += std::stoll(info.substr(at + 20));
+  }
+  return n;
+}
+
+void reset_stats() {
+  for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
+}
+
+// `per_master` subjects on each master, for `s`.
+std::vector<std::string> subjects_on_each_master(const redlimit::Strategy& s, std::size_t per_master) {
+  std::map<int, std::size_t> seen;
+  std::vector<std::string> out;
+  for (int i = 0; i < 100000 && out.size() < 3 * per_master; ++i) {
+    const std::string who = "t" + std::to_string(i);
+    std::size_t& n = seen[owner_port(redlimit::detail::key_slot(s.key_for(who)))];
+    if (n < per_master) {
+      ++n;
+      out.push_back(who);
+    }
+  }
+  return out;
+}
+
+class ClusterAsyncShared : public ClusterTest {};
+
+// 4 calls for each of 9 subjects (3 per master), made in one task on the loop: one script call per
+// master; each subject's first 3 admitted, in call order, the 4th rejected.
+TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMaster) {
+  redlimit_test::LibeventLoop loop;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+  limiter->attach_async(async);
+  loop.start();
+  {
+    const auto fw = rl().fixed_window("turn", Limit(3, 1h));
+    const auto who = subjects_on_each_master(fw, 3);
+    ASSERT_EQ(who.size(), 9u);
+    auto warm = fw.consume_future("warm-up");  // settles the async path on Functions
+    ASSERT_TRUE(redlimit_test::get_within(warm).allowed);
+    reset_stats();
+    std::mutex mutex;
+    std::vector<Decision> got(4 * who.size());
+    std::size_t left = got.size();
+    std::promise<void> all;
+    async->post([&] {
+      for (std::size_t round = 0, i = 0; round < 4; ++round) {
+        for (const auto& w : who) {
+          fw.consume_async(w, 1, [&, i](const Decision& d, std::exception_ptr e) {
+            EXPECT_FALSE(e);
+            std::lock_guard<std::mutex> lock(mutex);
+            got[i] = d;
+            if (--left == 0) all.set_value();
+          });
+          ++i;
+        }
+      }
+    });
+    auto done = all.get_future();
+    ASSERT_EQ(done.wait_for(redlimit_test::kWait), std::future_status::ready);
+    EXPECT_EQ(fcalls_on_masters(), 3);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const std::size_t round = i / who.size();
+      EXPECT_EQ(got[i].source, redlimit::Source::primary) << i;
+      EXPECT_EQ(got[i].allowed, round < 3) << who[i % who.size()] << " call " << round;
+      EXPECT_EQ(got[i].remaining, round < 3 ? static_cast<std::int64_t>(2 - round) : 0) << i;
+    }
+
+    // A batch over the same subjects: one call per master too.
+    reset_stats();
+    std::vector<redlimit::Request> requests;
+    for (const auto& w : who) requests.push_back({w, 1});
+    auto f = fw.consume_many_future(requests);
+    for (const auto& d : redlimit_test::get_within(f)) EXPECT_FALSE(d.allowed) << d.remaining;
+    EXPECT_EQ(fcalls_on_masters(), 3);
+    EXPECT_EQ(rl().counters().resent_by_slot, 0u);
+  }
+  limiter.reset();
+  async.reset();
+  loop.stop();
+}
+
+#endif  // REDLIMIT_HAVE_LIBEVENT
+
+}  // namespace
+}  // namespace redlimit_cluster
