@@ -4,7 +4,10 @@
 #   decide() over the call's requests) with its load part after the script's;
 # - library: the same scripts as one Redis Functions library (Redis >= 7.0). helpers.lua runs once,
 #   at load, and so does each script's load part, in a do-block of its own with the function that
-#   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function.
+#   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function;
+#   a script that defines decide() also gets <name>_spread (flag allow-cross-slot-keys): the same
+#   function for requests of many slots of one cluster node, which declares one key and takes the
+#   others among its arguments (detail::ScriptCall::spread), and sets the helpers' `spread`.
 #   The library and its functions are named after the SHA1 of the library's code (library_name),
 #   so two versions of redlimit sharing one Redis during a rolling deploy each call their own
 #   functions and never replace the other's.

@@ -17,6 +17,10 @@
 -- ARGV[4..]  the strategy's parameters, named in each script
 -- ARGV[#ARGV-n+2 .. #ARGV]  the costs of requests 2..n (none when n = 1)
 -- Returns request 1's decision when n = 1, otherwise the n decisions one after the other.
+-- On a Redis Cluster a call may hold requests of many slots of one node: the Functions library's
+-- <name>_spread function (cmake/embed_lua.cmake) takes FCALL's one declared key (the first
+-- request's state, which routes the call) and its arguments: the number of keys, the keys (KEYS
+-- above), then ARGV as above; it rebuilds KEYS and ARGV and sets `spread` (helpers.lua).
 if not fmod then bind_libraries() end -- helpers.lua
 now = tonumber(ARGV[1]) -- now, record and refund: helpers.lua
 if not now then
