@@ -50,6 +50,22 @@ class ClusterMigration : public ClusterTest {
     return {};
   }
 
+  // IMPORTING on the target, then MIGRATING on the source (as redis-cli does); TearDown ends it.
+  void start_migration(int slot, int from, int to) {
+    const std::string s = std::to_string(slot);
+    ASSERT_EQ(raw(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id_of(from)}).type, redlimit::Reply::Type::status);
+    slot_ = slot;
+    from_ = from;
+    to_ = to;
+    ASSERT_EQ(raw(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", id_of(to)}).type, redlimit::Reply::Type::status);
+  }
+
+  // One key of the migrating slot moved from the source to the target.
+  void migrate(const std::string& key) const {
+    const redlimit::Reply r = raw(from_, {"MIGRATE", "127.0.0.1", std::to_string(to_), key, "0", "5000"});
+    ASSERT_EQ(r.str, "OK") << r.str;
+  }
+
   // The target first, then the source, then every other master (as redis-cli does).
   void finish_migration() {
     const std::string slot = std::to_string(slot_), to = id_of(to_);
@@ -101,16 +117,8 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   ASSERT_FALSE(fw.block(b, 1h).allowed);
 
   // Mid-migration: IMPORTING on the target, MIGRATING on the source, the state keys moved.
-  const std::string s = std::to_string(slot);
-  ASSERT_EQ(raw(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id_of(from)}).type, redlimit::Reply::Type::status);
-  slot_ = slot;
-  from_ = from;
-  to_ = to;
-  ASSERT_EQ(raw(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", id_of(to)}).type, redlimit::Reply::Type::status);
-  for (const auto& who : {a, b}) {
-    const redlimit::Reply r = raw(from, {"MIGRATE", "127.0.0.1", std::to_string(to), fw.key_for(who), "0", "5000"});
-    ASSERT_EQ(r.str, "OK") << r.str;
-  }
+  ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
+  for (const auto& who : {a, b}) ASSERT_NO_FATAL_FAILURE(migrate(fw.key_for(who)));
 
   // No ReplyError escapes: each caught request is an outage, answered by the failure policy.
   int caught = 0, answered_by_policy = 0;
@@ -145,9 +153,7 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
 
   // The migration ends (the block marker moved too, then SETSLOT NODE): decided exactly, as if the
   // calls caught by it had not happened (they did not run).
-  const redlimit::Reply moved =
-      raw(from, {"MIGRATE", "127.0.0.1", std::to_string(to), fw.block_key_for(b), "0", "5000"});
-  ASSERT_EQ(moved.str, "OK") << moved.str;
+  ASSERT_NO_FATAL_FAILURE(migrate(fw.block_key_for(b)));
   finish_migration();
   const Decision da = fw.consume(a);
   EXPECT_EQ(da.source, Source::primary) << da;
@@ -218,14 +224,8 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async) {
   // a's state exists, its block marker does not; and the path settles on Functions.
   ASSERT_TRUE(consume_many({{a, 1}, {a, 1}}).back().allowed);
 
-  const std::string s = std::to_string(slot);
-  ASSERT_EQ(raw(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id_of(from)}).type, redlimit::Reply::Type::status);
-  slot_ = slot;
-  from_ = from;
-  to_ = to;
-  ASSERT_EQ(raw(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", id_of(to)}).type, redlimit::Reply::Type::status);
-  const redlimit::Reply r = raw(from, {"MIGRATE", "127.0.0.1", std::to_string(to), fw.key_for(a), "0", "5000"});
-  ASSERT_EQ(r.str, "OK") << r.str;
+  ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
+  ASSERT_NO_FATAL_FAILURE(migrate(fw.key_for(a)));
 
   // On `from`: a same-master subject first (read before the refusal), then a, then the other.
   const std::vector<redlimit::Request> batch{
