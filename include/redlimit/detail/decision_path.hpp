@@ -78,6 +78,8 @@ class DecisionPath {
   // refused calls decide nothing: finish() passes over their replies, and takes the appended
   // calls' replies after the others'.
   std::size_t split_refused(const std::vector<Reply>& replies);
+  // The script calls to send: begin()'s, and those split_refused() appended.
+  const std::vector<ScriptCall>& calls() const { return script_calls_; }
   // The replies to begin()'s calls, in order. Returns one decision per request added: Redis's, or
   // the failure policy's for the requests whose call met an outage (an outage reply, or a
   // transit_failure() reply for a call whose cluster node failed). Throws ReplyError for a usage
@@ -103,6 +105,8 @@ class DecisionPath {
   // kMaxPerCall each; `slots` (parallel to pending_, or null): a call whose requests lie in
   // several slots is a spread call.
   void add_calls(const std::vector<std::size_t>& positions, const std::vector<std::uint16_t>* slots);
+  // `positions` grouped by the hash slot of their request's keys.
+  std::vector<std::vector<std::size_t>> by_slot(const std::vector<std::size_t>& positions) const;
   Decision on_failure(const std::exception& error, ScriptCall& call) const;
   void answer_outage(std::size_t pending_index, const std::exception_ptr& outage);
   void release_breakers();

@@ -15,9 +15,9 @@ namespace decide_impl {
 // more round trip within the call's deadline; their replies are appended to `replies`. When that
 // round trip breaks, only the re-sent calls' requests meet the failure (their outcome is unknown):
 // the first round trip's decisions stand.
-REDLIMIT_INLINE void resend_refused(DecisionPath& path, const std::vector<ScriptCall>& calls, Connection& conn,
-                                    std::vector<Reply>& replies) {
+REDLIMIT_INLINE void resend_refused(DecisionPath& path, Connection& conn, std::vector<Reply>& replies) {
   const std::size_t from = path.split_refused(replies);
+  const std::vector<ScriptCall>& calls = path.calls();
   if (from == calls.size()) return;
   const std::vector<ScriptCall> again(calls.begin() + static_cast<std::ptrdiff_t>(from), calls.end());
   try {
@@ -43,7 +43,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
     std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
     if (!ctx.connection->thread_safe()) lock.lock();
     replies = send_script_calls(*ctx.connection, path.script(), calls);
-    decide_impl::resend_refused(path, calls, *ctx.connection, replies);
+    decide_impl::resend_refused(path, *ctx.connection, replies);
   } catch (const ConnectionError& e) {  // includes TimeoutError: outcome unknown, never replayed
     return path.fail(e);
   } catch (const std::exception& e) {
@@ -77,7 +77,6 @@ struct Gathering : std::enable_shared_from_this<Gathering> {
   BatchDecisionCallback done;
   std::shared_ptr<AsyncConnection> conn;
   std::optional<AsyncConnection::Deadline> deadline;
-  const std::vector<ScriptCall>* calls = nullptr;  // the path's
   std::mutex mutex;
   std::vector<Reply> replies;
   std::size_t left = 0;
@@ -100,11 +99,12 @@ REDLIMIT_INLINE bool Gathering::resend_refused() {
   if (resent || foreign) return false;
   resent = true;
   const std::size_t from = path->split_refused(replies);
-  if (from == calls->size()) return false;
+  const std::size_t end = path->calls().size();
+  if (from == end) return false;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    replies.resize(calls->size());
-    left = calls->size() - from;
+    replies.resize(end);
+    left = end - from;
   }
   send(from);
   return true;
@@ -165,13 +165,16 @@ REDLIMIT_INLINE void gather(const std::shared_ptr<Gathering>& g, std::size_t k, 
 }
 
 REDLIMIT_INLINE void Gathering::send(std::size_t from) {
-  const std::size_t end = calls->size();
+  const std::vector<ScriptCall>& calls = path->calls();
+  // Taken now: a call refused at once may conclude the gathering, which may append calls (sent by
+  // that conclusion, not by this loop).
+  const std::size_t end = calls.size();
   const auto self = shared_from_this();
   for (std::size_t k = from; k < end; ++k) {
     auto on_error = [self, k](std::exception_ptr error) { gather(self, k, nullptr, std::move(error)); };
     try {
       send_script_call_async(
-          conn, path->script(), (*calls)[k], [self, k](Reply reply) { gather(self, k, &reply, nullptr); }, on_error,
+          conn, path->script(), calls[k], [self, k](Reply reply) { gather(self, k, &reply, nullptr); }, on_error,
           deadline);
     } catch (...) {  // refused before anything was queued: no callback will come for this call
       on_error(std::current_exception());
@@ -202,7 +205,6 @@ REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::
   g->done = std::move(done);
   g->conn = std::move(conn);
   g->deadline = deadline;
-  g->calls = calls;
   g->replies.resize(calls->size());
   g->left = calls->size();
   g->send(0);

@@ -96,6 +96,24 @@ REDLIMIT_INLINE void DecisionPath::consult_breakers() {
   }
 }
 
+namespace decision_path_impl {
+
+// `positions` grouped by `group_key(position)`: each group in order, the groups in the order of
+// their first member.
+template <class GroupKey>
+std::vector<std::vector<std::size_t>> grouped(const std::vector<std::size_t>& positions, GroupKey group_key) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::unordered_map<std::size_t, std::size_t> group_of;  // key -> index in groups
+  for (std::size_t j : positions) {
+    const auto [it, added] = group_of.emplace(group_key(j), groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(j);
+  }
+  return groups;
+}
+
+}  // namespace decision_path_impl
+
 // One script call decides many requests (lua/epilogue.lua): the whole batch on a single server; on a
 // cluster, one call per master where its masters run the spread functions (scripts_span_node), one
 // per hash slot otherwise; at most kMaxPerCall requests each. A call of one request is that
@@ -108,24 +126,27 @@ REDLIMIT_INLINE void DecisionPath::group() {
     return;
   }
   Connection& conn = *ctx_->connection;
+  std::vector<std::size_t> all(pending_.size());
+  for (std::size_t j = 0; j < all.size(); ++j) all[j] = j;
   if (conn.scripts_span_slots()) {
-    std::vector<std::size_t> all(pending_.size());
-    for (std::size_t j = 0; j < all.size(); ++j) all[j] = j;
     add_calls(all, nullptr);
     return;
   }
-  const bool by_node = span_node_ && ctx_->options.batch_per_master && !script_->spread_function.empty();
-  std::vector<std::uint16_t> slots(pending_.size());
-  std::vector<std::vector<std::size_t>> groups;
-  std::unordered_map<std::size_t, std::size_t> group_of;  // slot, or node -> index in groups
-  for (std::size_t j = 0; j < pending_.size(); ++j) {
-    const std::string& key = requests_[pending_[j]].keys[0];
-    slots[j] = key_slot(key);
-    const auto [it, added] = group_of.emplace(by_node ? conn.node_of(key) : slots[j], groups.size());
-    if (added) groups.emplace_back();
-    groups[it->second].push_back(j);
+  if (!span_node_ || !ctx_->options.batch_per_master || script_->spread_function.empty()) {
+    for (const auto& g : by_slot(all)) add_calls(g, nullptr);
+    return;
   }
-  for (const auto& g : groups) add_calls(g, by_node ? &slots : nullptr);
+  // By node; a call whose requests lie in several slots is a spread call.
+  std::vector<std::uint16_t> slots(pending_.size());
+  for (std::size_t j = 0; j < slots.size(); ++j) slots[j] = key_slot(requests_[pending_[j]].keys[0]);
+  const auto node = [&](std::size_t j) { return conn.node_of(requests_[pending_[j]].keys[0]); };
+  for (const auto& g : decision_path_impl::grouped(all, node)) add_calls(g, &slots);
+}
+
+REDLIMIT_INLINE std::vector<std::vector<std::size_t>> DecisionPath::by_slot(
+    const std::vector<std::size_t>& positions) const {
+  return decision_path_impl::grouped(positions,
+                                     [&](std::size_t j) { return key_slot(requests_[pending_[j]].keys[0]); });
 }
 
 REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
@@ -177,14 +198,7 @@ REDLIMIT_INLINE std::size_t DecisionPath::split_refused(const std::vector<Reply>
     ++ctx_->counters.resent_by_slot;
     const std::vector<std::size_t> ids = std::move(members_[k]);
     members_[k].clear();
-    std::vector<std::vector<std::size_t>> groups;
-    std::unordered_map<std::uint16_t, std::size_t> group_of;  // slot -> index in groups
-    for (std::size_t j : ids) {
-      const auto [it, added] = group_of.emplace(key_slot(requests_[pending_[j]].keys[0]), groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(j);
-    }
-    for (const auto& g : groups) add_calls(g, nullptr);
+    for (const auto& g : by_slot(ids)) add_calls(g, nullptr);
   }
   return before;
 }
