@@ -1076,7 +1076,7 @@ main-thread CPU time does not. {cpu_spreads}
 What each script calls (`redis.call`) for one decision, counted by `INFO commandstats` and held to
 these bounds by `tests/integration/command_count_test.cpp` (which prints the table). One call decides
 one request, or a whole `consume_many` batch (one script call for up to 256 requests on one server):
-the read of every state and block marker is then one command, and each key is written once.
+the read of every state and block marker is then one command, and each admission is one write.
 
 | strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
 |---|---|---:|---:|---:|
