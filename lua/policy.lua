@@ -40,6 +40,7 @@
 local limits, by_tag, width
 local limit_args, limit_args_n = {}, 0 -- ARGV[4 .. 4 + 4m] of the call that built `limits`
 local state_is_string = false
+local params_n -- this call's number of parameters: limit_args_n (the epilogue's name for it)
 
 -- Whether this call's limits are given by the strings that built `limits`.
 local function same_limits(ARGV)
@@ -293,3 +294,4 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   local b = (now - l.r) / l.P
   if b ~= l.b then l.b, l.field = b, l.tag .. ':' .. fmt(b) end
 end
+params_n = limit_args_n

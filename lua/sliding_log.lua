@@ -22,7 +22,7 @@
 local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
                             -- have left the window)
 local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
-local state_is_string, width = false, 5
+local state_is_string, width, params_n = false, 5, 2
 
 -- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
 local function parse(member)

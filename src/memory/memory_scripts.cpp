@@ -147,8 +147,12 @@ bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {
 
 const Packed* packed(const Entry* e) { return e != nullptr ? std::get_if<Packed>(&e->state) : nullptr; }
 
-// ARGV[2] is request 1's cost; those of requests 2..n close ARGV.
-std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n) { return c.num(i == 0 ? 2 : c.argc() - n + i + 1); }
+// ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the script's `params`
+// parameters, unless they all cost ARGV[2] and none is sent (prologue.lua).
+std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params) {
+  if (i == 0 || c.argc() <= 3 + params) return c.num(2);
+  return c.num(c.argc() - n + i + 1);
+}
 
 // The batch's memo of rejections (epilogue.lua's `rejected`): a rejected request records nothing,
 // so until its subject admits something, the same key and cost get the same answer.
@@ -205,10 +209,12 @@ Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Table
 }
 
 // A string state, a batch: one MGET of every key, each request decided against the values as the
-// batch left them, and each key written once at the end with its last value. A request that
-// fails ends the call before anything is written.
+// batch left them, and each key written once at the end with its last value: the state Redis ends
+// with, where epilogue.lua writes each admission as it goes (a string state's decide() cannot fail
+// between two writes).
 template <class Twin>
-Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
+Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
+                    Tables& tables) {
   struct Slot {
     KeyRef ref;
     const Entry* read;  // what MGET saw (its own kind decides how it reads)
@@ -237,7 +243,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   Memo memo;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[2 * i];
-    const std::int64_t cost = cost_of(c, i, n);
+    const std::int64_t cost = cost_of(c, i, n, params);
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
@@ -265,7 +271,8 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
 // with GET (WRONGTYPE for a marker key holding a hash or a sorted set); a batch reads all markers
 // first with one MGET.
 template <class Twin>
-Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
+Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
+                Tables& tables) {
   std::vector<std::optional<Entry>> markers(n);
   for (std::size_t i = 0; i < n; ++i) {
     KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);
@@ -281,7 +288,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
   Memo memo;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[2 * i];
-    const std::int64_t cost = cost_of(c, i, n);
+    const std::int64_t cost = cost_of(c, i, n, params);
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
@@ -296,25 +303,26 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
 }
 
 template <class Twin>
-Reply run_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
-  return n == 1 ? one_string(twin, c, keys, tables) : batch_strings(twin, c, keys, n, tables);
+Reply run_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
+                  Tables& tables) {
+  return n == 1 ? one_string(twin, c, keys, tables) : batch_strings(twin, c, keys, n, params, tables);
 }
 
 Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
   switch (id) {
     case ScriptId::fixed_window:
-      return run_strings(FixedWindowTwin(c), c, keys, n, tables);
+      return run_strings(FixedWindowTwin(c), c, keys, n, 2, tables);
     case ScriptId::token_bucket:
-      return run_strings(TokenBucketTwin(c), c, keys, n, tables);
+      return run_strings(TokenBucketTwin(c), c, keys, n, 3, tables);
     case ScriptId::leaky_bucket:
-      return run_strings(LeakyBucketTwin(c), c, keys, n, tables);
+      return run_strings(LeakyBucketTwin(c), c, keys, n, 4, tables);
     case ScriptId::sliding_log: {
       SlidingLogTwin twin(c);
-      return run_keyed(twin, c, keys, n, tables);
+      return run_keyed(twin, c, keys, n, 2, tables);
     }
     case ScriptId::policy: {
       PolicyTwin twin(c);
-      return run_keyed(twin, c, keys, n, tables);
+      return run_keyed(twin, c, keys, n, 1 + 4 * static_cast<std::size_t>(c.num(4)), tables);
     }
     case ScriptId::block: {
       KeyRef marker(tables.of(keys[1]), keys[1], c.now);

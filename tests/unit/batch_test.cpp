@@ -71,7 +71,7 @@ class BatchTest : public ::testing::Test {
             "1000000"};
   }
   // One script call deciding `requests` in order (prologue.lua): each request's two keys, the first
-  // request's ARGV, then the costs of the others.
+  // request's ARGV, then the costs of the others, unless all cost the same.
   static Argv batch_call(const char* verb, const Strategy& s,
                          const std::vector<std::pair<std::string, std::int64_t>>& requests) {
     const auto& script = scripts::fixed_window();
@@ -82,6 +82,9 @@ class BatchTest : public ::testing::Test {
       argv.push_back(s.block_key_for(r.first));
     }
     argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), "1", "5", "1000000"});
+    bool uniform = true;
+    for (const auto& r : requests) uniform = uniform && r.second == requests.front().second;
+    if (uniform) return argv;
     for (std::size_t i = 1; i < requests.size(); ++i) argv.push_back(std::to_string(requests[i].second));
     return argv;
   }
@@ -120,6 +123,25 @@ TEST_F(BatchTest, DefaultCostIsOne) {
   EXPECT_CALL(*mock, command(batch_call("EVALSHA", fw, {{"a", 1}, {"b", 1}})))
       .WillOnce(Return(batch_reply({decision_reply(1, 4, 0, 1), decision_reply(1, 4, 0, 1)})));
   EXPECT_EQ(fw.consume_many({r, Request{"b"}}).size(), 2u);
+}
+
+// Requests that all cost what the first does send no costs after the parameters (prologue.lua):
+// the script reads them all as ARGV[2]. One cost that differs sends them all.
+TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  const std::string sha = scripts::fixed_window().sha1;
+  const Argv same{"EVALSHA", sha, "6", fw.key_for("a"), fw.block_key_for("a"), fw.key_for("b"), fw.block_key_for("b"),
+                  fw.key_for("c"), fw.block_key_for("c"), std::to_string(kStart), "2", "1", "5", "1000000"};
+  Argv differ = same;
+  differ[10] = "1";
+  differ.insert(differ.end(), {"2", "2"});
+  const Reply three = batch_reply({decision_reply(1, 3, 0, 1), decision_reply(1, 1, 0, 1), decision_reply(0, 1, 1, 1)});
+  InSequence seq;
+  EXPECT_CALL(*mock, command(same)).WillOnce(Return(three));
+  EXPECT_CALL(*mock, command(differ)).WillOnce(Return(three));
+  EXPECT_EQ(fw.consume_many({{"a", 2}, {"b", 2}, {"c", 2}}).size(), 3u);
+  EXPECT_EQ(fw.consume_many({{"a", 1}, {"b", 2}, {"c", 2}}).size(), 3u);
 }
 
 TEST_F(BatchTest, NoscriptIsAnsweredByOneEvalOfTheSameBatch) {

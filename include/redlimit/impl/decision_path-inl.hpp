@@ -160,16 +160,21 @@ REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
       continue;
     }
     // KEYS: state and block marker of each request; ARGV: the first request's (its now, cost,
-    // mode, the strategy's parameters), then the costs of the others (lua/prologue.lua).
+    // mode, the strategy's parameters), then the costs of the others, unless they all cost what
+    // the first does (lua/prologue.lua): fewer arguments for Redis to read and the script to parse.
     ScriptCall merged;
     merged.keys.reserve(2 * (to - from));
     merged.args = first.args;
-    merged.args.reserve(first.args.size() + (to - from - 1));
+    bool uniform = true;
     for (std::size_t j = from; j < to; ++j) {
       const ScriptCall& c = requests_[pending_[g[j]]];
       merged.keys.insert(merged.keys.end(), c.keys.begin(), c.keys.end());
-      if (j > from) merged.args.push_back(c.args[1]);
+      uniform = uniform && c.args[1] == first.args[1];
       if (slots != nullptr && (*slots)[g[j]] != (*slots)[g[from]]) merged.spread = true;
+    }
+    if (!uniform) {
+      merged.args.reserve(first.args.size() + (to - from - 1));
+      for (std::size_t j = from + 1; j < to; ++j) merged.args.push_back(requests_[pending_[g[j]]].args[1]);
     }
     script_calls_.push_back(std::move(merged));
   }
