@@ -330,15 +330,13 @@ inline std::string subject_name(long i) { return fmt::format("u{:07d}", i); }
 
 // On a cluster, Options::pool is per master: each master gets a pool of this size.
 // `coalesce`: PoolOptions::coalesce and Options::share_script_calls; `per_master`:
-// Options::batch_per_master; `share_sync`: Options::share_sync_calls.
-inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coalesce = true, bool per_master = true,
-                                     bool share_sync = false) {
+// Options::batch_per_master.
+inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coalesce = true, bool per_master = true) {
   redlimit::Options o;
   o.pool.size = pool;
   o.pool.coalesce = coalesce;
   o.share_script_calls = coalesce;
   o.batch_per_master = per_master;
-  o.share_sync_calls = share_sync;
   return redlimit::RateLimiter::connect(url_of(c), o);
 }
 

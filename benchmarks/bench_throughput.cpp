@@ -15,7 +15,6 @@ struct Mode {
   int pool = 0;        // pool size; 0 = threads
   bool coalesce = true;  // PoolOptions::coalesce and Options::share_script_calls (bench_common.hpp)
   bool per_master = true;  // Options::batch_per_master (a cluster's batches)
-  bool share_sync = false;  // Options::share_sync_calls
 };
 
 struct RunResult {
@@ -48,8 +47,7 @@ void caller(const redlimit::Strategy& s, const std::vector<std::string>& subject
 
 RunResult run_sync(const Config& c, const Spec& spec, const Mode& m, const std::string& resource,
                    const std::vector<std::string>& subjects, Admin& admin) {
-  auto limiter =
-      connect(c, static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce, m.per_master, m.share_sync);
+  auto limiter = connect(c, static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce, m.per_master);
   auto strategy = spec.make(limiter, resource);
   // Open every pooled connection before the clock starts (on a cluster, a connection to each
   // master: 16 subjects per thread land on all three).
@@ -209,8 +207,6 @@ std::vector<Mode> all_modes() {
       {"async64_unshared", 1, 0, 64, 0, false},
       // 8 threads on the default pool of 4, as a service calls it: sharing round trips, then not.
       {"threads8", 8, 0, 0, 4, true}, {"threads8_unshared", 8, 0, 0, 4, false},
-      // The same 8 threads, their consume() calls sharing script calls (Options::share_sync_calls).
-      {"threads8_shared", 8, 0, 0, 4, true, true, true},
       // consume_many 128 on a cluster, a script call per hash slot (Options::batch_per_master off);
       // the same as batch128 on one server.
       {"batch128_per_slot", 1, 128, 0, 0, true, false},

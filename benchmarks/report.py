@@ -43,8 +43,6 @@ MODES = [
     ("pool2", "pool, 2 threads"),
     ("pool4", "pool, 4 threads"),
     ("pool8", "pool, 8 threads"),
-    ("threads8", "8 threads, pool of 4"),
-    ("threads8_shared", "8 threads, pool of 4, sharing script calls"),
     ("batch32", "consume_many, 32"),
     ("batch128", "consume_many, 128"),
     ("pool2_batch128", "2 threads x consume_many 128"),
@@ -134,7 +132,7 @@ def capacity_section(res):
         if r["strategy"] not in seen:
             seen.append(r["strategy"])
     for sid in seen:
-        for mode in ("seq", "threads8", "threads8_shared", "async64", "batch128"):
+        for mode in ("seq", "threads8", "async64", "batch128"):
             vals = [r.get("server_cpu_us_per_decision") for r in res.select(suite="throughput", strategy=sid, mode=mode)]
             vals = sorted(v for v in vals if v)
             if not vals:
@@ -531,9 +529,6 @@ ISSUE13 = [
     Target("7", "Redis main-thread CPU per decision, 8 threads calling `consume()` on the pool (of 4), vs the "
                 "pipelined figure (`consume_many` 128)", ALL,
            mode_side("throughput", "threads8", "server_cpu_us_per_decision"),
-           mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
-    Target("7", "the same, the 8 threads' `consume()` calls sharing script calls (`Options::share_sync_calls`)", ALL,
-           mode_side("throughput", "threads8_shared", "server_cpu_us_per_decision"),
            mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
 ]
 
@@ -1175,8 +1170,7 @@ Cluster masters that would take for 1M, 10M and 100M decisions a second, assumin
 spread evenly over the masters' slots (subjects are hashed) and each master on a core of this
 machine's speed. `seq` is one call at a time on a connection (the worst case: a socket read and
 write per decision), `threads8` eight threads calling `consume()` on the default pool of 4 (the
-pool shares round trips between them), `threads8_shared` the same with their calls sharing script
-calls (`Options::share_sync_calls`), `async64` 64 calls in flight (the calls of one loop turn
+pool shares round trips between them), `async64` 64 calls in flight (the calls of one loop turn
 sharing a script call, `Options::share_script_calls`), `batch128` `consume_many` of 128. Replicas add no decisions (every decision writes); they double the cores for the same figure.
 
 {capacity}

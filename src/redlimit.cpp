@@ -6,7 +6,6 @@
 #endif
 
 #include "redlimit/impl/async_lane-inl.hpp"
-#include "redlimit/impl/sync_lane-inl.hpp"
 #include "redlimit/impl/breaker-inl.hpp"
 #include "redlimit/impl/clock-inl.hpp"
 #include "redlimit/impl/context-inl.hpp"

@@ -96,19 +96,6 @@ struct Options {
   // each.
   bool share_script_calls = true;
 
-  // consume() calls of one strategy made from several threads at once share script calls: while
-  // one is in flight, the calls that come queue, and go as one script call when it returns, which
-  // Redis decides one request after another, in the order they came, exactly as a consume_many
-  // batch (detail/sync_lane.hpp). The script's fixed cost and a round trip are shared: under load,
-  // far less of Redis's time per decision (docs/performance.md, "8 threads, pool of 4, sharing
-  // script calls"). A call alone goes at once; each keeps its deadline (command_timeout counts from
-  // its own start, and one still queued at its deadline gets the failure policy's answer, having
-  // sent nothing); nothing is replayed. Like a batch, a shared call fails as a whole: an outage is
-  // every caller's (each gets the failure policy), and so is an error reply such as a key of
-  // another type under one subject's key. Off by default for that reason; peek, refund, acquire and
-  // block are never shared.
-  bool share_sync_calls = false;
-
   // On a Redis Cluster whose masters run the Functions library: the requests of a batch
   // (consume_many, and consume_async calls merged by share_script_calls) that one master serves go
   // to it as one script call, whatever their hash slots,

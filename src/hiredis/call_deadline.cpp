@@ -22,10 +22,6 @@ void begin_call(std::chrono::milliseconds timeout) {
   if (open_call.depth++ == 0) open_call.deadline = after(timeout);
 }
 
-void begin_call(std::chrono::milliseconds timeout, DeadlineClock::time_point since) {
-  if (open_call.depth++ == 0) open_call.deadline = timeout.count() > 0 ? since + timeout : no_deadline();
-}
-
 void end_call() noexcept {
   if (open_call.depth > 0 && --open_call.depth == 0) open_call.deadline = no_deadline();
 }

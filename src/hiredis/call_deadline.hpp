@@ -19,8 +19,6 @@ constexpr DeadlineClock::time_point no_deadline() { return DeadlineClock::time_p
 // Opens a call on this thread with `timeout` (0 = none); a call already open keeps its deadline
 // (nested transports: a cluster over pools over connections).
 void begin_call(std::chrono::milliseconds timeout);
-// The same, counting `timeout` from `since` (Connection::begin_call_at).
-void begin_call(std::chrono::milliseconds timeout, DeadlineClock::time_point since);
 // Closes what begin_call opened. noexcept: runs in destructors.
 void end_call() noexcept;
 

@@ -151,9 +151,6 @@ void ClusterConnection::apply_slots(const Reply& slots, const std::string& answe
 }
 
 void ClusterConnection::begin_call() { hiredis_detail::begin_call(options_.command_timeout); }
-void ClusterConnection::begin_call_at(std::chrono::steady_clock::time_point since) {
-  hiredis_detail::begin_call(options_.command_timeout, since);
-}
 void ClusterConnection::end_call() noexcept { hiredis_detail::end_call(); }
 
 namespace {

@@ -48,9 +48,6 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, std::chrono::milliseconds conn
 }
 
 void ConnectionPool::begin_call() { hiredis_detail::begin_call(command_timeout_); }
-void ConnectionPool::begin_call_at(std::chrono::steady_clock::time_point since) {
-  hiredis_detail::begin_call(command_timeout_, since);
-}
 void ConnectionPool::end_call() noexcept { hiredis_detail::end_call(); }
 
 ConnectionPool::Slot ConnectionPool::acquire() {

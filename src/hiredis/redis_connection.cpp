@@ -112,9 +112,6 @@ void RedisConnection::fail(const char* during, const std::string& why) {
 }
 
 void RedisConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }
-void RedisConnection::begin_call_at(std::chrono::steady_clock::time_point since) {
-  hiredis_detail::begin_call(command_timeout_, since);
-}
 void RedisConnection::end_call() noexcept { hiredis_detail::end_call(); }
 
 // The TLS handshake on the new context, part of connecting: bounded by the same time as the connect.

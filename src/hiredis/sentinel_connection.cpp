@@ -45,9 +45,6 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
 }
 
 void SentinelConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }
-void SentinelConnection::begin_call_at(std::chrono::steady_clock::time_point since) {
-  hiredis_detail::begin_call(command_timeout_, since);
-}
 void SentinelConnection::end_call() noexcept { hiredis_detail::end_call(); }
 
 std::string SentinelConnection::master() const {

@@ -25,7 +25,6 @@
 
 #include "redlimit/decision.hpp"
 #include "redlimit/detail/async_lane.hpp"
-#include "redlimit/detail/sync_lane.hpp"
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/script.hpp"
@@ -47,9 +46,6 @@ struct StrategySpec {
   // each goes alone (Options::share_script_calls off, or a cluster with Options::batch_per_master
   // off, where calls of a turn rarely share a slot).
   std::unique_ptr<AsyncLane> async_lane;
-  // Sends concurrent consume() calls as shared script calls (detail/sync_lane.hpp); null unless
-  // Options::share_sync_calls.
-  std::unique_ptr<SyncLane> sync_lane;
 };
 
 class DecisionPath {
@@ -64,11 +60,6 @@ class DecisionPath {
 
   // Room for n requests (a batch), so that add() does not reallocate.
   void reserve(std::size_t n);
-  // The path's callers have been waiting since `t` (calls queued for a shared script call,
-  // detail/sync_lane.hpp): its deadline and its latency count from then, not from begin().
-  void since(std::chrono::steady_clock::time_point t) { since_ = t; }
-  // When the path started: since(), or begin()'s time.
-  std::chrono::steady_clock::time_point started() const { return started_; }
 
   // One request, already checked: its own call (KEYS state and block marker; ARGV now, cost, mode,
   // parameters) and its cost.
@@ -134,7 +125,6 @@ class DecisionPath {
   Operation op_;
   const Script* script_;
   std::chrono::steady_clock::time_point started_;
-  std::optional<std::chrono::steady_clock::time_point> since_;  // since(), if given
   std::chrono::microseconds now_{0};  // the limiter's clock when begin() ran
   std::vector<ScriptCall> requests_;  // one call per request, as added
   std::vector<std::int64_t> costs_;
@@ -178,5 +168,4 @@ void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConne
 #include "redlimit/impl/async_lane-inl.hpp"
 #include "redlimit/impl/decide-inl.hpp"
 #include "redlimit/impl/decision_path-inl.hpp"
-#include "redlimit/impl/sync_lane-inl.hpp"
 #endif

@@ -39,7 +39,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
   try {
     // The call's deadline starts here and bounds the whole send step: the pool's wait, connecting,
     // the round trip and the EVAL after NOSCRIPT (docs/reliability.md §7).
-    CallScope call(*ctx.connection, path.started());
+    CallScope call(*ctx.connection);
     std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
     if (!ctx.connection->thread_safe()) lock.lock();
     replies = send_script_calls(*ctx.connection, path.script(), calls);

@@ -34,7 +34,7 @@ REDLIMIT_INLINE void DecisionPath::add(ScriptCall call, std::int64_t cost) {
 REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin(bool span_node) {
   Context& ctx = *ctx_;
   span_node_ = span_node;
-  started_ = since_ ? *since_ : std::chrono::steady_clock::now();
+  started_ = std::chrono::steady_clock::now();
   now_ = ctx.clock->now();
   out_.assign(requests_.size(), Decision{});
   // Requests the local reject cache can answer never leave the process.

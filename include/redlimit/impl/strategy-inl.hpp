@@ -60,8 +60,7 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   }
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           std::move(params), std::move(windows), std::move(lane),
-                           ctx_->options.share_sync_calls ? std::make_unique<detail::SyncLane>() : nullptr});
+                           std::move(params), std::move(windows), std::move(lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
@@ -159,10 +158,6 @@ REDLIMIT_INLINE std::shared_ptr<AsyncConnection> Strategy::async_connection() co
 
 REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
   check_cost(cost);
-  if (spec_->sync_lane) {  // shared with the calls of other threads (Options::share_sync_calls)
-    detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);
-    return spec_->sync_lane->consume(ctx_, spec_, call, cost);
-  }
   return run(Operation::consume, *spec_->script, subject, cost, spec_->params);
 }
 

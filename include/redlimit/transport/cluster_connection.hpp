@@ -61,7 +61,6 @@ class ClusterConnection final : public Connection {
   // connection's life (0 while the slot's owner is unknown).
   std::size_t node_of(std::string_view key) const override;
   void begin_call() override;
-  void begin_call_at(std::chrono::steady_clock::time_point since) override;
   void end_call() noexcept override;
 
   // Re-reads CLUSTER SLOTS from any node that answers.

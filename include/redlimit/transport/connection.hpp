@@ -2,7 +2,6 @@
 // The narrow seam between strategies and Redis: send one command, get one reply. Strategies need
 // nothing else (EVALSHA, EVAL, DEL), so unit tests swap in a gmock MockConnection and other
 // transports (a pool, a cluster router) plug in beside RedisConnection.
-#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -49,13 +48,6 @@ class Connection {
   // over another one): the outermost one sets the deadline. The defaults do nothing.
   virtual void begin_call() {}
   virtual void end_call() noexcept {}
-  // The same for a call whose callers have been waiting since `since` (a shared script call,
-  // detail/sync_lane.hpp, carries calls queued before it): its deadline counts from then. The
-  // default opens the call as begin_call() does.
-  virtual void begin_call_at(std::chrono::steady_clock::time_point since) {
-    (void)since;
-    begin_call();
-  }
 
   // Sends argv as one command (binary-safe) and returns its reply. Error replies are returned as
   // Reply::Type::error, not thrown; transport failures throw ConnectionError / TimeoutError.
@@ -111,7 +103,6 @@ inline bool is_transit_failure(const Reply& r) {
 class CallScope {
  public:
   explicit CallScope(Connection& conn) : conn_(conn) { conn_.begin_call(); }
-  CallScope(Connection& conn, std::chrono::steady_clock::time_point since) : conn_(conn) { conn_.begin_call_at(since); }
   ~CallScope() { conn_.end_call(); }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;

@@ -33,7 +33,6 @@ class ConnectionPool final : public Connection {
   bool thread_safe() const override { return true; }
   // A call's deadline (now + command_timeout) also bounds its wait for a free connection.
   void begin_call() override;
-  void begin_call_at(std::chrono::steady_clock::time_point since) override;
   void end_call() noexcept override;
 
   // Connections opened so far (idle or leased).

@@ -50,7 +50,6 @@ class RedisConnection final : public Connection {
   std::vector<Reply> receive(std::size_t count);
   void disconnect() noexcept;
   void begin_call() override;
-  void begin_call_at(std::chrono::steady_clock::time_point since) override;
   void end_call() noexcept override;
 
   const Endpoint& endpoint() const { return endpoint_; }

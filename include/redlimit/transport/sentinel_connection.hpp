@@ -53,7 +53,6 @@ class SentinelConnection final : public Connection {
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
   void begin_call() override;
-  void begin_call_at(std::chrono::steady_clock::time_point since) override;
   void end_call() noexcept override;
 
   // As ConnectionPool::on_connect, for the pool of every master found. Set it before sharing.
