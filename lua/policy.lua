@@ -38,14 +38,15 @@
 -- a decision. Set per call, below; kept from the last call when its limits were given by the same
 -- strings (helpers.lua, params), and then only their time fields r and b are set again.
 local limits, by_tag, width
-local limit_args, limit_args_n = {}, 0 -- ARGV[4 .. 4 + 4m] of the call that built `limits`
+-- ARGV[4 .. 4 + 4m] of the call that built `limits`, and their number, 1 + 4m (params_n: the
+-- epilogue reads it too, to find the costs of a batch)
+local limit_args, params_n = {}, 0
 local state_is_string = false
-local params_n -- this call's number of parameters: limit_args_n (the epilogue's name for it)
 
 -- Whether this call's limits are given by the strings that built `limits`.
 local function same_limits(ARGV)
   local n = 1 + 4 * (tonumber(ARGV[4]) or 0) -- m, then four arguments a limit
-  if n ~= limit_args_n then return false end
+  if n ~= params_n then return false end
   for j = 1, n do
     if ARGV[3 + j] ~= limit_args[j] then return false end
   end
@@ -278,8 +279,8 @@ end
 if not same_limits(ARGV) then
   local m = tonumber(ARGV[4])
   width = 6 + 2 * m
-  limits, by_tag, limit_args, limit_args_n = {}, {}, {}, 1 + 4 * m
-  for j = 1, limit_args_n do limit_args[j] = ARGV[3 + j] end
+  limits, by_tag, limit_args, params_n = {}, {}, {}, 1 + 4 * m
+  for j = 1, params_n do limit_args[j] = ARGV[3 + j] end
   for i = 1, m do
     local base = 5 + 4 * (i - 1)
     local P = tonumber(ARGV[base + 3])
@@ -294,4 +295,3 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   local b = (now - l.r) / l.P
   if b ~= l.b then l.b, l.field = b, l.tag .. ':' .. fmt(b) end
 end
-params_n = limit_args_n
