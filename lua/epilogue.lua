@@ -156,7 +156,7 @@ for i = 1, n do
         seen = {}
         rejected[key] = seen
       end
-      seen[cost] = {rem, retry, reset, delay, decider, each}
+      seen[cost] = {rem, retry, reset, delay, decider, each and {unpack(each, 1, width - 6)}}
     elseif seen then
       rejected[key] = nil
     end

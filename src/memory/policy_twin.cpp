@@ -264,8 +264,10 @@ void PolicyTwin::take(KeyRef& key, std::int64_t cost, const std::vector<std::str
 }
 
 // The deciding limit: when rejected, the one that makes the caller wait longest; when admitted, the
-// one with the least quota left. Then the TTL: the hash is all stale once every newest bucket is.
-Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed) const {
+// one with the least quota left. Then the TTL: the hash is all stale once every newest bucket is,
+// a time that has not moved when every limit's newest bucket already was its current one or later
+// (ttl_holds, decide()): the TTL set then still holds.
+Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, bool ttl_holds) const {
   std::optional<std::int64_t> remaining;
   Decided d;
   d.each.reserve(2 * limits_.size());
@@ -287,7 +289,7 @@ Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed) const
     if (!remaining || rem < *remaining) remaining = rem;
     d.retry_after = std::max(d.retry_after, wait);
   }
-  if (allowed && c_.record && d.reset_after > 0) key.expire_ms(c_.now, ttl_ms(d.reset_after));
+  if (allowed && c_.record && d.reset_after > 0 && !ttl_holds) key.expire_ms(c_.now, ttl_ms(d.reset_after));
   d.allowed = allowed ? 1 : 0;
   d.remaining = remaining.value_or(0);
   d.has_remaining = remaining.has_value();
@@ -305,10 +307,12 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   read(key, stale);
 
   bool allowed = true;
+  bool ttl_holds = true;
   for (auto& l : limits_) {
     l.used = l.full + weighted(l, l.old);
     l.allowed = l.used + cost <= l.limit;
     allowed = allowed && l.allowed;
+    ttl_holds = ttl_holds && !l.adopted && l.newest && *l.newest >= l.b;
   }
   if (c_.refund) {
     allowed = true;
@@ -316,7 +320,7 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   } else if (allowed && c_.record) {
     take(key, cost, stale);
   }
-  return conclude(key, cost, allowed);
+  return conclude(key, cost, allowed, ttl_holds);
 }
 
 }  // namespace redlimit::detail::memory

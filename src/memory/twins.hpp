@@ -183,7 +183,7 @@ class PolicyTwin {
   void own(KeyRef& key, Limit& l);
   void give_back(KeyRef& key, std::int64_t cost);
   void take(KeyRef& key, std::int64_t cost, const std::vector<std::string>& stale);
-  Decided conclude(KeyRef& key, std::int64_t cost, bool allowed) const;
+  Decided conclude(KeyRef& key, std::int64_t cost, bool allowed, bool ttl_holds) const;
 
   const Call& c_;
   std::vector<Limit> limits_;
