@@ -94,33 +94,35 @@ if n == 1 then
 end
 
 -- A batch. One MGET reads every block marker and, for string states, every state: one command
--- whatever n is. String states are then kept in `values` as the batch changes them, and each
--- admission is written as it is decided, so a later request of the same subject reads the value
--- the earlier one wrote, and a TTL 0 (keep the key's) always finds the key in Redis. Writing once
--- per key at the end instead (its last value) saves the writes of a subject repeated in a batch,
--- but its bookkeeping (three tables keyed by the keys, grown and rehashed as they fill) cost more
--- than half a microsecond of Redis's time per request of every batch (measured on 7.0).
+-- whatever n is. Its reply is read by position (request i's state at 2i - 1, its marker at
+-- `stride` * i), and each admission is written as it is decided and kept in `written`, so a later
+-- request of the same subject reads the value the earlier one wrote, and a TTL 0 (keep the key's)
+-- always finds the key in Redis. Filing every key read in a table by name instead costs two table
+-- inserts a request; writing once per key at the end (its last value) saves the writes of a
+-- subject repeated in a batch, but its bookkeeping (three tables keyed by the keys, grown and
+-- rehashed as they fill) cost more than half a microsecond of Redis's time per request of every
+-- batch (measured on 7.0).
 -- A spread call (requests of many slots, helpers.lua) reads each request's two keys with an MGET of
 -- their own: one command may not span slots, even in a script allowed to. A non-string state reads
 -- as false there (MGET answers nil for another type) and its decide() reads it again. Either way
 -- every key of the call is read before anything is written, so a key this node does not serve (a
 -- slot that moved, or is moving: Redis refuses the command, and the call ends in error) stops the
 -- call before it changed anything, and the client can send its requests again slot by slot.
-local values = {}
+local got, stride = nil, 2
 if spread then
+  got = {}
   for i = 1, #KEYS, 2 do
-    local got = redis.call('MGET', KEYS[i], KEYS[i + 1])
-    values[KEYS[i]], values[KEYS[i + 1]] = got[1], got[2]
+    local pair = redis.call('MGET', KEYS[i], KEYS[i + 1])
+    got[i], got[i + 1] = pair[1], pair[2]
   end
 elseif state_is_string then
-  local got = redis.call('MGET', unpack(KEYS))
-  for i = 1, #KEYS do values[KEYS[i]] = got[i] end
+  got = redis.call('MGET', unpack(KEYS))
 else
   local want = {}
   for i = 2, #KEYS, 2 do want[#want + 1] = KEYS[i] end
-  local got = redis.call('MGET', unpack(want))
-  for i = 1, #want do values[want[i]] = got[i] end
+  got, stride = redis.call('MGET', unpack(want)), 1
 end
+local written = {}
 
 -- A rejected request records nothing, so until that subject admits something again, the same
 -- request gets the same answer: `rejected[key][cost]` remembers it, and a flood from one subject
@@ -138,17 +140,23 @@ for i = 1, n do
   if memo then
     a, rem, retry, reset, delay, decider, each = 0, memo[1], memo[2], memo[3], memo[4], memo[5], memo[6]
   else
-    local marker = values[KEYS[2 * i]]
+    local marker = got[stride * i]
     local wait = marker and blocked(marker)
     if wait then
       a, rem, retry, reset, delay, decider = 0, 0, wait, wait, 0, 1
       if width > 5 then each = blocked_each(wait) end
     else
       local new, ttl
-      a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, values[key] or nil)
+      local v = nil
+      if state_is_string then
+        v = written[key] -- false: deleted by this call
+        if v == nil then v = got[2 * i - 1] end
+        v = v or nil -- MGET's and the delete's false: no state
+      end
+      a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, v)
       if new ~= nil then
         write(key, new, ttl)
-        values[key] = new
+        if state_is_string then written[key] = new end
       end
     end
     if a == 0 then
