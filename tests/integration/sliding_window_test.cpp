@@ -130,5 +130,46 @@ TEST_F(SlidingWindowTest, StateIsOneHashWithOnlyLiveBuckets) {
   EXPECT_EQ(sw.peek("u").remaining, 100 - 7);  // bucket 5 still weighs 1 at r = 0
 }
 
+// The TTL runs to when the newest bucket stops weighing anything, (newest + n + 1) * P: set by the
+// write that makes a bucket the newest, kept by later writes into that bucket (single and batched),
+// moved on by the first write into a later one.
+TEST_F(SlidingWindowTest, TheTtlIsSetWhenTheNewestBucketMoves) {
+  auto sw = rl().sliding_window("sw", Limit(100, 1h), 10min);  // n = 6 buckets of 10 min
+  const auto pttl = [&] { return server().integer({"PTTL", sw.key_for("u")}); };
+  at(15min);  // bucket 1: it stops weighing at (1 + 6 + 1) * 10 min = 80 min, 65 min from now
+  EXPECT_TRUE(sw.consume("u").allowed);
+  const std::int64_t first = pttl();
+  EXPECT_GT(first, (65min - 5s) / 1ms);
+  EXPECT_LE(first, 65min / 1ms + 1001);  // ttl_ms's margin (helpers.lua)
+  at(19min);  // still bucket 1: had the TTL been written again, it would be 61 min
+  EXPECT_TRUE(sw.consume("u").allowed);
+  sw.consume_many({{"u", 1}, {"u", 1}});
+  const std::int64_t kept = pttl();
+  EXPECT_LE(kept, first);
+  EXPECT_GT(kept, first - 5000) << "the TTL was written again";
+  EXPECT_EQ(sw.peek("u").remaining, 96);
+  at(21min);  // bucket 2: 90 min, 69 min from now
+  EXPECT_TRUE(sw.consume("u").allowed);
+  EXPECT_GT(pttl(), (69min - 5s) / 1ms);
+  EXPECT_LE(pttl(), 69min / 1ms + 1001);
+}
+
+// A limit that adopts the buckets of one that left the policy (a longer window) writes them under
+// its own TTL, even when the adopted newest bucket is the current one: the TTL they carried was the
+// old, shorter window's.
+TEST_F(SlidingWindowTest, AdoptedBucketsGetTheNewWindowsTtl) {
+  auto ten_minutes = rl().sliding_window("sw", Limit(100, 10min), 1min);
+  auto an_hour = rl().sliding_window("sw", Limit(100, 1h), 1min);
+  ASSERT_EQ(ten_minutes.key_for("u"), an_hour.key_for("u"));
+  at(5min);
+  EXPECT_TRUE(ten_minutes.consume("u").allowed);  // bucket 5: weighs until 16 min
+  EXPECT_LE(server().integer({"PTTL", ten_minutes.key_for("u")}), 11min / 1ms + 1001);
+  at(5min + 30s);  // still bucket 5, now under the hour: it weighs until 66 min, 60.5 min from now
+  const Decision d = an_hour.consume("u");
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 98) << d;  // the adopted unit counts
+  EXPECT_GT(server().integer({"PTTL", an_hour.key_for("u")}), (60min + 30s - 5s) / 1ms);
+}
+
 }  // namespace
 }  // namespace redlimit_test
