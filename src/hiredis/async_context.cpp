@@ -235,6 +235,7 @@ std::exception_ptr AsyncRedis::Core::reply_error(const Conn& conn, const redisAs
 void AsyncRedis::Core::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
   std::unique_ptr<Pending> p(static_cast<Pending*>(privdata));  // given to hiredis by send / queue_setup
   auto* conn = static_cast<Conn*>(ac->data);
+  const InLoop in_loop(conn->core.loop());
   conn->core.replied(*conn, ac, static_cast<const redisReply*>(reply), std::move(p));
 }
 

@@ -52,7 +52,12 @@ void AsyncRedis::Core::submit(Item item) {
   queue_.push_back(std::move(item));
   if (!wake_pending_) {
     wake_pending_ = true;
-    wake();
+    if (running_ == loop()) {
+      wake_in_loop();
+    } else {
+      ++wakeups_;
+      wake();
+    }
   }
 }
 
@@ -61,6 +66,7 @@ AsyncRedis::Stats AsyncRedis::Core::stats() const {
   s.connections = connections_.load();
   s.commands = commands_.load();
   s.max_in_flight = max_in_flight_.load();
+  s.wakeups = wakeups_.load();
   return s;
 }
 
@@ -69,7 +75,10 @@ AsyncRedis::Core::TimePoint AsyncRedis::Core::call_deadline() const {
   return SteadyClock::now() + options_.command_timeout;
 }
 
+thread_local const void* AsyncRedis::Core::running_ = nullptr;
+
 void AsyncRedis::Core::on_wake() {
+  const InLoop in_loop(loop());
   collect_garbage();
   std::vector<Item> batch;
   {

@@ -12,7 +12,8 @@
 //   async_core.cpp      the cross-thread queue, the backlog and the shutdown
 //   async_deadline.cpp  each call's deadline, the connect and health deadlines, and the timer
 //   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
-//   async_libevent.cpp  the libevent adapter (a pipe to wake the loop, an evtimer) and attach_libevent
+//   async_libevent.cpp  the libevent adapter (a pipe to wake the loop from other threads, an event
+//                       activated in-process from its own callbacks, an evtimer) and attach_libevent
 //   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t), our hiredis adapter for
 //                       libuv (a uv_poll_t per context; it reports socket errors) and attach_libuv
 //   redis_async.cpp     the public handle
@@ -117,6 +118,16 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   // The adapter's side. wake() is called with mutex_ held, from any thread; the others on the loop.
   virtual bool attach(redisAsyncContext* ac) = 0;
   virtual void wake() = 0;
+  // wake() made on the loop's own thread, from inside one of the callbacks below (of any Core on
+  // this loop): an adapter can do that without a system call. A call made from a reply's callback
+  // (a service answering a request by starting the next) wakes the loop this way, twice per
+  // merged call (AsyncLane's turn, then its command), where a pipe costs a write and two reads.
+  virtual void wake_in_loop() {
+    ++wakeups_;
+    wake();
+  }
+  // What identifies the event loop (its event_base, its uv_loop_t): the Cores of one loop share it.
+  virtual const void* loop() const = 0;
   virtual void arm_timer(std::chrono::microseconds delay) = 0;
   // Releases the wake-up event and the timer, then calls finished() (at once or from a later loop
   // callback). The Core may be destroyed by then: nothing may touch it afterwards.
@@ -125,6 +136,19 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   // Top-level loop handlers, called by the adapter. Each may destroy the Core as its last act.
   void on_wake();
   void on_timer();
+
+  // Marks the calling thread as running `loop`'s callbacks while it lives (thread-local; it keeps
+  // no reference to the Core, which its scope may destroy): submit() then knows it runs on the loop.
+  class InLoop {
+   public:
+    explicit InLoop(const void* loop) : outer_(running_) { running_ = loop; }
+    ~InLoop() { running_ = outer_; }
+    InLoop(const InLoop&) = delete;
+    InLoop& operator=(const InLoop&) = delete;
+
+   private:
+    const void* outer_;
+  };
 
   // Called by release_loop() once the loop resources are gone: lets the Core go.
   void finished();
@@ -209,10 +233,13 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   std::vector<Item> queue_;
   bool wake_pending_ = false;
   bool closing_ = false;
+  // The loop whose callbacks this thread is running (InLoop), if any.
+  static thread_local const void* running_;
   bool released_ = false;
 
   std::atomic<std::uint64_t> connections_{0};
   std::atomic<std::uint64_t> commands_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::size_t> max_in_flight_{0};
 
   // Loop thread only.

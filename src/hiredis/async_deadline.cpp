@@ -15,6 +15,7 @@ using async_detail::describe;
 using async_detail::SteadyClock;
 
 void AsyncRedis::Core::on_timer() {
+  const InLoop in_loop(loop());
   timer_armed_ = false;
   collect_garbage();
   const TimePoint now = SteadyClock::now();

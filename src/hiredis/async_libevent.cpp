@@ -44,8 +44,9 @@ bool set_flags(int fd) {
   return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
 }
 
-// libevent: a pipe wakes the loop (event_active from another thread would need evthread support,
-// which the caller's base may not have), and an evtimer keeps the deadlines.
+// libevent: a pipe wakes the loop from other threads (event_active from another thread would need
+// evthread support, which the caller's base may not have); on the loop's thread, event_active of an
+// event of our own does it without a system call. An evtimer keeps the deadlines.
 class LibeventCore final : public AsyncRedis::Core {
  public:
   LibeventCore(event_base* base, Endpoint endpoint, AsyncOptions options)
@@ -57,7 +58,8 @@ class LibeventCore final : public AsyncRedis::Core {
     if (!set_flags(read_.fd) || !set_flags(write_.fd)) throw ConnectionError("cannot set up the wake-up pipe");
     wake_ev_.reset(event_new(base_, read_.fd, EV_READ | EV_PERSIST, &LibeventCore::wake_cb, this));
     timer_ev_.reset(evtimer_new(base_, &LibeventCore::timer_cb, this));
-    if (!wake_ev_ || !timer_ev_ || event_add(wake_ev_.get(), nullptr) != 0) {
+    local_ev_.reset(event_new(base_, -1, 0, &LibeventCore::local_cb, this));
+    if (!wake_ev_ || !timer_ev_ || !local_ev_ || event_add(wake_ev_.get(), nullptr) != 0) {
       throw ConnectionError("cannot add the wake-up event to the event_base");
     }
   }
@@ -70,6 +72,8 @@ class LibeventCore final : public AsyncRedis::Core {
     // A full pipe already means "wake up": EAGAIN is fine.
     [[maybe_unused]] const auto n = ::write(write_.fd, &byte, 1);
   }
+  void wake_in_loop() override { event_active(local_ev_.get(), EV_READ, 0); }
+  const void* loop() const override { return base_; }
 
   void arm_timer(std::chrono::microseconds delay) override {
     const timeval tv = async_detail::to_timeval(delay);
@@ -79,6 +83,7 @@ class LibeventCore final : public AsyncRedis::Core {
   void release_loop() override {
     wake_ev_.reset();  // freeing the event whose callback is running is allowed
     timer_ev_.reset();
+    local_ev_.reset();
     read_.reset();
     write_.reset();
     finished();
@@ -93,10 +98,11 @@ class LibeventCore final : public AsyncRedis::Core {
   }
 
   static void timer_cb(evutil_socket_t /*fd*/, short /*what*/, void* arg) { static_cast<LibeventCore*>(arg)->on_timer(); }
+  static void local_cb(evutil_socket_t /*fd*/, short /*what*/, void* arg) { static_cast<LibeventCore*>(arg)->on_wake(); }
 
   event_base* base_;
   Fd read_, write_;
-  EventPtr wake_ev_, timer_ev_;
+  EventPtr wake_ev_, timer_ev_, local_ev_;
 };
 
 }  // namespace

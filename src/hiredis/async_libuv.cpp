@@ -101,6 +101,7 @@ class LibuvCore final : public AsyncRedis::Core {
   bool attach(redisAsyncContext* ac) override { return attach_uv_poll(ac, loop_); }
 
   void wake() override { uv_async_send(&async_); }
+  const void* loop() const override { return loop_; }
 
   void arm_timer(std::chrono::microseconds delay) override {
     const auto ms = static_cast<std::uint64_t>((delay.count() + 999) / 1000);
