@@ -122,10 +122,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   // this loop): an adapter can do that without a system call. A call made from a reply's callback
   // (a service answering a request by starting the next) wakes the loop this way, twice per
   // merged call (AsyncLane's turn, then its command), where a pipe costs a write and two reads.
-  virtual void wake_in_loop() {
-    ++wakeups_;
-    wake();
-  }
+  virtual void wake_in_loop() = 0;
   // What identifies the event loop (its event_base, its uv_loop_t): the Cores of one loop share it.
   virtual const void* loop() const = 0;
   virtual void arm_timer(std::chrono::microseconds delay) = 0;

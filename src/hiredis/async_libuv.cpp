@@ -83,8 +83,10 @@ bool attach_uv_poll(redisAsyncContext* ac, uv_loop_t* loop) {
   return true;
 }
 
-// libuv: uv_async_send is libuv's one thread-safe call, made for this; a uv_timer_t keeps the
-// deadlines. Handles close asynchronously: the Core lives until both close callbacks ran.
+// libuv: uv_async_send is libuv's one thread-safe call, made for this (it writes to an eventfd);
+// from the loop's own callbacks a uv_idle_t, started, runs on_wake() at the loop's next turn with no
+// system call. A uv_timer_t keeps the deadlines. Handles close asynchronously: the Core lives until
+// every close callback ran.
 class LibuvCore final : public AsyncRedis::Core {
  public:
   LibuvCore(uv_loop_t* loop, Endpoint endpoint, AsyncOptions options) : Core(std::move(endpoint), options), loop_(loop) {
@@ -95,12 +97,15 @@ class LibuvCore final : public AsyncRedis::Core {
     async_.data = this;
     uv_timer_init(loop_, &timer_);
     timer_.data = this;
+    uv_idle_init(loop_, &idle_);
+    idle_.data = this;
   }
 
  protected:
   bool attach(redisAsyncContext* ac) override { return attach_uv_poll(ac, loop_); }
 
   void wake() override { uv_async_send(&async_); }
+  void wake_in_loop() override { uv_idle_start(&idle_, &LibuvCore::idle_cb); }
   const void* loop() const override { return loop_; }
 
   void arm_timer(std::chrono::microseconds delay) override {
@@ -109,14 +114,19 @@ class LibuvCore final : public AsyncRedis::Core {
   }
 
   void release_loop() override {
-    open_ = 2;
+    open_ = 3;
     uv_close(reinterpret_cast<uv_handle_t*>(&async_), &LibuvCore::close_cb);
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &LibuvCore::close_cb);
+    uv_close(reinterpret_cast<uv_handle_t*>(&idle_), &LibuvCore::close_cb);  // stops it too
   }
 
  private:
   static void async_cb(uv_async_t* h) { static_cast<LibuvCore*>(h->data)->on_wake(); }
   static void timer_cb(uv_timer_t* h) { static_cast<LibuvCore*>(h->data)->on_timer(); }
+  static void idle_cb(uv_idle_t* h) {
+    uv_idle_stop(h);  // once per wake-up: a running idle handle would keep the loop from sleeping
+    static_cast<LibuvCore*>(h->data)->on_wake();
+  }
   static void close_cb(uv_handle_t* h) {
     auto* self = static_cast<LibuvCore*>(h->data);
     if (--self->open_ == 0) self->finished();
@@ -125,6 +135,7 @@ class LibuvCore final : public AsyncRedis::Core {
   uv_loop_t* loop_;
   uv_async_t async_{};
   uv_timer_t timer_{};
+  uv_idle_t idle_{};
   int open_ = 0;
 };
 

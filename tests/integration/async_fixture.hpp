@@ -7,9 +7,11 @@
 #include <csignal>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "redlimit/transport/redis_async.hpp"
 #include "support/fixture.hpp"
@@ -152,6 +154,62 @@ struct Tally {
     if (++done == expected) all_done.set_value();
   }
 };
+
+// A service that answers each request by starting the next: consume_async calls made in their
+// predecessors' callbacks, `in_flight` at a time, `total` in all, on one hot subject.
+struct Chain : std::enable_shared_from_this<Chain> {
+  Chain(const redlimit::Strategy& strategy, int total) : s(strategy), total(total) {}
+  void issue() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (issued == total) return;
+      ++issued;
+    }
+    s.consume_async("hot", 1, [self = shared_from_this()](const Decision& d, std::exception_ptr e) {
+      {
+        std::lock_guard<std::mutex> lock(self->mutex);
+        self->decisions.push_back(d);
+        if (e) ++self->errors;
+        if (++self->done == self->total) self->all.set_value();
+      }
+      self->issue();
+    });
+  }
+  const redlimit::Strategy& s;
+  const int total;
+  std::mutex mutex;
+  int issued = 0, done = 0, errors = 0;
+  std::vector<Decision> decisions;
+  std::promise<void> all;
+};
+
+// A chain of `total` calls, `in_flight` at a time, started by one task posted to the loop; returns
+// once every callback has run (throws if that takes longer than kWait).
+inline std::shared_ptr<Chain> run_chain(redlimit::AsyncRedis& redis, const redlimit::Strategy& s, int total,
+                                        int in_flight) {
+  auto chain = std::make_shared<Chain>(s, total);
+  redis.post([chain, in_flight] {
+    for (int i = 0; i < in_flight; ++i) chain->issue();
+  });
+  auto all = chain->all.get_future();
+  if (all.wait_for(kWait) != std::future_status::ready) throw std::runtime_error("the chain stalled");
+  return chain;
+}
+
+// What a chain on a hot subject of limit `limit` must have been told: no errors, and the remaining
+// of the admitted calls `limit - 1` down to 0, once each, in the order of the calls.
+inline void expect_exact_chain(Chain& chain, std::int64_t limit) {
+  std::lock_guard<std::mutex> lock(chain.mutex);
+  EXPECT_EQ(chain.errors, 0);
+  std::vector<std::int64_t> admitted;
+  for (const Decision& d : chain.decisions) {
+    if (d.allowed) admitted.push_back(d.remaining);
+  }
+  ASSERT_EQ(admitted.size(), static_cast<std::size_t>(limit));
+  for (std::size_t i = 0; i < admitted.size(); ++i) {
+    EXPECT_EQ(admitted[i], limit - 1 - static_cast<std::int64_t>(i)) << i;
+  }
+}
 
 class AsyncTest : public RedisTest {
  protected:

@@ -1,8 +1,8 @@
 // Options::share_script_calls over AsyncRedis on libevent (detail/async_lane.hpp): the consume_async
 // calls of one strategy made in the same turn of the loop go as one script call, decided in the
 // order they were made, each callback with its own decision; with the option off, a call each; and
-// a merged call that cannot reach Redis gets the failure policy for every caller (fixture:
-// async_fixture.hpp).
+// a merged call that cannot reach Redis gets the failure policy for every caller; calls made in
+// callbacks wake the loop without a system call (fixture: async_fixture.hpp).
 #include "integration/async_fixture.hpp"
 
 namespace redlimit_test {
@@ -105,34 +105,6 @@ TEST_F(AsyncTest, AMergedCallThatCannotReachRedisGetsTheFailurePolicyForEveryCal
   loop.stop();
 }
 
-// A service that answers each request by starting the next: consume_async calls made in their
-// predecessors' callbacks, `in_flight` at a time, `total` in all, on one hot subject.
-struct Chain : std::enable_shared_from_this<Chain> {
-  Chain(const redlimit::Strategy& strategy, int total) : s(strategy), total(total) {}
-  void issue() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (issued == total) return;
-      ++issued;
-    }
-    s.consume_async("hot", 1, [self = shared_from_this()](const Decision& d, std::exception_ptr e) {
-      {
-        std::lock_guard<std::mutex> lock(self->mutex);
-        self->decisions.push_back(d);
-        if (e) ++self->errors;
-        if (++self->done == self->total) self->all.set_value();
-      }
-      self->issue();
-    });
-  }
-  const redlimit::Strategy& s;
-  const int total;
-  std::mutex mutex;
-  int issued = 0, done = 0, errors = 0;
-  std::vector<Decision> decisions;
-  std::promise<void> all;
-};
-
 // Calls made in callbacks (3,000, 64 in flight, limit 1,000) go as merged calls that wake the loop
 // without its wake-up pipe (Stats::wakeups: only the task that starts them woke it), and are decided
 // exactly: 1,000 admitted, remaining 999 down to 0 once each, in the order of the calls.
@@ -148,23 +120,11 @@ TEST_F(AsyncTest, CallsMadeInCallbacksWakeTheLoopWithoutASystemCall) {
     EXPECT_TRUE(get_within(warm).allowed);
 
     const auto before = redis->stats();
-    auto chain = std::make_shared<Chain>(fw, 3000);
-    redis->post([chain] {
-      for (int i = 0; i < 64; ++i) chain->issue();
-    });
-    auto all = chain->all.get_future();
-    ASSERT_EQ(all.wait_for(kWait), std::future_status::ready) << "the chain stalled";
+    const auto chain = run_chain(*redis, fw, 3000, 64);
     const auto after = redis->stats();
     EXPECT_EQ(after.wakeups - before.wakeups, 1u) << "calls made in callbacks woke the loop through its pipe";
     EXPECT_LT(after.commands - before.commands, 1500u) << "the calls were not merged";
-    std::lock_guard<std::mutex> lock(chain->mutex);
-    EXPECT_EQ(chain->errors, 0);
-    std::vector<std::int64_t> admitted;
-    for (const Decision& d : chain->decisions) {
-      if (d.allowed) admitted.push_back(d.remaining);
-    }
-    ASSERT_EQ(admitted.size(), 1000u);
-    for (std::size_t i = 0; i < admitted.size(); ++i) EXPECT_EQ(admitted[i], 999 - static_cast<std::int64_t>(i)) << i;
+    expect_exact_chain(*chain, 1000);
   }
   loop.stop();
 }

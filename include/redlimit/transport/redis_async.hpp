@@ -117,9 +117,9 @@ class AsyncRedis final : public AsyncConnection {
     std::uint64_t connections = 0;     // connections opened (the first one and every reconnect)
     std::uint64_t commands = 0;        // commands handed to hiredis (AUTH/SELECT not counted)
     std::size_t max_in_flight = 0;     // most commands waiting for a reply at once, on one connection
-    // Times queued work woke the loop with a system call (the libevent pipe, uv_async_send). On
-    // libevent, work queued from inside the loop's callbacks (a call made in a callback) wakes it
-    // without one, and is not counted.
+    // Times queued work woke the loop with a system call (the libevent pipe, uv_async_send): work
+    // queued from other threads. Work queued from inside the loop's callbacks (a call made in a
+    // callback) wakes it without one (libevent: event_active; libuv: an idle handle), uncounted.
     std::uint64_t wakeups = 0;
   };
   Stats stats() const;
