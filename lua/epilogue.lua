@@ -130,6 +130,15 @@ local written = {}
 local out, m, rejected = batch_out, 0, {}
 local first_cost = #ARGV > 3 + params_n and #ARGV - n -- false: every request costs ARGV[2]
 local cost1 = tonumber(ARGV[2])
+if first_cost then
+  -- Every cost is read before anything is written: a call with a cost that is not a number (a raw
+  -- FCALL; the client checks its own) fails whole, as it does when the first request's is bad.
+  for i = 2, n do
+    if not tonumber(ARGV[first_cost + i]) then
+      error('ARGV[' .. (first_cost + i) .. '] (a cost) is not a number')
+    end
+  end
+end
 for i = 1, n do
   local key = KEYS[2 * i - 1]
   local cost = cost1

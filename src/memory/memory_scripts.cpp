@@ -154,6 +154,14 @@ std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t pa
   return c.num(c.argc() - n + i + 1);
 }
 
+// Every request's cost, read before anything is decided or written (epilogue.lua): a bad one fails
+// the call whole, whichever request it belongs to.
+std::vector<std::int64_t> costs_of(const Call& c, std::size_t n, std::size_t params) {
+  std::vector<std::int64_t> costs(n);
+  for (std::size_t i = 0; i < n; ++i) costs[i] = cost_of(c, i, n, params);
+  return costs;
+}
+
 // The batch's memo of rejections (epilogue.lua's `rejected`): a rejected request records nothing,
 // so until its subject admits something, the same key and cost get the same answer.
 class Memo {
@@ -241,9 +249,10 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   Out out(n, Twin::width());
   std::vector<std::size_t> order;
   Memo memo;
+  const std::vector<std::int64_t> costs = costs_of(c, n, params);
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[2 * i];
-    const std::int64_t cost = cost_of(c, i, n, params);
+    const std::int64_t cost = costs[i];
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
@@ -286,9 +295,10 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
   }
   Out out(n, twin.width());
   Memo memo;
+  const std::vector<std::int64_t> costs = costs_of(c, n, params);
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[2 * i];
-    const std::int64_t cost = cost_of(c, i, n, params);
+    const std::int64_t cost = costs[i];
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;

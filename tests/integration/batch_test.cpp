@@ -4,11 +4,14 @@
 // script's memo of rejections), costs above 1, batches longer than one script call.
 #include <random>
 
+#include "redlimit/detail/lua_sources.hpp"
+#include "redlimit/transport/memory_connection.hpp"
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
 namespace {
 
+using redlimit::Reply;
 using redlimit::Request;
 
 void expect_same(const Decision& batched, const Decision& single, const std::string& where) {
@@ -35,6 +38,46 @@ class BatchTest : public StrictRedisTest {
     return all;
   }
 };
+
+// A raw call, past the client's checks, whose second request's cost is not a number fails whole
+// and writes nothing, not even the first request's admission: every cost is read before the first
+// write (epilogue.lua), on Redis and in the in-memory backend alike. The same call with a good cost
+// writes both subjects, so the count of keys can tell.
+TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
+  namespace lua = redlimit::detail::lua;
+  struct Case {
+    std::string_view source;
+    std::vector<std::string> params;
+  };
+  const Case cases[] = {
+      {lua::fixed_window, {"5", "1000000"}},                 // a string state
+      {lua::policy, {"1", "1s", "5", "1000000", "1000000"}},  // a hash
+      {lua::sliding_log, {"5", "1000000"}},                  // a sorted set
+  };
+  redlimit::MemoryConnection memory(clock);  // the call's now is kT0: so is the store's
+  const std::vector<std::string> keys = {"raw:{a}:s", "raw:{a}:b", "raw:{b}:s", "raw:{b}:b"};
+  for (const Case& c : cases) {
+    for (const std::string second_cost : {"x", "2"}) {
+      SCOPED_TRACE(std::string(c.source.substr(0, 60)) + " / cost " + second_cost);
+      std::vector<std::string> argv = {"EVAL", std::string(c.source), "4"};
+      argv.insert(argv.end(), keys.begin(), keys.end());
+      argv.insert(argv.end(), {std::to_string(kT0.count()), "1", "1"});
+      argv.insert(argv.end(), c.params.begin(), c.params.end());
+      argv.push_back(second_cost);  // request 2's cost (request 1's is ARGV[2])
+      const bool bad = second_cost == "x";
+      std::vector<std::string> del = {"DEL"};
+      del.insert(del.end(), keys.begin(), keys.end());
+      const Reply on_redis = server().command(argv);
+      EXPECT_EQ(on_redis.type == Reply::Type::error, bad) << on_redis.str;
+      EXPECT_EQ(server().integer(del), bad ? 0 : 2) << "keys written on Redis";
+      const Reply in_memory = memory.command(argv);
+      EXPECT_EQ(in_memory.type == Reply::Type::error, bad) << in_memory.str;
+      const Reply deleted = memory.command(del);
+      ASSERT_EQ(deleted.type, Reply::Type::integer) << deleted.str;
+      EXPECT_EQ(deleted.integer, bad ? 0 : 2) << "keys written in memory";
+    }
+  }
+}
 
 TEST_F(BatchTest, ABatchDecidesExactlyAsTheSameRequestsOneByOne) {
   const auto batched = strategies("batch");
