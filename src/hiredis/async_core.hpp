@@ -14,7 +14,8 @@
 //   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop from other threads, an event
 //                       activated in-process from its own callbacks, an evtimer) and attach_libevent
-//   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_timer_t), our hiredis adapter for
+//   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_idle_t for wake-ups from its own
+//                       callbacks, a uv_timer_t), our hiredis adapter for
 //                       libuv (a uv_poll_t per context; it reports socket errors) and attach_libuv
 //   redis_async.cpp     the public handle
 //
@@ -146,6 +147,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
    private:
     const void* outer_;
   };
+  // The loop whose callbacks this thread is running (InLoop), if any.
+  static thread_local const void* running_;
 
   // Called by release_loop() once the loop resources are gone: lets the Core go.
   void finished();
@@ -230,8 +233,6 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   std::vector<Item> queue_;
   bool wake_pending_ = false;
   bool closing_ = false;
-  // The loop whose callbacks this thread is running (InLoop), if any.
-  static thread_local const void* running_;
   bool released_ = false;
 
   std::atomic<std::uint64_t> connections_{0};

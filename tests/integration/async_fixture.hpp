@@ -221,6 +221,29 @@ class AsyncTest : public RedisTest {
     return o;
   }
 
+  // Calls made in callbacks (3,000, 64 in flight, limit 1,000, on `loop`) go as merged calls that
+  // wake the loop without a system call (Stats::wakeups: only the task that starts them woke it),
+  // and are decided exactly: 1,000 admitted, remaining 999 down to 0 once each, in call order.
+  template <class Loop>
+  void expect_chained_calls_wake_the_loop_once(Loop& loop, const std::string& resource) {
+    {
+      auto redis = loop.attach(endpoint_of(server()));
+      auto rl = redlimit::RateLimiter::connect(server().url(), options());
+      rl.attach_async(redis);
+      const auto fw = rl.fixed_window(resource, Limit(1000, 1min));
+      loop.start();
+      auto warm = fw.consume_future("warm-up");  // settles the script path (FUNCTION LOAD)
+      EXPECT_TRUE(get_within(warm).allowed);
+      const auto before = redis->stats();
+      const auto chain = run_chain(*redis, fw, 3000, 64);
+      const auto after = redis->stats();
+      EXPECT_EQ(after.wakeups - before.wakeups, 1u) << "calls made in callbacks woke the loop with a system call";
+      EXPECT_LT(after.commands - before.commands, 1500u) << "the calls were not merged";
+      expect_exact_chain(*chain, 1000);
+    }
+    loop.stop();
+  }
+
   void SetUp() override {
     // A write on a connection the server has just closed must be an EPIPE error, not a signal.
     std::signal(SIGPIPE, SIG_IGN);

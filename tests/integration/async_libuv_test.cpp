@@ -38,22 +38,7 @@ TEST_F(AsyncTest, LibuvAdapterDecidesExactlyAndStopsCleanly) {
 // call (an idle handle, where uv_async_send writes to an eventfd), and are decided exactly.
 TEST_F(AsyncTest, LibuvCallsMadeInCallbacksWakeTheLoopWithoutASystemCall) {
   LibuvLoop loop;
-  {
-    auto redis = loop.attach(endpoint_of(server()));
-    auto rl = redlimit::RateLimiter::connect(server().url(), options());
-    rl.attach_async(redis);
-    const auto fw = rl.fixed_window("chain.uv", Limit(1000, 1min));
-    loop.start();
-    auto warm = fw.consume_future("warm-up");  // settles the script path (FUNCTION LOAD)
-    EXPECT_TRUE(get_within(warm).allowed);
-    const auto before = redis->stats();
-    const auto chain = run_chain(*redis, fw, 3000, 64);
-    const auto after = redis->stats();
-    EXPECT_EQ(after.wakeups - before.wakeups, 1u) << "calls made in callbacks woke the loop through uv_async_send";
-    EXPECT_LT(after.commands - before.commands, 1500u) << "the calls were not merged";
-    expect_exact_chain(*chain, 1000);
-  }
-  loop.stop();  // uv_loop_close() == 0: the idle handle was closed too
+  expect_chained_calls_wake_the_loop_once(loop, "chain.uv");  // loop.stop(): uv_loop_close() == 0
 }
 
 // Dropping a connection (a deadline) and losing one (a server-side kill) with libuv, whose handles

@@ -105,28 +105,11 @@ TEST_F(AsyncTest, AMergedCallThatCannotReachRedisGetsTheFailurePolicyForEveryCal
   loop.stop();
 }
 
-// Calls made in callbacks (3,000, 64 in flight, limit 1,000) go as merged calls that wake the loop
-// without its wake-up pipe (Stats::wakeups: only the task that starts them woke it), and are decided
-// exactly: 1,000 admitted, remaining 999 down to 0 once each, in the order of the calls.
+// Calls made in callbacks wake the loop without its wake-up pipe (event_active), and are decided
+// exactly (fixture: expect_chained_calls_wake_the_loop_once).
 TEST_F(AsyncTest, CallsMadeInCallbacksWakeTheLoopWithoutASystemCall) {
   LibeventLoop loop;
-  {
-    auto redis = loop.attach(endpoint_of(server()));
-    auto rl = redlimit::RateLimiter::connect(server().url(), options());
-    rl.attach_async(redis);
-    const auto fw = rl.fixed_window("chain", Limit(1000, 1min));
-    loop.start();
-    auto warm = fw.consume_future("warm-up");  // settles the script path (FUNCTION LOAD)
-    EXPECT_TRUE(get_within(warm).allowed);
-
-    const auto before = redis->stats();
-    const auto chain = run_chain(*redis, fw, 3000, 64);
-    const auto after = redis->stats();
-    EXPECT_EQ(after.wakeups - before.wakeups, 1u) << "calls made in callbacks woke the loop through its pipe";
-    EXPECT_LT(after.commands - before.commands, 1500u) << "the calls were not merged";
-    expect_exact_chain(*chain, 1000);
-  }
-  loop.stop();
+  expect_chained_calls_wake_the_loop_once(loop, "chain");
 }
 
 #endif  // REDLIMIT_HAVE_LIBEVENT
