@@ -960,10 +960,10 @@ def main():
             "**Redis CPU per decision vs rate-limiter-flexible ({}).** rate-limiter-flexible's script "
             "runs `{}` per decision and returns two numbers. Ours, a call per decision: fixed window `{}`; "
             "token bucket `{}`; leaky bucket `{}`, and in a `consume_many` batch one `MGET` for the whole "
-            "batch and one write per admitted request (a fixed window's `SET … KEEPTTL` inside a window "
-            "it has started, `PSETEX` otherwise). What is left per decision is that write (for the "
-            "buckets a key with its TTL: the one write rate-limiter-flexible's `INCRBY` on an existing "
-            "key avoids), the script's Lua arithmetic and the five integers of its decision; a script that "
+            "batch and one write per admitted request (`SET … KEEPTTL` inside a window the fixed window "
+            "has started, or a bucket's lease; `PSETEX` otherwise: a new window, a new lease, a new "
+            "subject). What is left per decision is that write, the script's Lua arithmetic and the "
+            "five integers of its decision; a script that "
             "touches nothing and returns a decision costs {} us a call ({} of rate-limiter-flexible's "
             "whole script).".format(
                 names, rlf_inner.replace("config|resetstat=0.00", "").strip(), inner("fixed_window"),
@@ -981,7 +981,7 @@ def main():
         rlf_mem = (res.first(suite="peer_memory", who="rate-limiter-flexible") or {}).get("bytes")
         why.append(
             "**Memory per subject ({}).** The state carries the configuration it was written under "
-            "(20 bytes for a fixed window, 27 for a bucket; see the memory section below), which puts "
+            "(20 bytes for a fixed window, 28 for a bucket with its lease; see the memory section below), which puts "
             "its value in a 48-byte block: 104 B a subject, where 0.2's untagged 12-byte state took 88 B. "
             "rate-limiter-flexible stores a small integer under a short key: {} B.".format(
                 ", ".join("{} {:.1f} B".format(SHORT[s], b) for s, b in misses["memory"]), rlf_mem or "?"))
@@ -1081,7 +1081,7 @@ the read of every state and block marker is then one command, and each admission
 | strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
 |---|---|---:|---:|---:|
 | fixed window | 2: `MGET` state and block marker, `PSETEX` | 2 (the write `SET … KEEPTTL`: the window's TTL holds) | 1 | 1.01 |
-| token bucket, leaky bucket (meter, shaper) | 2: `MGET` state and block marker, `PSETEX` | 2 | 1 | 1.01 |
+| token bucket, leaky bucket (meter, shaper) | 2: `MGET` state and block marker, `PSETEX` | 2 (the write `SET … KEEPTTL` within the key's lease) | 1 | 1.01 |
 | sliding window, and a policy of any number of limits | 4: `GET` marker, `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 3 (no `PEXPIRE` while every limit's newest bucket is its current one: the TTL set with it holds) | 2 | 3.01 (128 new subjects) |
 | sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 6 (the trim and the count join) | 4 | 3.01 |
 
@@ -1101,8 +1101,9 @@ value, each rounded up to jemalloc's size classes (16, 32, 48, 64 B...). The key
 buckets' states are packed integers that also carry the configuration they were written under, so
 that a deploy that changes a limit never misreads them (`pack_window` and `pack_bucket` in
 `lua/helpers.lua`; docs/algorithms.md, Reconfiguration): 20 bytes for a fixed window (start, used,
-window), 27 for a bucket (time, whole units, fraction, unit). Either is an embedded string of at most
-16 + 3 + 27 + 1 = 47 bytes, a 48-byte block: 24 + 32 + 48 = 104 B. The untagged 12-byte state of
+window), 28 for a bucket (time, whole units, fraction, unit, and the lease that says how long its
+key lives: docs/algorithms.md, Token bucket). Either is an embedded string of at most
+16 + 3 + 28 + 1 = 48 bytes, a 48-byte block: 24 + 32 + 48 = 104 B. The untagged 12-byte state of
 version 0.2 fitted a 32-byte block (88 B); the tag costs 16 B a subject.
 
 {memory}

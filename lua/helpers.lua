@@ -12,9 +12,9 @@
 -- The library functions the scripts call per request, as locals: a global lookup and a field
 -- lookup less each time, which a batch of hundreds of requests notices. Bound by the prologue's
 -- first call, not here: Redis 7.0 loads a Functions library with no global but `redis` in reach.
-local fmod, max, min, format, match, pack, unpack_
+local fmod, max, min, format, match, byte, pack, unpack_
 local function bind_libraries()
-  fmod, max, min, format, match = math.fmod, math.max, math.min, string.format, string.match
+  fmod, max, min, format, match, byte = math.fmod, math.max, math.min, string.format, string.match, string.byte
   pack, unpack_ = struct.pack, struct.unpack
 end
 
@@ -83,10 +83,10 @@ local function ttl_ms(us) return ceil_div(max(us, 0), 1000) + 1 + TTL_MARGIN_MS 
 -- in 7 bytes first. Each names the configuration it was written under, so that a reconfigured
 -- limit recognises a state written under another one (docs/algorithms.md, Reconfiguration):
 --   fixed window: pack('<I7I6I7', start, used, window)              20 bytes
---   buckets:      pack('<I7I6I7I7', at, whole, frac, unit)          27 bytes
+--   buckets:      pack('<I7I6I7I7I1', at, whole, frac, unit, lease) 28 bytes (lease: bucket_ttl)
 -- 0.2 wrote pack2(time, quantity) ('<I7I5', or '<I7I8' past 2^40: 12 or 15 bytes) without the
--- configuration; such a state is read as written under the current one. Any other string reads as
--- no state.
+-- configuration; such a state is read as written under the current one. A bucket of 27 bytes (no
+-- lease) reads as one whose TTL says nothing. Any other string reads as no state.
 local function unpack2(v)
   local len = #v
   if len == 12 then return unpack_('<I7I5', v) end
@@ -100,7 +100,9 @@ local function unpack_window(v, window)
   if t then return t, q, window end
   return nil
 end
-local function pack_bucket(at, whole, frac, unit) return pack('<I7I6I7I7', at, whole, frac, unit) end
+local function pack_bucket(at, whole, frac, unit, lease)
+  return pack('<I7I6I7I7I1', at, whole, frac, unit, lease)
+end
 
 -- A bucket's level is `whole` units of capacity (tokens, or requests of water) and `frac` ticks of
 -- the next one: level = whole * unit + frac ticks, 0 <= frac < unit, where the rate moves `per`
@@ -108,14 +110,17 @@ local function pack_bucket(at, whole, frac, unit) return pack('<I7I6I7I7', at, w
 -- which passes 2^53 for big capacities at rates like 7 per 3 days.
 -- read_bucket returns the stored level at `now` (at most `cap` whole units), or `missing` at now
 -- without a state; t0, the later of now and `at` (a client whose clock runs ahead wrote it:
--- nothing moves backwards), and ahead = t0 - now, which the waits returned include. A state written under
+-- nothing moves backwards), and ahead = t0 - now, which the waits returned include; and the
+-- state's lease (bucket_ttl below), nil when it has none. A state written under
 -- another unit (the rate changed) keeps its whole units, and its ticks are rescaled to the new unit,
 -- rounded towards the fuller bucket (`round_up` for water, down for tokens): never more room.
 local function read_bucket(now, v, missing, cap, unit, round_up)
-  local whole, frac, at = missing, 0, now
+  local whole, frac, at, lease = missing, 0, now, nil
   if v then
-    if #v == 27 then
+    local len = #v
+    if len == 28 or len == 27 then
       local t, w, f, u = unpack_('<I7I6I7I7', v)
+      if len == 28 then lease = byte(v, 28) end
       if u ~= unit then
         local q, r = muldiv(f, unit, u)
         if round_up and r > 0 then q = q + 1 end
@@ -130,7 +135,36 @@ local function read_bucket(now, v, missing, cap, unit, round_up)
     if whole >= cap then whole, frac = cap, 0 end
   end
   local t0 = max(now, at)
-  return whole, frac, at, t0, t0 - now
+  return whole, frac, at, t0, t0 - now, lease
+end
+
+-- A bucket's TTL. Setting a TTL costs Redis about a microsecond a write more than keeping one
+-- (PSETEX against SET KEEPTTL: Redis rewrites a relative TTL for propagation), a quarter of a
+-- batched decision's time, so a busy bucket sets its TTL now and then and keeps it in between.
+-- The state's last byte, its lease, says how long the key lives: with p = 2^(20 + lease % 32) us
+-- and m = floor(lease / 32) + 1, the write that set the TTL, in the period [k p, (k + 1) p) where
+-- k = floor(at / p), gave the key until (k + 1 + m) p, plus ttl_ms's margin. A later write of the
+-- same period keeps `at` in it, so the claim carries over: that write keeps the TTL if its own
+-- state stops mattering by then (t0 + need; need = the time to full, or to empty). Any other
+-- write takes a new lease: p the smallest power of two of at least 2^20 us (1.05 s) with
+-- 8 p >= need, and m = ceil(need / p) (1 to 8), so the key lives from need to need + 2 p past t0:
+-- at most 1.5 times what today's state needs, and at least a second (a test's clock held still
+-- while real time passes still finds its keys). A bucket drained or refilled by many writes takes
+-- a new lease when its need outgrows the old one, or a period (need / 8 or more) has passed.
+-- Like every TTL here the lease mixes the writer's clock with Redis's: ttl_ms's margin covers
+-- clients up to a second apart. Returns the TTL for PSETEX (0: SET KEEPTTL) and the lease.
+local LEASE_MIN_LOG2 = 20
+local function bucket_ttl(at, lease, t0, need)
+  if lease then
+    local e = fmod(lease, 32)
+    local p = 2 ^ (LEASE_MIN_LOG2 + e)
+    local next_period = (floor_div(at, p) + 1) * p
+    if t0 < next_period and t0 + need <= next_period + ((lease - e) / 32 + 1) * p then return 0, lease end
+  end
+  local p, e = 2 ^ LEASE_MIN_LOG2, 0
+  while 8 * p < need do p, e = 2 * p, e + 1 end
+  local m = max(1, ceil_div(need, p))
+  return ttl_ms((floor_div(t0, p) + 1 + m) * p - now), e + 32 * (m - 1)
 end
 
 -- Microseconds until a rising level (whole, frac) reaches `target` whole units (target >= whole), at

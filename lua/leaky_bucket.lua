@@ -4,8 +4,9 @@
 --           ahead of it to leak out, so admitted work leaves at the leak rate.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_bucket(at, whole, frac, unit), see helpers.lua: the bucket held whole * unit + frac
---        ticks of water (whole requests and frac ticks of the next) at time <at> (us)
+-- state: pack_bucket(at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
+--        frac ticks of water (whole requests and frac ticks of the next) at time <at> (us); the
+--        lease says how long the key's TTL runs (bucket_ttl)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (requests)
 -- ARGV[5]  unit: ticks per request
@@ -34,7 +35,7 @@ local function time_to_empty(whole, frac)
 end
 
 local function decide(_, cost, v)
-  local whole, frac, at, t0, ahead = read_bucket(now, v, 0, capacity, unit, true)
+  local whole, frac, at, t0, ahead, lease = read_bucket(now, v, 0, capacity, unit, true)
   -- Leak since `at`: compare the elapsed time with the time to empty first, so that
   -- elapsed * leak is only formed when it stays below the water held.
   local elapsed = t0 - at
@@ -63,7 +64,8 @@ local function decide(_, cost, v)
   local new, ttl = nil, nil
   if changed then
     if to_empty > 0 then
-      new, ttl = pack_bucket(t0, whole, frac, unit), ttl_ms(ahead + to_empty)
+      ttl, lease = bucket_ttl(at, lease, t0, to_empty)
+      new = pack_bucket(t0, whole, frac, unit, lease)
     else
       new = false -- empty is what a missing key means
     end

@@ -1,8 +1,9 @@
 -- Token bucket: up to `capacity` tokens, refilled continuously; a request takes `cost` tokens.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_bucket(at, whole, frac, unit), see helpers.lua: the bucket held whole * unit + frac
---        ticks (whole tokens and frac ticks of the next) at time <at> (us)
+-- state: pack_bucket(at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
+--        frac ticks (whole tokens and frac ticks of the next) at time <at> (us); the lease says
+--        how long the key's TTL runs (bucket_ttl)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  capacity (tokens)
 -- ARGV[5]  unit: ticks per token
@@ -24,7 +25,7 @@ local capacity_arg, unit_arg, refill_arg -- the strings they were parsed from (h
 local state_is_string, width, params_n = true, 5, 3
 
 local function decide(_, cost, v)
-  local whole, frac, at, t0, ahead = read_bucket(now, v, capacity, capacity, unit, false)
+  local whole, frac, at, t0, ahead, lease = read_bucket(now, v, capacity, capacity, unit, false)
   -- Refill since `at`: compare the elapsed time with the time to full first, so that
   -- elapsed * refill is only formed when it stays below a bucketful.
   local elapsed = t0 - at
@@ -51,7 +52,8 @@ local function decide(_, cost, v)
   local new, ttl = nil, nil
   if changed then
     if whole < capacity then
-      new, ttl = pack_bucket(t0, whole, frac, unit), ttl_ms(ahead + to_full)
+      ttl, lease = bucket_ttl(at, lease, t0, to_full)
+      new = pack_bucket(t0, whole, frac, unit, lease)
     else
       new = false -- full is what a missing key means
     end

@@ -10,11 +10,11 @@ namespace {
 // most `cap` whole), at time `at`, or `missing` at now without a state; t0 = max(now, at) and
 // ahead = t0 - now. Ticks written under another unit are rescaled, rounded up for water.
 struct Bucket {
-  std::int64_t whole, frac, at, t0, ahead;
+  std::int64_t whole, frac, at, t0, ahead, lease;
 };
 Bucket read_bucket(const Packed* v, std::int64_t now, std::int64_t missing, std::int64_t cap, std::int64_t unit,
                    bool round_up) {
-  Bucket b{missing, 0, now, now, 0};
+  Bucket b{missing, 0, now, now, 0, -1};
   if (v != nullptr && v->layout == Packed::Layout::bucket) {
     std::int64_t whole = v->quantity, frac = v->frac;
     if (v->tag != unit) {
@@ -25,9 +25,9 @@ Bucket read_bucket(const Packed* v, std::int64_t now, std::int64_t missing, std:
         frac -= unit;
       }
     }
-    b = {whole, frac, v->time, 0, 0};
+    b = {whole, frac, v->time, 0, 0, v->lease};
   } else if (v != nullptr && v->layout == Packed::Layout::pack2) {
-    b = {floor_div(v->quantity, unit), v->quantity % unit, v->time, 0, 0};
+    b = {floor_div(v->quantity, unit), v->quantity % unit, v->time, 0, 0, -1};
   }
   if (v != nullptr && v->layout != Packed::Layout::window && b.whole >= cap) {
     b.whole = cap;
@@ -46,8 +46,29 @@ std::int64_t time_to(std::int64_t target, std::int64_t whole, std::int64_t frac,
   return qr.q - floor_div(-d, per);
 }
 
-Packed bucket_state(std::int64_t at, std::int64_t whole, std::int64_t frac, std::int64_t unit) {
-  return Packed{at, whole, frac, unit, Packed::Layout::bucket};
+// helpers.lua's bucket_ttl: keep the key's TTL (0) while the stored lease covers the new state
+// (`need` us past t0) within the lease's period, or take a new lease. Returns the TTL and the lease.
+struct Lease {
+  std::int64_t ttl_ms, lease;
+};
+constexpr int kLeaseMinLog2 = 20;
+Lease bucket_ttl(std::int64_t now, std::int64_t at, std::int64_t lease, std::int64_t t0, std::int64_t need) {
+  if (lease >= 0) {
+    const std::int64_t p = std::int64_t{1} << (kLeaseMinLog2 + lease % 32);
+    const std::int64_t next_period = (floor_div(at, p) + 1) * p;
+    if (t0 < next_period && t0 + need <= next_period + (lease / 32 + 1) * p) return {0, lease};
+  }
+  std::int64_t e = 0, p = std::int64_t{1} << kLeaseMinLog2;
+  while (8 * p < need) {
+    p *= 2;
+    ++e;
+  }
+  const std::int64_t m = std::max<std::int64_t>(1, ceil_div(need, p));
+  return {ttl_ms((floor_div(t0, p) + 1 + m) * p - now), e + 32 * (m - 1)};
+}
+
+Packed bucket_state(std::int64_t at, std::int64_t whole, std::int64_t frac, std::int64_t unit, std::int64_t lease) {
+  return Packed{at, whole, frac, unit, Packed::Layout::bucket, lease};
 }
 
 }  // namespace
@@ -56,7 +77,7 @@ TokenBucketTwin::TokenBucketTwin(const Call& c)
     : c_(c), capacity_(c.num(4)), unit_(c.num(5)), refill_(c.num(6)), full_(capacity_) {}
 
 Decided TokenBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) const {
-  auto [whole, frac, at, t0, ahead] = read_bucket(v, c_.now, capacity_, capacity_, unit_, false);
+  auto [whole, frac, at, t0, ahead, lease] = read_bucket(v, c_.now, capacity_, capacity_, unit_, false);
   const std::int64_t elapsed = t0 - at;
   if (whole >= capacity_ || elapsed >= time_to(capacity_, whole, frac, unit_, refill_)) {
     whole = capacity_;
@@ -87,7 +108,8 @@ Decided TokenBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) co
   const std::int64_t to_full = whole < capacity_ ? time_to(capacity_, whole, frac, unit_, refill_) : 0;
   if (changed) {
     if (whole < capacity_) {
-      w = {Write::Kind::set, bucket_state(t0, whole, frac, unit_), ttl_ms(ahead + to_full)};
+      const Lease l = bucket_ttl(c_.now, at, lease, t0, to_full);
+      w = {Write::Kind::set, bucket_state(t0, whole, frac, unit_, l.lease), l.ttl_ms};
     } else {
       w.kind = Write::Kind::del;  // full is what a missing key means
     }
@@ -120,7 +142,7 @@ std::int64_t time_to_empty(std::int64_t whole, std::int64_t frac, std::int64_t u
 }  // namespace
 
 Decided LeakyBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) const {
-  auto [whole, frac, at, t0, ahead] = read_bucket(v, c_.now, 0, capacity_, unit_, true);
+  auto [whole, frac, at, t0, ahead, lease] = read_bucket(v, c_.now, 0, capacity_, unit_, true);
   const std::int64_t elapsed = t0 - at;
   if (elapsed >= time_to_empty(whole, frac, unit_, leak_)) {
     whole = frac = 0;
@@ -150,7 +172,8 @@ Decided LeakyBucketTwin::decide(std::int64_t cost, const Packed* v, Write& w) co
   const std::int64_t to_empty = time_to_empty(whole, frac, unit_, leak_);
   if (changed) {
     if (to_empty > 0) {
-      w = {Write::Kind::set, bucket_state(t0, whole, frac, unit_), ttl_ms(ahead + to_empty)};
+      const Lease l = bucket_ttl(c_.now, at, lease, t0, to_empty);
+      w = {Write::Kind::set, bucket_state(t0, whole, frac, unit_, l.lease), l.ttl_ms};
     } else {
       w.kind = Write::Kind::del;  // empty is what a missing key means
     }

@@ -62,7 +62,10 @@ State string_state(const std::string& bytes) {
   };
   if (bytes.size() == 12 || bytes.size() == 15) return Packed{read(0, 7), read(7, bytes.size() - 7)};
   if (bytes.size() == 20) return Packed{read(0, 7), read(7, 6), 0, read(13, 7), Packed::Layout::window};
-  if (bytes.size() == 27) return Packed{read(0, 7), read(7, 6), read(13, 7), read(20, 7), Packed::Layout::bucket};
+  if (bytes.size() == 27 || bytes.size() == 28) {
+    return Packed{read(0, 7),  read(7, 6), read(13, 7), read(20, 7), Packed::Layout::bucket,
+                  bytes.size() == 28 ? read(27, 1) : -1};
+  }
   return Text{bytes};
 }
 

@@ -31,6 +31,7 @@ struct Packed {
   std::int64_t frac = 0;      // bucket only
   std::int64_t tag = 0;       // the window (window) or unit (bucket) it was written under
   Layout layout = Layout::pack2;
+  std::int64_t lease = -1;    // bucket only: how long its key lives (helpers.lua, bucket_ttl); -1 none
 };
 
 // The block marker (block.lua): the decimal string fmt(blocked until).
@@ -90,8 +91,8 @@ inline bool is_string(const State& s) {
   return std::holds_alternative<Packed>(s) || std::holds_alternative<Marker>(s) || std::holds_alternative<Text>(s);
 }
 
-// The string `bytes` as the scripts would read it: a number is a Marker (tonumber()), 12, 15, 20
-// or 27 bytes a Packed (prologue.lua's unpackers), anything else Text.
+// The string `bytes` as the scripts would read it: a number is a Marker (tonumber()), 12, 15, 20,
+// 27 or 28 bytes a Packed (helpers.lua's unpackers), anything else Text.
 State string_state(const std::string& bytes);
 
 struct Entry {

@@ -92,7 +92,7 @@ TEST_F(CliTest, InspectShowsPeekAndDecodedState) {
   tb.consume("t", 4);
   r = on_server({"inspect", "tb", "tok", "t", "--limit", "10/s", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, MatchesRegex(R"(.*"bytes":27,"at_us":[0-9]+,"whole":[0-9],"frac":[0-9]+,"unit":[0-9]+.*)"));
+  EXPECT_THAT(r.out, MatchesRegex(R"(.*"bytes":28,"at_us":[0-9]+,"whole":[0-9],"frac":[0-9]+,"unit":[0-9]+,"lease":[0-9]+.*)"));
   const auto sl = limiter.sliding_log("log", redlimit::Limit::per_minute(5));
   sl.consume("s", 2);
   r = on_server({"inspect", "sl", "log", "s", "--limit", "5/1m", "--json"});

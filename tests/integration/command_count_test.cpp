@@ -90,5 +90,38 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
   }
 }
 
+// A bucket sets its key's TTL once per lease (helpers.lua, bucket_ttl): its first write PSETEXes,
+// the next ones of the same lease keep the TTL (SET KEEPTTL), and a write after the lease's period
+// takes a new one. The key's TTL is never shortened by the writes that keep it.
+TEST_F(CommandCountTest, BucketsSetTheirTtlOncePerLease) {
+  // 1000 an hour, 500 taken: 30 min to full (or empty). A lease of 7 periods of 2^28 us (268 s);
+  // kT0 is 141.5 s into one, so the next 20 ms are in it, and 130 s later the next period has begun.
+  auto strategies = all_strategies(rl(), "lease", 1000, std::chrono::hours(1));
+  for (const auto& s : strategies) {
+    if (s.name != "token_bucket" && s.name != "leaky_meter" && s.name != "leaky_shaper") continue;
+    SCOPED_TRACE(s.name);
+    at(std::chrono::seconds(0));
+    ASSERT_RESET();
+    ASSERT_TRUE(s.consume("u", 500).allowed);
+    EXPECT_EQ(commands_since_reset()["psetex"], 1);
+    const std::int64_t first_ttl = server().integer({"PTTL", s.key_for("u")});
+    ASSERT_RESET();
+    for (int i = 1; i <= 20; ++i) {  // 72 s more to full: still within the lease
+      at(std::chrono::milliseconds(i));
+      ASSERT_TRUE(s.consume("u", 1).allowed);
+    }
+    const auto kept = commands_since_reset();
+    EXPECT_EQ(kept.count("psetex") ? kept.at("psetex") : 0, 0);
+    EXPECT_EQ(kept.count("set") ? kept.at("set") : 0, 20);
+    const std::int64_t kept_ttl = server().integer({"PTTL", s.key_for("u")});
+    EXPECT_LE(kept_ttl, first_ttl);
+    EXPECT_GT(kept_ttl, 0);
+    ASSERT_RESET();
+    at(std::chrono::seconds(130));
+    ASSERT_TRUE(s.consume("u", 1).allowed);
+    EXPECT_EQ(commands_since_reset()["psetex"], 1);
+  }
+}
+
 }  // namespace
 }  // namespace redlimit_test

@@ -40,14 +40,15 @@ using redlimit::Micros;
 // 2023-11-14T22:00:00Z in microseconds: aligned to the hour, so to every window that divides an hour.
 inline constexpr Micros kT0{1'699'999'200'000'000};
 
-// A string state as prologue.lua packs it, little-endian with a time in 7 bytes first: the fixed
-// window's (start, used in 6 bytes, window in 7), the buckets' (at, whole in 6, frac in 7, unit in 7),
-// or 0.2's pack2 (time, quantity in 5 bytes, 8 past 2^40).
+// A string state as helpers.lua packs it, little-endian with a time in 7 bytes first: the fixed
+// window's (start, used in 6 bytes, window in 7), the buckets' (at, whole in 6, frac in 7, unit in 7,
+// lease in 1), or 0.2's pack2 (time, quantity in 5 bytes, 8 past 2^40).
 struct PackedState {
   std::int64_t time = -1;
   std::int64_t quantity = -1;  // used, or whole units
   std::int64_t frac = -1;      // buckets only
   std::int64_t tag = -1;       // the window or unit written under (not in pack2)
+  std::int64_t lease = -1;     // buckets only: how long the key lives (helpers.lua, bucket_ttl)
 };
 inline PackedState unpack_state(const std::string& v) {
   const auto read = [&](std::size_t from, std::size_t n) {
@@ -56,6 +57,7 @@ inline PackedState unpack_state(const std::string& v) {
     return x;
   };
   if (v.size() == 20) return {read(0, 7), read(7, 6), -1, read(13, 7)};
+  if (v.size() == 28) return {read(0, 7), read(7, 6), read(13, 7), read(20, 7), read(27, 1)};
   if (v.size() == 27) return {read(0, 7), read(7, 6), read(13, 7), read(20, 7)};
   if (v.size() != 12 && v.size() != 15) return {};
   return {read(0, 7), read(7, v.size() - 7)};

@@ -28,11 +28,12 @@ Output decode_string(const std::string& kind, const std::string& v) {
     o.number("start_us", field(v, 0, 7));
     o.number("used", field(v, 7, 6));
     o.number("window_us", field(v, 13, 7));
-  } else if ((kind == "tb" || kind == "lb") && v.size() == 27) {
+  } else if ((kind == "tb" || kind == "lb") && (v.size() == 27 || v.size() == 28)) {
     o.number("at_us", field(v, 0, 7));
     o.number("whole", field(v, 7, 6));
     o.number("frac", field(v, 13, 7));
     o.number("unit", field(v, 20, 7));
+    if (v.size() == 28) o.number("lease", field(v, 27, 1));  // how long the key lives: helpers.lua, bucket_ttl
   } else {
     o.text("layout", "unknown (an older version's state, read as written under the current limit)");
   }
