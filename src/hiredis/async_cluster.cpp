@@ -235,6 +235,19 @@ void AsyncCluster::post(std::function<void()> task) {
   task();
 }
 
+// The posted tasks wait on one master's connection and queue commands for any master: a second
+// pass sends what the first pass's tasks queued on masters it had already passed.
+void AsyncCluster::send_now() {
+  std::vector<std::shared_ptr<AsyncConnection>> conns;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [name, conn] : masters_) conns.push_back(conn);
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& conn : conns) conn->send_now();
+  }
+}
+
 std::size_t AsyncCluster::connections() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return masters_.size();

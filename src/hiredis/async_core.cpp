@@ -80,11 +80,21 @@ thread_local const void* AsyncRedis::Core::running_ = nullptr;
 void AsyncRedis::Core::on_wake() {
   const InLoop in_loop(loop());
   collect_garbage();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_pending_ = false;
+  }
+  take_queue();
+  pump();
+  maybe_finish();
+}
+
+// Moves what other threads (and callbacks) queued to the backlog; false when there was nothing.
+bool AsyncRedis::Core::take_queue() {
   std::vector<Item> batch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     batch.swap(queue_);
-    wake_pending_ = false;
   }
   // A call left in the backlog (behind max_in_flight) is bounded by its deadline there too.
   std::optional<TimePoint> earliest;
@@ -92,9 +102,29 @@ void AsyncRedis::Core::on_wake() {
     if (has_deadline(item.deadline) && (!earliest || item.deadline < *earliest)) earliest = item.deadline;
     backlog_.push_back(std::move(item));
   }
-  pump();
   if (earliest) arm_by(*earliest);
-  maybe_finish();
+  return !batch.empty();
+}
+
+// The wake-up that queued work scheduled still comes (wake_pending_ stays as it is) and finds what
+// is queued after this. Tasks queue commands (a merged call's turn queues its script call), so the
+// queue is taken until it stays empty, a few rounds at most. A write that fails leaves its error in
+// the context, where the loop's own handler finds it and drops the connection outside callbacks
+// (hiredis would free the context inside this callback if we went through redisAsyncHandleWrite).
+void AsyncRedis::Core::send_now() {
+  for (int round = 0; round < 4; ++round) {
+    if (running_ != loop() || shutting_down_ || !conn_ || !conn_->connected || !conn_->ac) return;
+    if (!take_queue()) break;
+    pump();
+  }
+  // Over TLS hiredis drives SSL_write through its own read and write events (a write can want a
+  // read): the commands wait in its buffer for the loop's next turn, as without send_now.
+  if (!conn_ || !conn_->connected || !conn_->ac || conn_->ssl != nullptr ||
+      (conn_->ac->c.flags & REDIS_CONNECTED) == 0) {
+    return;
+  }
+  int done = 0;
+  (void)redisBufferWrite(&conn_->ac->c, &done);
 }
 
 void AsyncRedis::Core::finished() {

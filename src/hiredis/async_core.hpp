@@ -110,6 +110,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   // Any thread.
   void submit(Item item);
+  // AsyncRedis::send_now: on the loop's thread inside one of its callbacks, with a connection up.
+  void send_now();
   // The deadline of a call starting now: now + command_timeout; none when that is 0.
   TimePoint call_deadline() const;
   const Endpoint& endpoint() const { return endpoint_; }
@@ -188,6 +190,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   };
 
   // async_core.cpp: the backlog and the shutdown.
+  bool take_queue();
   static void run_inline(Item& item);
   static void run_task(const std::function<void()>& task);
   static void fail(const ErrorCallback& on_error, std::exception_ptr error);

@@ -46,6 +46,8 @@ void AsyncRedis::post(std::function<void()> task) {
   core_->submit(std::move(item));
 }
 
+void AsyncRedis::send_now() { core_->send_now(); }
+
 void AsyncRedis::close() {
   Core::Item item;
   item.close = true;

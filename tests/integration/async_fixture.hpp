@@ -244,6 +244,64 @@ class AsyncTest : public RedisTest {
     loop.stop();
   }
 
+  // A merged call of 32 hands out its decisions in two halves (AsyncLane::kSendEarlyFrom): the calls
+  // its first 16 callers make are written before the 17th caller's callback runs, so Redis decides
+  // them meanwhile. The 17th callback holds the loop until Redis has their key (at most kWait/4);
+  // without the early send they could only leave once every callback had returned.
+  template <class Loop>
+  void expect_the_first_halfs_calls_to_leave_before_the_second_half_runs(Loop& loop, const std::string& resource) {
+    {
+      auto redis = loop.attach(endpoint_of(server()));
+      auto rl = redlimit::RateLimiter::connect(server().url(), options());
+      rl.attach_async(redis);
+      const auto fw = rl.fixed_window(resource, Limit(1000, 1min));
+      loop.start();
+      auto warm = fw.consume_future("warm-up");  // settles the script path (FUNCTION LOAD)
+      EXPECT_TRUE(get_within(warm).allowed);
+      const std::string next_key = fw.key_for("next");
+      struct State {
+        std::mutex mutex;
+        int answered = 0, next_answered = 0;
+        bool seen_in_time = false;
+        std::promise<void> all;
+      };
+      auto st = std::make_shared<State>();
+      auto finish = [st] {
+        std::lock_guard<std::mutex> lock(st->mutex);
+        if (++st->next_answered == 16) st->all.set_value();
+      };
+      redis->post([&fw, st, finish, next_key, this] {
+        for (int i = 0; i < 32; ++i) {
+          fw.consume_async("first", 1, [&fw, st, finish, next_key, this](const Decision&, std::exception_ptr) {
+            int n = 0;
+            {
+              std::lock_guard<std::mutex> lock(st->mutex);
+              n = ++st->answered;
+            }
+            if (n <= 16) {
+              fw.consume_async("next", 1, [finish](const Decision&, std::exception_ptr) { finish(); });
+            } else if (n == 17) {
+              const auto until = std::chrono::steady_clock::now() + kWait / 4;
+              bool seen = false;
+              while (!seen && std::chrono::steady_clock::now() < until) {
+                seen = server().integer({"EXISTS", next_key}) == 1;
+                if (!seen) std::this_thread::sleep_for(1ms);
+              }
+              std::lock_guard<std::mutex> lock(st->mutex);
+              st->seen_in_time = seen;
+            }
+          });
+        }
+      });
+      auto all = st->all.get_future();
+      ASSERT_EQ(all.wait_for(kWait), std::future_status::ready) << "the calls made in callbacks were never answered";
+      std::lock_guard<std::mutex> lock(st->mutex);
+      EXPECT_TRUE(st->seen_in_time) << "the first half's calls waited for the second half's callbacks";
+      EXPECT_EQ(server().integer({"EXISTS", next_key}), 1);
+    }
+    loop.stop();
+  }
+
   void SetUp() override {
     // A write on a connection the server has just closed must be an EPIPE error, not a signal.
     std::signal(SIGPIPE, SIG_IGN);

@@ -41,6 +41,13 @@ TEST_F(AsyncTest, LibuvCallsMadeInCallbacksWakeTheLoopWithoutASystemCall) {
   expect_chained_calls_wake_the_loop_once(loop, "chain.uv");  // loop.stop(): uv_loop_close() == 0
 }
 
+// As on libevent: a merged call's first half of callers has its next calls sent before the second
+// half runs.
+TEST_F(AsyncTest, LibuvMergedCallsFirstHalfSendsItsCallsBeforeTheSecondHalfRuns) {
+  LibuvLoop loop;
+  expect_the_first_halfs_calls_to_leave_before_the_second_half_runs(loop, "halves.uv");
+}
+
 // Dropping a connection (a deadline) and losing one (a server-side kill) with libuv, whose handles
 // close asynchronously.
 TEST_F(AsyncTest, LibuvAdapterSurvivesATimeoutAndAKill) {

@@ -112,6 +112,13 @@ TEST_F(AsyncTest, CallsMadeInCallbacksWakeTheLoopWithoutASystemCall) {
   expect_chained_calls_wake_the_loop_once(loop, "chain");
 }
 
+// A merged call's first half of callers has its next calls sent before the second half runs
+// (AsyncConnection::send_now; fixture: expect_the_first_halfs_calls_to_leave_before_the_second_half_runs).
+TEST_F(AsyncTest, AMergedCallsFirstHalfSendsItsCallsBeforeTheSecondHalfRuns) {
+  LibeventLoop loop;
+  expect_the_first_halfs_calls_to_leave_before_the_second_half_runs(loop, "halves");
+}
+
 #endif  // REDLIMIT_HAVE_LIBEVENT
 
 }  // namespace

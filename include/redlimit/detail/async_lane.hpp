@@ -52,6 +52,9 @@ class AsyncLane {
   };
   // On the loop's thread: everything queued, as one decision path (detail/decision_path.hpp).
   void flush(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec);
+  // A merged call of at least this many callers hands out its decisions in two halves, sending the
+  // calls the first half made before the second half runs: small ones are not worth the extra call.
+  static constexpr std::size_t kSendEarlyFrom = 16;
 
   std::mutex mutex_;
   std::vector<Pending> pending_;

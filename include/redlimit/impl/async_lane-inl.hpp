@@ -47,10 +47,15 @@ REDLIMIT_INLINE void AsyncLane::flush(const std::shared_ptr<Context>& ctx,
     path->add(std::move(p.call), p.cost);
     callers.push_back(std::move(p.done));
   }
+  std::shared_ptr<AsyncConnection> sender = conn;
   decide_many_async(
       std::move(path), std::move(conn),
-      [callers = std::move(callers)](const std::vector<Decision>& ds, std::exception_ptr error) {
+      [callers = std::move(callers), sender](const std::vector<Decision>& ds, std::exception_ptr error) {
+        // Halfway, the calls the first half's callers made go out (AsyncConnection::send_now): Redis
+        // decides them while the second half's are made, instead of waiting for all of them.
+        const std::size_t half = callers.size() >= kSendEarlyFrom ? callers.size() / 2 : callers.size();
         for (std::size_t i = 0; i < callers.size(); ++i) {
+          if (i == half) sender->send_now();
           try {  // one caller's exception must not cost the others their decisions (dropped, as
                  // the connection drops an exception escaping any callback)
             callers[i](error ? Decision{} : ds[i], error);

@@ -57,6 +57,8 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   // On the loop's thread, through a master's connection (at once, here, when there is none).
   void post(std::function<void()> task) override;
   bool routes_by_slot() const override { return true; }
+  // Every master's AsyncRedis::send_now.
+  void send_now() override;
 
   // Masters with a connection so far.
   std::size_t connections() const;

@@ -55,6 +55,14 @@ class AsyncConnection {
   // with an event loop overrides it (AsyncRedis runs `task` on the loop's thread).
   virtual void post(std::function<void()> task) { task(); }
 
+  // Called on the thread where this connection's callbacks run, from inside one of them: sends now
+  // what was queued since (posted tasks, and the commands they and the caller queued) instead of
+  // when the callback returns. A callback that starts many calls in a row (a merged call's reply
+  // handing each of its callers a decision, each starting its next call) calls it midway, so that
+  // Redis decides the first half's calls while the second half's are made, where otherwise Redis
+  // and the client would take turns. A hint: this default, and a call off the loop, do nothing.
+  virtual void send_now() {}
+
   // True when each command goes to the Redis Cluster master that serves its key (AsyncCluster): a
   // limiter over a cluster accepts only such a connection (RateLimiter::attach_async).
   virtual bool routes_by_slot() const { return false; }

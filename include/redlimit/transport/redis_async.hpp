@@ -106,6 +106,10 @@ class AsyncRedis final : public AsyncConnection {
   // an empty task. An exception escaping `task` is caught and dropped, as for callbacks.
   void post(std::function<void()> task) override;
 
+  // From one of this loop's callbacks: runs the tasks and commands queued since, and writes the
+  // commands to the socket at once (AsyncConnection::send_now). Anywhere else: nothing.
+  void send_now() override;
+
   // Stops taking commands: those queued before are still sent and answered, those queued after fail
   // with ConnectionError; then the connection and the loop resources are released (on the loop).
   // Thread-safe, idempotent, returns at once. The destructor calls it.
