@@ -1,6 +1,8 @@
 // The asynchronous API on libevent when things go wrong: a killed connection, deadlines, the failure
 // policy and the breaker, an unreachable server, the reject cache and shadow mode, bad input, close
 // and release from a callback (fixture: async_fixture.hpp).
+#include <atomic>
+
 #include "integration/async_fixture.hpp"
 
 namespace redlimit_test {
@@ -273,6 +275,48 @@ TEST_F(AsyncTest, ReleasingTheLastReferenceInsideACallbackIsSafe) {
   EXPECT_EQ(get_within(f), "PONG");
   loop.stop();  // the loop returns by itself: its teardown ran on the loop
   EXPECT_TRUE(weak.expired());
+}
+
+// Connections killed again and again while a chain of merged calls runs (64 in flight, each caller
+// starting the next from its callback, the first half's calls written from inside the merged reply's
+// callback: AsyncConnection::send_now): every call gets exactly one callback, those cut off fail
+// (outcome unknown, nothing replayed: at most the limit is admitted), and the chain ends.
+TEST_F(AsyncTest, KilledConnectionsUnderAChainOfMergedCallsFailCallsOnceEach) {
+  LibeventLoop loop;
+  {
+    auto redis = loop.attach(endpoint_of(server()));
+    redlimit::Options o = options();
+    o.breaker_threshold = 0;  // every call goes to Redis, through every kill
+    auto rl = redlimit::RateLimiter::connect(server().url(), o);
+    rl.attach_async(redis);
+    const auto fw = rl.fixed_window("async.chain.kill", Limit(1000, 1min));
+    loop.start();
+    auto warm = fw.consume_future("warm-up");
+    EXPECT_TRUE(get_within(warm).allowed);
+    std::atomic<bool> stop{false};
+    int kills = 0;
+    std::thread killer([&] {
+      for (int i = 0; i < 2000 && !stop.load(); ++i) {  // 10 s at most; the main thread only waits
+        std::this_thread::sleep_for(5ms);
+        const Reply r = server().command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+        if (r.type == Reply::Type::integer && r.integer > 0) ++kills;
+      }
+    });
+    std::shared_ptr<Chain> chain;
+    EXPECT_NO_THROW(chain = run_chain(*redis, fw, 50000, 64));
+    stop = true;
+    killer.join();
+    ASSERT_TRUE(chain);
+    std::lock_guard<std::mutex> lock(chain->mutex);
+    EXPECT_EQ(chain->done, 50000);
+    EXPECT_EQ(chain->decisions.size(), 50000u);
+    std::int64_t admitted = 0;
+    for (const Decision& d : chain->decisions) admitted += d.allowed && d.source == Source::primary ? 1 : 0;
+    EXPECT_LE(admitted, 1000);
+    EXPECT_GT(kills, 0);
+    EXPECT_GT(chain->errors, 0) << "no call was cut off by " << kills << " kills";
+  }
+  loop.stop();
 }
 
 #endif  // REDLIMIT_HAVE_LIBEVENT
