@@ -10,7 +10,10 @@
 // callback gets its own decision. A call made while none is waiting schedules that turn
 // (AsyncConnection::post), so nothing waits longer than the loop takes to come round: one call
 // alone goes alone, and calls made from callbacks (a service answering a request by starting the
-// next) are merged with the others made in the same turn.
+// next) are merged with the others made in the same turn. A merged call of kSendEarlyFrom or more
+// hands out its decisions in two halves and sends the calls the first half made before the second
+// half runs (AsyncConnection::send_now): Redis decides them meanwhile, where otherwise Redis and
+// the client would take turns.
 //
 // The merged call carries the deadline of its first caller, the earliest (each one's counts from its
 // own consume_async, as before). Nothing is replayed. A merged call stands or falls as a whole, as a
