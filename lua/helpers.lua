@@ -148,8 +148,9 @@ end
 -- state stops mattering by then (t0 + need; need = the time to full, or to empty). Any other
 -- write takes a new lease: p the smallest power of two of at least 2^20 us (1.05 s) with
 -- 8 p >= need, and m = ceil(need / p) (1 to 8), so the key lives from need to need + 2 p past t0:
--- at most 1.5 times what today's state needs, and at least a second (a test's clock held still
--- while real time passes still finds its keys). A bucket drained or refilled by many writes takes
+-- under 1.5 times what today's state needs when that is over 8 periods of the floor (8.4 s), at
+-- most need + 2.1 s below, and at least a second (a test's clock held still while real time
+-- passes still finds its keys). A bucket drained or refilled by many writes takes
 -- a new lease when its need outgrows the old one, or a period (need / 8 or more) has passed.
 -- Like every TTL here the lease mixes the writer's clock with Redis's: ttl_ms's margin covers
 -- clients up to a second apart. Returns the TTL for PSETEX (0: SET KEEPTTL) and the lease.

@@ -143,7 +143,8 @@ TEST_F(LeakyBucketTest, KeyLivesUntilTheBucketIsEmpty) {
   lb.consume("u", 50);
   const std::int64_t pttl = server().integer({"PTTL", lb.key_for("u")});
   EXPECT_GT(pttl, (30min - 5s) / 1ms);
-  // The lease (helpers.lua, bucket_ttl) keeps a key less than 1.5 times what its state needs, and
+  // The lease (helpers.lua, bucket_ttl) keeps a key less than 1.5 times what its state needs (30
+  // min here, far above the lease's floor), and
   // ttl_ms adds a second's margin and a millisecond.
   EXPECT_LE(pttl, 45min / 1ms + 1001);
 }
