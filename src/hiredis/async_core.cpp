@@ -112,17 +112,15 @@ bool AsyncRedis::Core::take_queue() {
 // the context, where the loop's own handler finds it and drops the connection outside callbacks
 // (hiredis would free the context inside this callback if we went through redisAsyncHandleWrite).
 void AsyncRedis::Core::send_now() {
+  const auto connected = [this] { return conn_ && conn_->connected && conn_->ac; };  // pump() may drop it
   for (int round = 0; round < 4; ++round) {
-    if (running_ != loop() || shutting_down_ || !conn_ || !conn_->connected || !conn_->ac) return;
+    if (running_ != loop() || shutting_down_ || !connected()) return;
     if (!take_queue()) break;
     pump();
   }
   // Over TLS hiredis drives SSL_write through its own read and write events (a write can want a
   // read): the commands wait in its buffer for the loop's next turn, as without send_now.
-  if (!conn_ || !conn_->connected || !conn_->ac || conn_->ssl != nullptr ||
-      (conn_->ac->c.flags & REDIS_CONNECTED) == 0) {
-    return;
-  }
+  if (!connected() || conn_->ssl != nullptr || (conn_->ac->c.flags & REDIS_CONNECTED) == 0) return;
   int done = 0;
   (void)redisBufferWrite(&conn_->ac->c, &done);
 }

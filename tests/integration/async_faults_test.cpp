@@ -284,15 +284,9 @@ TEST_F(AsyncTest, ReleasingTheLastReferenceInsideACallbackIsSafe) {
 TEST_F(AsyncTest, KilledConnectionsUnderAChainOfMergedCallsFailCallsOnceEach) {
   LibeventLoop loop;
   {
-    auto redis = loop.attach(endpoint_of(server()));
     redlimit::Options o = options();
     o.breaker_threshold = 0;  // every call goes to Redis, through every kill
-    auto rl = redlimit::RateLimiter::connect(server().url(), o);
-    rl.attach_async(redis);
-    const auto fw = rl.fixed_window("async.chain.kill", Limit(1000, 1min));
-    loop.start();
-    auto warm = fw.consume_future("warm-up");
-    EXPECT_TRUE(get_within(warm).allowed);
+    auto [redis, rl, fw] = warm_fixed_window(loop, "async.chain.kill", o);
     std::atomic<bool> stop{false};
     int kills = 0;
     std::thread killer([&] {

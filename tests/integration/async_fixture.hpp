@@ -221,19 +221,33 @@ class AsyncTest : public RedisTest {
     return o;
   }
 
+  // An AsyncRedis on `loop`, a limiter with `o` attached to it, and the limiter's fixed window of
+  // 1,000 a minute named `resource`, with the loop started and the script path settled by one call
+  // (FUNCTION LOAD). Members in the order the tests declared them, so they go in the same order.
+  struct WarmFixedWindow {
+    std::shared_ptr<AsyncRedis> redis;
+    redlimit::RateLimiter rl;
+    redlimit::FixedWindow fw;
+  };
+  template <class Loop>
+  WarmFixedWindow warm_fixed_window(Loop& loop, const std::string& resource, const redlimit::Options& o) {
+    auto redis = loop.attach(endpoint_of(server()));
+    auto rl = redlimit::RateLimiter::connect(server().url(), o);
+    rl.attach_async(redis);
+    auto fw = rl.fixed_window(resource, Limit(1000, 1min));
+    loop.start();
+    auto warm = fw.consume_future("warm-up");
+    EXPECT_TRUE(get_within(warm).allowed);
+    return {std::move(redis), std::move(rl), std::move(fw)};
+  }
+
   // Calls made in callbacks (3,000, 64 in flight, limit 1,000, on `loop`) go as merged calls that
   // wake the loop without a system call (Stats::wakeups: only the task that starts them woke it),
   // and are decided exactly: 1,000 admitted, remaining 999 down to 0 once each, in call order.
   template <class Loop>
   void expect_chained_calls_wake_the_loop_once(Loop& loop, const std::string& resource) {
     {
-      auto redis = loop.attach(endpoint_of(server()));
-      auto rl = redlimit::RateLimiter::connect(server().url(), options());
-      rl.attach_async(redis);
-      const auto fw = rl.fixed_window(resource, Limit(1000, 1min));
-      loop.start();
-      auto warm = fw.consume_future("warm-up");  // settles the script path (FUNCTION LOAD)
-      EXPECT_TRUE(get_within(warm).allowed);
+      auto [redis, rl, fw] = warm_fixed_window(loop, resource, options());
       const auto before = redis->stats();
       const auto chain = run_chain(*redis, fw, 3000, 64);
       const auto after = redis->stats();
@@ -251,13 +265,8 @@ class AsyncTest : public RedisTest {
   template <class Loop>
   void expect_the_first_halfs_calls_to_leave_before_the_second_half_runs(Loop& loop, const std::string& resource) {
     {
-      auto redis = loop.attach(endpoint_of(server()));
-      auto rl = redlimit::RateLimiter::connect(server().url(), options());
-      rl.attach_async(redis);
-      const auto fw = rl.fixed_window(resource, Limit(1000, 1min));
-      loop.start();
-      auto warm = fw.consume_future("warm-up");  // settles the script path (FUNCTION LOAD)
-      EXPECT_TRUE(get_within(warm).allowed);
+      auto warmed = warm_fixed_window(loop, resource, options());
+      const redlimit::FixedWindow& fw = warmed.fw;  // captured below: a structured binding cannot be
       const std::string next_key = fw.key_for("next");
       struct State {
         std::mutex mutex;
@@ -270,7 +279,7 @@ class AsyncTest : public RedisTest {
         std::lock_guard<std::mutex> lock(st->mutex);
         if (++st->next_answered == 16) st->all.set_value();
       };
-      redis->post([&fw, st, finish, next_key, this] {
+      warmed.redis->post([&fw, st, finish, next_key, this] {
         for (int i = 0; i < 32; ++i) {
           fw.consume_async("first", 1, [&fw, st, finish, next_key, this](const Decision&, std::exception_ptr) {
             int n = 0;
