@@ -145,6 +145,52 @@ def capacity_section(res):
     return "\n".join(out) if len(out) > 2 else "(not measured in this run)"
 
 
+# Eight caller threads on three pools: a connection a thread, the default 4 sharing round trips
+# (PoolOptions::coalesce and Options::share_script_calls, as connect() makes it), and the default 4
+# with both off (a connection leased per call).
+POOL_MODES = (("pool8", "pool of 8"), ("threads8", "pool of 4, shared (default)"),
+              ("threads8_unshared", "pool of 4, unshared"))
+
+
+def pool_section(res):
+    """The pool-sizing table and its summary sentence: decisions/s of each pool against a connection
+    a thread, and Redis's main-thread CPU per decision."""
+    out = ["| strategy | " + " | ".join(label for _, label in POOL_MODES) + " |",
+           "|---|" + "---:|" * len(POOL_MODES)]
+    shared, unshared = [], []
+    seen = []
+    for r in res.select(suite="throughput"):
+        if r["strategy"] not in seen:
+            seen.append(r["strategy"])
+    for sid in seen:
+        base = rate_of(res, sid, "pool8")
+        cells = []
+        for mode, _ in POOL_MODES:
+            rate = rate_of(res, sid, mode)
+            cpu = res.min_usec("server_cpu_us_per_decision", suite="throughput", strategy=sid, mode=mode)
+            if rate is None:
+                cells.append("-")
+                continue
+            cell = "{} ({}, {} us)".format(fmt_rate(rate), "{:.2f}x".format(rate / base) if base else "-", fmt_us(cpu))
+            cells.append(cell)
+            if base and mode == "threads8":
+                shared.append(rate / base)
+            if base and mode == "threads8_unshared":
+                unshared.append(rate / base)
+        if any(c != "-" for c in cells):
+            label = next(r["label"] for r in res.select(suite="throughput", strategy=sid))
+            out.append("| {} | {} |".format(label, " | ".join(cells)))
+    if len(out) <= 2:
+        return "(not measured in this run)", ""
+
+    def span(xs):
+        return "{:.2f}x to {:.2f}x".format(min(xs), max(xs)) if xs else "not measured"
+
+    summary = ("Eight threads on the default pool of 4 reach {} of a connection a thread with round trips "
+               "shared, and {} with sharing off.".format(span(shared), span(unshared)))
+    return "\n".join(out), summary
+
+
 # The suites bench.sh repeats BENCH_REPS times (their rows carry "rep"); the functions suite has
 # its own fixed 3 repetitions and is left out, so that BENCH_REPS=1 reads as measured once.
 REPEATED_SUITES = ("throughput", "cluster", "peer", "redis-benchmark", "raw")
@@ -854,6 +900,7 @@ def main():
     lease_table = "\n".join(ls) if len(ls) > 2 else "(not measured in this run)"
     functions_table = functions_section(res)
     capacity_table = capacity_section(res)
+    pool_table, pool_summary = pool_section(res)
 
     # ---- Client-side CPU (no I/O) ----------------------------------------------------------------
     micro_lines = []
@@ -1176,6 +1223,21 @@ sharing a script call, `Options::share_script_calls`), `batch128` `consume_many`
 
 {capacity}
 
+## Sizing the connection pool
+
+Eight threads calling `consume()`, as a service's workers do, on a pool of 8 (a connection a
+thread), on the default pool of 4 with `PoolOptions::coalesce` (calls in flight at the same moment
+leave in one write: whoever finds a connection free sends every call queued by then), and on the
+pool of 4 with it off (a connection leased for each call's round trip). Each cell: decisions/s (the
+best of the repetitions), its ratio to the pool of 8, and Redis's main-thread CPU per decision.
+{pool_summary} A smaller pool makes threads wait for a connection; sharing lets one connection carry
+every call that waited for it, which also cuts Redis's CPU per decision (fewer socket reads and
+writes). So: size `PoolOptions::size` to the number of threads that call at the same moment, unless
+Redis's client connections are scarce (each costs the server a client of its own); below that,
+keep `coalesce` on.
+
+{pool_table}
+
 ## Client-side CPU per decision
 
 What redlimit itself spends in the calling thread per decision (input checks, key building, the
@@ -1209,7 +1271,8 @@ the ceiling; `benchmarks/report.py` writes this file.
            once="Measured once in the run (not repeated): no spread.",
            throughput=throughput_table, async_note=async_note, cluster=cluster_section, ceiling=ceiling_table, cpu=cpu_table,
            memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table, largest=largest_table, lease=lease_table,
-           functions=functions_table, capacity=capacity_table, micro=micro_table)
+           functions=functions_table, capacity=capacity_table, micro=micro_table, pool_table=pool_table,
+           pool_summary=pool_summary)
     with open(a.out, "w") as f:
         f.write(doc)
 
