@@ -1,6 +1,7 @@
 // consume_async on the cluster shares script calls per master (Options::share_script_calls with
 // Options::batch_per_master): the calls of one loop turn go as one call to each master, through
-// the script's spread function, decided in the order they were made; consume_many_future the same.
+// the script's spread function, decided in the order they were made; consume_many_future the same; a
+// merged call's first half has its calls sent to any master before the second half runs.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -104,6 +105,47 @@ TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMaster) {
     for (const auto& d : redlimit_test::get_within(f)) EXPECT_FALSE(d.allowed) << d.remaining;
     EXPECT_EQ(fcalls_on_masters(), 3);
     EXPECT_EQ(rl().counters().resent_by_slot, 0u);
+  }
+  limiter.reset();
+  async.reset();
+  loop.stop();
+}
+
+// A merged call's first half has its calls written before the second half's callbacks run on a
+// cluster too: AsyncCluster::send_now writes on every master's connection, and here the calls go
+// to another master than the merged call's (fixture: expect_first_half_leaves_early).
+TEST_F(ClusterAsyncShared, AMergedCallsFirstHalfSendsItsCallsToAnyMasterBeforeTheSecondHalfRuns) {
+  redlimit_test::LibeventLoop loop;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+  limiter->attach_async(async);
+  loop.start();
+  {
+    const auto fw = rl().fixed_window("halves", Limit(1000, 1h));
+    const auto who = subjects_on_each_master(fw, 2);
+    ASSERT_EQ(who.size(), 6u);
+    auto port_of = [&](const std::string& w) { return owner_port(redlimit::detail::key_slot(fw.key_for(w))); };
+    // "first" and "next" on two masters; every master's script path settled by a call of its own
+    // (a FUNCTION LOAD after the loop is held would have to wait for it).
+    const std::string first = who[0];
+    std::string next;
+    std::map<int, std::string> warm_up;
+    for (std::size_t i = 1; i < who.size(); ++i) {
+      if (next.empty() && port_of(who[i]) != port_of(first)) {
+        next = who[i];
+      } else if (who[i] != next) {
+        warm_up.emplace(port_of(who[i]), who[i]);
+      }
+    }
+    ASSERT_FALSE(next.empty());
+    ASSERT_EQ(warm_up.size(), 3u);
+    for (const auto& [port, w] : warm_up) {
+      auto f = fw.consume_future(w);
+      ASSERT_TRUE(redlimit_test::get_within(f).allowed) << port;
+    }
+    const int next_port = port_of(next);
+    const std::string next_key = fw.key_for(next);
+    redlimit_test::expect_first_half_leaves_early(
+        *async, fw, first, next, [next_port, next_key] { return raw(next_port, {"EXISTS", next_key}).integer == 1; });
   }
   limiter.reset();
   async.reset();

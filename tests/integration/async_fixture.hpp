@@ -211,6 +211,56 @@ inline void expect_exact_chain(Chain& chain, std::int64_t limit) {
   }
 }
 
+// A merged call of 32 hands out its decisions in two halves (AsyncLane::kSendEarlyFrom): the calls
+// its first 16 callers make are written before the 17th caller's callback runs, so Redis decides
+// them meanwhile. On `conn`'s loop: 32 consume_async of `first` in one turn; each of the first 16
+// callbacks calls consume_async(`next`); the 17th holds the loop until `next_written()` (Redis has
+// `next`'s key) or kWait/4. Without the early send, the calls of `next` could only leave once every
+// callback had returned, and the 17th would wait in vain.
+template <class Written>
+void expect_first_half_leaves_early(redlimit::AsyncConnection& conn, const redlimit::Strategy& fw,
+                                    const std::string& first, const std::string& next, Written next_written) {
+  struct State {
+    std::mutex mutex;
+    int answered = 0, next_answered = 0;
+    bool seen_in_time = false;
+    std::promise<void> all;
+  };
+  auto st = std::make_shared<State>();
+  auto finish = [st] {
+    std::lock_guard<std::mutex> lock(st->mutex);
+    if (++st->next_answered == 16) st->all.set_value();
+  };
+  conn.post([&fw, st, finish, first, next, next_written] {
+    for (int i = 0; i < 32; ++i) {
+      fw.consume_async(first, 1, [&fw, st, finish, next, next_written](const Decision&, std::exception_ptr) {
+        int n = 0;
+        {
+          std::lock_guard<std::mutex> lock(st->mutex);
+          n = ++st->answered;
+        }
+        if (n <= 16) {
+          fw.consume_async(next, 1, [finish](const Decision&, std::exception_ptr) { finish(); });
+        } else if (n == 17) {
+          const auto until = std::chrono::steady_clock::now() + kWait / 4;
+          bool seen = false;
+          while (!seen && std::chrono::steady_clock::now() < until) {
+            seen = next_written();
+            if (!seen) std::this_thread::sleep_for(1ms);
+          }
+          std::lock_guard<std::mutex> lock(st->mutex);
+          st->seen_in_time = seen;
+        }
+      });
+    }
+  });
+  auto all = st->all.get_future();
+  ASSERT_EQ(all.wait_for(kWait), std::future_status::ready) << "the calls made in callbacks were never answered";
+  std::lock_guard<std::mutex> lock(st->mutex);
+  EXPECT_TRUE(st->seen_in_time) << "the first half's calls waited for the second half's callbacks";
+  EXPECT_TRUE(next_written());
+}
+
 class AsyncTest : public RedisTest {
  protected:
   // options() with a script call for every consume_async (Options::share_script_calls off): for the
@@ -258,55 +308,14 @@ class AsyncTest : public RedisTest {
     loop.stop();
   }
 
-  // A merged call of 32 hands out its decisions in two halves (AsyncLane::kSendEarlyFrom): the calls
-  // its first 16 callers make are written before the 17th caller's callback runs, so Redis decides
-  // them meanwhile. The 17th callback holds the loop until Redis has their key (at most kWait/4);
-  // without the early send they could only leave once every callback had returned.
+  // expect_first_half_leaves_early() on one server: `resource`'s fixed window, "first" and "next".
   template <class Loop>
   void expect_the_first_halfs_calls_to_leave_before_the_second_half_runs(Loop& loop, const std::string& resource) {
     {
       auto warmed = warm_fixed_window(loop, resource, options());
-      const redlimit::FixedWindow& fw = warmed.fw;  // captured below: a structured binding cannot be
-      const std::string next_key = fw.key_for("next");
-      struct State {
-        std::mutex mutex;
-        int answered = 0, next_answered = 0;
-        bool seen_in_time = false;
-        std::promise<void> all;
-      };
-      auto st = std::make_shared<State>();
-      auto finish = [st] {
-        std::lock_guard<std::mutex> lock(st->mutex);
-        if (++st->next_answered == 16) st->all.set_value();
-      };
-      warmed.redis->post([&fw, st, finish, next_key, this] {
-        for (int i = 0; i < 32; ++i) {
-          fw.consume_async("first", 1, [&fw, st, finish, next_key, this](const Decision&, std::exception_ptr) {
-            int n = 0;
-            {
-              std::lock_guard<std::mutex> lock(st->mutex);
-              n = ++st->answered;
-            }
-            if (n <= 16) {
-              fw.consume_async("next", 1, [finish](const Decision&, std::exception_ptr) { finish(); });
-            } else if (n == 17) {
-              const auto until = std::chrono::steady_clock::now() + kWait / 4;
-              bool seen = false;
-              while (!seen && std::chrono::steady_clock::now() < until) {
-                seen = server().integer({"EXISTS", next_key}) == 1;
-                if (!seen) std::this_thread::sleep_for(1ms);
-              }
-              std::lock_guard<std::mutex> lock(st->mutex);
-              st->seen_in_time = seen;
-            }
-          });
-        }
-      });
-      auto all = st->all.get_future();
-      ASSERT_EQ(all.wait_for(kWait), std::future_status::ready) << "the calls made in callbacks were never answered";
-      std::lock_guard<std::mutex> lock(st->mutex);
-      EXPECT_TRUE(st->seen_in_time) << "the first half's calls waited for the second half's callbacks";
-      EXPECT_EQ(server().integer({"EXISTS", next_key}), 1);
+      const std::string next_key = warmed.fw.key_for("next");
+      expect_first_half_leaves_early(*warmed.redis, warmed.fw, "first", "next",
+                                     [&] { return server().integer({"EXISTS", next_key}) == 1; });
     }
     loop.stop();
   }
