@@ -100,17 +100,21 @@ def median_range(vals):
     return "{} ({}..{})".format(fmt_us(med), fmt_us(vals[0]), fmt_us(vals[-1])), med
 
 
+def strategies_in(rows):
+    """(strategy id, label) of every strategy in `rows`, in the order they first appear."""
+    out = {}
+    for r in rows:
+        out.setdefault(r["strategy"], r["label"])
+    return list(out.items())
+
+
 def functions_section(res):
     rows = res.select(suite="functions")
     if not rows:
         return "(not measured in this run)"
     out = ["| strategy | FCALL, one a call (us) | EVALSHA, one a call (us) | FCALL / EVALSHA | "
            "FCALL, 128 a call (us) | EVALSHA, 128 a call (us) |", "|---|---:|---:|---:|---:|---:|"]
-    seen = []
-    for r in rows:
-        if r["strategy"] not in seen:
-            seen.append(r["strategy"])
-    for sid in seen:
+    for sid, label in strategies_in(rows):
         cells = {}
         for path in ("fcall", "evalsha"):
             for batch in (1, 128):
@@ -118,7 +122,6 @@ def functions_section(res):
                 cells[(path, batch)] = median_range(vals)
         f1, e1 = cells[("fcall", 1)][1], cells[("evalsha", 1)][1]
         ratio = "{:.2f}x".format(f1 / e1) if f1 and e1 else "-"
-        label = next(r["label"] for r in rows if r["strategy"] == sid)
         out.append("| {} | {} | {} | {} | {} | {} |".format(label, cells[("fcall", 1)][0], cells[("evalsha", 1)][0], ratio,
                                                             cells[("fcall", 128)][0], cells[("evalsha", 128)][0]))
     return "\n".join(out)
@@ -127,11 +130,7 @@ def functions_section(res):
 def capacity_section(res):
     out = ["| strategy | mode | Redis main-thread CPU per decision (us) | decisions/s per core at 70% | "
            "masters for 1M/s | for 10M/s | for 100M/s |", "|---|---|---:|---:|---:|---:|---:|"]
-    seen = []
-    for r in res.select(suite="throughput"):
-        if r["strategy"] not in seen:
-            seen.append(r["strategy"])
-    for sid in seen:
+    for sid, label in strategies_in(res.select(suite="throughput")):
         for mode in ("seq", "threads8", "async64", "batch128"):
             vals = [r.get("server_cpu_us_per_decision") for r in res.select(suite="throughput", strategy=sid, mode=mode)]
             vals = sorted(v for v in vals if v)
@@ -140,7 +139,6 @@ def capacity_section(res):
             cpu = vals[len(vals) // 2]
             per_core = 0.7 * 1e6 / cpu
             masters = ["{:,}".format(int(-(-n // per_core))) for n in (1e6, 1e7, 1e8)]
-            label = next(r["label"] for r in res.select(suite="throughput", strategy=sid))
             out.append("| {} | {} | {} | {} | {} | {} | {} |".format(label, mode, fmt_us(cpu), fmt_rate(per_core), *masters))
     return "\n".join(out) if len(out) > 2 else "(not measured in this run)"
 
@@ -158,11 +156,7 @@ def pool_section(res):
     out = ["| strategy | " + " | ".join(label for _, label in POOL_MODES) + " |",
            "|---|" + "---:|" * len(POOL_MODES)]
     shared, unshared = [], []
-    seen = []
-    for r in res.select(suite="throughput"):
-        if r["strategy"] not in seen:
-            seen.append(r["strategy"])
-    for sid in seen:
+    for sid, label in strategies_in(res.select(suite="throughput")):
         base = rate_of(res, sid, "pool8")
         cells = []
         for mode, _ in POOL_MODES:
@@ -178,7 +172,6 @@ def pool_section(res):
             if base and mode == "threads8_unshared":
                 unshared.append(rate / base)
         if any(c != "-" for c in cells):
-            label = next(r["label"] for r in res.select(suite="throughput", strategy=sid))
             out.append("| {} | {} |".format(label, " | ".join(cells)))
     if len(out) <= 2:
         return "(not measured in this run)", ""
