@@ -46,6 +46,7 @@ struct Config {
   std::string suite = "all";
   double seconds = 1.5;           // wall-clock budget of one throughput measurement
   long max_ops = 400000;          // operation cap of one throughput measurement
+  long subjects = 10000;          // --subjects: how many subjects a throughput row cycles over
   std::vector<long> sizes{1, 1000, 100000, 1000000};
   double growth_budget = 240;     // seconds for the whole growth suite
   long flood_limit = 1000;        // the flooded sliding log's limit (flood = 100x this)

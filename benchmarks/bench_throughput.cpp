@@ -218,7 +218,7 @@ std::vector<Mode> all_modes() {
 void suite_throughput(const Config& c, Admin& admin, const std::string& suite) {
   const bool cluster = suite == "cluster";
   std::vector<std::string> subjects;
-  for (long i = 0; i < 10000; ++i) subjects.push_back(subject_name(i));
+  for (long i = 0; i < c.subjects; ++i) subjects.push_back(subject_name(i));
   // Load every script once (the first call of each is EVAL after NOSCRIPT), outside any measurement:
   // 32 subjects, so that on a cluster every master has loaded every script.
   {

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     else if (a == "--suite") c.suite = next();
     else if (a == "--seconds") c.seconds = std::stod(next());
     else if (a == "--max-ops") c.max_ops = std::stol(next());
+    else if (a == "--subjects") c.subjects = std::max(1L, std::stol(next()));
     else if (a == "--growth-budget") c.growth_budget = std::stod(next());
     else if (a == "--flood-limit") c.flood_limit = std::stol(next());
     else if (a == "--strategies") c.strategies = split(next(), ',');

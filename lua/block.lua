@@ -8,5 +8,5 @@
 local blocked_until = now + tonumber(ARGV[4])
 local current = tonumber(redis.call('GET', KEYS[2]))
 if current and current > blocked_until then blocked_until = current end -- never shorten a block
-redis.call('PSETEX', KEYS[2], ttl_ms(blocked_until - now), fmt(blocked_until))
+redis.call('PSETEX', KEYS[2], ttl_text(ttl_ms(blocked_until - now)), fmt(blocked_until))
 return {0, 0, blocked_until - now, blocked_until - now, 0}

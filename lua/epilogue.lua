@@ -61,7 +61,7 @@ local function write(key, new, ttl)
   if ttl == 0 then
     redis.call('SET', key, new, 'KEEPTTL')
   elseif new then
-    redis.call('PSETEX', key, ttl, new)
+    redis.call('PSETEX', key, ttl_text(ttl), new)
   else
     redis.call('DEL', key)
   end
@@ -89,7 +89,7 @@ if n == 1 then
   local wait = marker and blocked(marker)
   if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
-  if new ~= nil then write(KEYS[1], new, ttl) end
+  if ttl == 0 then redis.call('SET', KEYS[1], new, 'KEEPTTL') elseif new ~= nil then write(KEYS[1], new, ttl) end
   return reply(a, rem, retry, reset, delay, decider, each)
 end
 
@@ -164,7 +164,7 @@ for i = 1, n do
       end
       a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, v)
       if new ~= nil then
-        write(key, new, ttl)
+        if ttl == 0 then redis.call('SET', key, new, 'KEEPTTL') else write(key, new, ttl) end
         if state_is_string then written[key] = new end
       end
     end
@@ -178,7 +178,15 @@ for i = 1, n do
       rejected[key] = nil
     end
   end
-  put(out, m, a, rem, retry, reset, delay, decider, each)
+  if width == 5 then
+    out[m + 1] = a
+    out[m + 2] = rem
+    out[m + 3] = retry
+    out[m + 4] = reset
+    out[m + 5] = delay
+  else
+    put(out, m, a, rem, retry, reset, delay, decider, each)
+  end
   m = m + width
 end
 out[m + 1] = nil

@@ -26,7 +26,8 @@ local function decide(_, cost, v)
   local start, used = current, 0
   local ttl_set = false -- the stored state is this window's, and its TTL was set for this window
   if v then
-    local s, c, w = unpack_window(v, window)
+    local s, c, w
+    if #v == 20 then s, c, w = unpack_(WINDOW, v) else s, c, w = unpack_window(v, window) end -- a call less
     if s and w == window then
       if s >= start then start, used, ttl_set = s, c, true end
     elseif s and s < current + window and s + w > current then
@@ -40,11 +41,11 @@ local function decide(_, cost, v)
   if refund then
     if used > 0 then
       used = max(0, used - cost)
-      new = pack_window(start, used, window)
+      new = pack(WINDOW, start, used, window)
     end
   elseif allowed and record then
     used = used + cost
-    new = pack_window(start, used, window)
+    new = pack(WINDOW, start, used, window)
   end
   if new then ttl = ttl_set and 0 or ttl_ms(window_end - now) end
 
@@ -52,7 +53,9 @@ local function decide(_, cost, v)
   if not allowed then retry_after = window_end - now end -- the next window starts empty
   local reset_after = 0
   if used > 0 then reset_after = window_end - now end
-  return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1, new, ttl
+  local remaining = limit - used
+  if remaining < 0 then remaining = 0 end
+  return allowed and 1 or 0, remaining, retry_after, reset_after, 0, 1, new, ttl
 end
 
 -- Per call: -------------------------------------------------------------------------------------

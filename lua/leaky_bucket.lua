@@ -36,12 +36,21 @@ end
 
 local function decide(_, cost, v)
   local whole, frac, at, t0, ahead, lease = read_bucket(now, v, 0, capacity, unit, true)
-  -- Leak since `at`: compare the elapsed time with the time to empty first, so that
-  -- elapsed * leak is only formed when it stays below the water held.
+  -- Leak since `at`: elapsed * leak ticks, divided inline when below 2^52 (helpers.lua, TWO52);
+  -- past it, the elapsed time is compared with the time to empty first, so that the product is
+  -- only formed (by muldiv) when it stays below the water held.
   local elapsed = t0 - at
-  if elapsed >= time_to_empty(whole, frac) then
+  local p = elapsed * leak
+  if elapsed <= 0 then -- nothing leaked
+  elseif p < TWO52 then
+    local r = p % unit
+    if r < 0 then r = r + unit end
+    whole, frac = whole - (p - r) / unit, frac - r
+    if frac < 0 then whole, frac = whole - 1, frac + unit end
+    if whole < 0 then whole, frac = 0, 0 end
+  elseif elapsed >= time_to_empty(whole, frac) then
     whole, frac = 0, 0
-  elseif elapsed > 0 then
+  else
     local q, r = muldiv(elapsed, leak, unit)
     whole, frac = whole - q, frac - r
     if frac < 0 then whole, frac = whole - 1, frac + unit end
@@ -60,7 +69,15 @@ local function decide(_, cost, v)
     whole = whole + cost
     changed = true
   end
-  local to_empty = time_to_empty(whole, frac)
+  local to_empty -- time_to_empty(whole, frac), inline below 2^52
+  local w = whole * unit + frac
+  if w < TWO52 then
+    local r = w % leak
+    if r < 0 then r = r + leak end
+    to_empty = (w - r) / leak + ((r > 0) and 1 or 0)
+  else
+    to_empty = time_to_empty(whole, frac)
+  end
   local new, ttl = nil, nil
   if changed then
     if to_empty > 0 then

@@ -68,7 +68,15 @@ local function parse_tag(tag)
 end
 
 -- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
-local function weighted(l, old) return old - muldiv(old, l.r, l.P) end
+-- old * r below 2^52 is divided inline (helpers.lua, TWO52): no call into C.
+local function weighted(l, old)
+  local p = old * l.r
+  if p >= TWO52 then return old - muldiv(old, l.r, l.P) end
+  local P = l.P
+  local rem = p % P
+  if rem < 0 then rem = rem + P end
+  return old - (p - rem) / P
+end
 
 -- Counts of a limit that left the policy, regrouped into limit `l` (see Reconfiguration above).
 local function adopt(l, src)
@@ -100,6 +108,27 @@ local function parse_field(f)
   return t, idx
 end
 
+-- A count's text and number, remembered both ways: tonumber() runs the C library's strtod and
+-- fmt() its printf, about a microsecond of Redis's time between them for every field read and
+-- written, where a table lookup is a twentieth of that; counts are small integers that many subjects
+-- and buckets share. Kept across calls, and dropped whole past 4096 of each, like the field names.
+local count_of, text_of, counts_known, texts_known = {}, {}, 0, 0
+local function parse_count(text)
+  local c = tonumber(text)
+  if not c then return nil end
+  if counts_known >= 4096 then count_of, counts_known = {}, 0 end
+  count_of[text], counts_known = c, counts_known + 1
+  return c
+end
+local function count_text(c)
+  local text = text_of[c]
+  if text then return text end
+  if texts_known >= 4096 then text_of, texts_known = {}, 0 end
+  text = fmt(c)
+  text_of[c], texts_known = text, texts_known + 1
+  return text
+end
+
 -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
 -- no longer in the policy, is stale and deleted when we next write. Then limits without buckets
 -- adopt those of the longest window that left (ties: the finer precision, then the tag).
@@ -110,7 +139,7 @@ local function read(key)
     local tag, idx = parse_field(h[i])
     local l = tag and by_tag[tag]
     if l and idx >= l.b - l.n then
-      local c = tonumber(h[i + 1])
+      local c = count_of[h[i + 1]] or parse_count(h[i + 1])
       l.counts[idx] = c
       if idx == l.b - l.n then l.old = c else l.full = l.full + c end -- buckets ahead of b: clock skew
       if not l.newest or idx > l.newest then l.newest = idx end
@@ -188,7 +217,8 @@ local function take(key, cost, stale)
     l.used = l.used + cost
     l.counts[l.b] = (l.counts[l.b] or 0) + cost
     fields[2 * i - 1] = l.field
-    fields[2 * i] = fmt(l.counts[l.b])
+    local c = l.counts[l.b]
+    fields[2 * i] = text_of[c] or count_text(c)
     if not l.newest or l.b > l.newest then l.newest = l.b end
   end
   if #limits == 1 then
@@ -235,21 +265,25 @@ local function conclude(key, cost, allowed, ttl_holds)
   local each = each_out
   for i = 1, #limits do
     local l = limits[i]
-    local rem = max(0, l.limit - l.used)
+    local rem = l.limit - l.used
+    if rem < 0 then rem = 0 end
     local wait = 0
     if not allowed and not l.allowed then wait = retry_after(l, cost) end
     local own_reset = 0
-    if l.newest then own_reset = max(0, (l.newest + l.n + 1) * l.P - now) end
+    if l.newest then
+      own_reset = (l.newest + l.n + 1) * l.P - now
+      if own_reset < 0 then own_reset = 0 end
+    end
     each[2 * i - 1] = rem
     each[2 * i] = own_reset
-    reset = max(reset, own_reset)
+    if own_reset > reset then reset = own_reset end
     if allowed then
       if not remaining or rem < remaining then decider = i end
     elseif wait > retry then
       decider = i
     end
     if not remaining or rem < remaining then remaining = rem end
-    retry = max(retry, wait)
+    if wait > retry then retry = wait end
   end
   if allowed and record and reset > 0 and not ttl_holds then
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.
@@ -258,7 +292,7 @@ local function conclude(key, cost, allowed, ttl_holds)
     -- (a refund never lengthens it), and setting it again cost Redis 1.4 us of a sliding window's
     -- 8.8 a call (measured on 7.0). Adopted buckets were written under another limit's TTL: set
     -- ours.
-    redis.call('PEXPIRE', key, ttl_ms(reset))
+    redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
   end
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
 end

@@ -22,6 +22,17 @@
 local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
                             -- have left the window)
 local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
+-- now and cutoff as text, made once a call, when a request first needs them: every request of a
+-- batch shares them (fmt() is a call into the C library's printf)
+local now_str, cutoff_str
+local function now_text()
+  if not now_str then now_str = fmt(now) end
+  return now_str
+end
+local function cutoff_text()
+  if not cutoff_str then cutoff_str = fmt(cutoff) end
+  return cutoff_str
+end
 local state_is_string, width, params_n = false, 5, 2
 
 -- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
@@ -68,9 +79,9 @@ local function decide(key, cost)
       cum = nil
     else
       if record or refund then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(cutoff))
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff_text())
       else
-        first = redis.call('ZCOUNT', key, '-inf', fmt(cutoff))
+        first = redis.call('ZCOUNT', key, '-inf', cutoff_text())
       end
       local c, k = at_rank(key, first)
       base = c - k
@@ -98,7 +109,7 @@ local function decide(key, cost)
     if cum then t = max(now, newest_t) end
     cum = (cum or 0) + cost
     newest_t = t
-    redis.call('ZADD', key, fmt(t), member(cum, cost))
+    redis.call('ZADD', key, t == now and now_text() or fmt(t), member(cum, cost))
     used = used + cost
   end
 
@@ -117,7 +128,7 @@ local function decide(key, cost)
     reset_after = max(0, newest_t + window - now)
     -- A refund too: shortening the only entry pops it (Redis deletes the emptied set) and adds it
     -- back, a new key without a TTL.
-    if (allowed and record) or refund then redis.call('PEXPIRE', key, ttl_ms(reset_after)) end
+    if (allowed and record) or refund then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset_after))) end
   end
   return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1
 end
@@ -127,3 +138,4 @@ if ARGV[4] ~= limit_arg or ARGV[5] ~= window_arg then
   limit_arg, window_arg, limit, window = ARGV[4], ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[5])
 end
 cutoff = now - window
+now_str, cutoff_str = nil, nil

@@ -26,15 +26,27 @@ local state_is_string, width, params_n = true, 5, 3
 
 local function decide(_, cost, v)
   local whole, frac, at, t0, ahead, lease = read_bucket(now, v, capacity, capacity, unit, false)
-  -- Refill since `at`: compare the elapsed time with the time to full first, so that
-  -- elapsed * refill is only formed when it stays below a bucketful.
+  -- Refill since `at`: elapsed * refill ticks, divided inline when below 2^52 (helpers.lua, TWO52);
+  -- past it, the elapsed time is compared with the time to full first, so that the product is
+  -- only formed (by muldiv) when it stays below a bucketful.
   local elapsed = t0 - at
-  if whole >= capacity or elapsed >= time_to(capacity, whole, frac, unit, refill) then
+  if whole >= capacity then
     whole, frac = capacity, 0
   elseif elapsed > 0 then
-    local q, r = muldiv(elapsed, refill, unit)
-    whole, frac = whole + q, frac + r
-    if frac >= unit then whole, frac = whole + 1, frac - unit end
+    local p = elapsed * refill
+    if p < TWO52 then
+      local r = p % unit
+      if r < 0 then r = r + unit end
+      whole, frac = whole + (p - r) / unit, frac + r
+      if frac >= unit then whole, frac = whole + 1, frac - unit end
+      if whole >= capacity then whole, frac = capacity, 0 end
+    elseif elapsed >= time_to(capacity, whole, frac, unit, refill) then
+      whole, frac = capacity, 0
+    else
+      local q, r = muldiv(elapsed, refill, unit)
+      whole, frac = whole + q, frac + r
+      if frac >= unit then whole, frac = whole + 1, frac - unit end
+    end
   end
 
   local allowed = refund or whole >= cost
@@ -48,7 +60,16 @@ local function decide(_, cost, v)
     changed = true
   end
   local to_full = 0
-  if whole < capacity then to_full = time_to(capacity, whole, frac, unit, refill) end
+  if whole < capacity then -- time_to(capacity, ...), inline below 2^52
+    local m = (capacity - whole) * unit - frac
+    if m < TWO52 then
+      local r = m % refill
+      if r < 0 then r = r + refill end
+      to_full = (m - r) / refill + ((r > 0) and 1 or 0)
+    else
+      to_full = time_to(capacity, whole, frac, unit, refill)
+    end
+  end
   local new, ttl = nil, nil
   if changed then
     if whole < capacity then
