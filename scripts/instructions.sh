@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Redis's instructions per decision, counted by callgrind: a deterministic figure for comparing two
+# versions of the Lua scripts, where CPU time on this (shared, 2-core) machine moves by 30% from run
+# to run. Starts its own redis-server under valgrind on a free loopback port, runs redlimit_bench
+# against it (one uncounted second to load the scripts and create the keys, then SECONDS counted),
+# and prints, per strategy, the instructions Redis spent inside FCALL (the scripts, their redis.call
+# commands, the argument tables and the reply) divided by the decisions made. The socket work
+# around each command is left out: it does not depend on the scripts.
+#
+#   scripts/instructions.sh [BENCH_BINARY] [STRATEGIES] [MODE] [SECONDS]
+#     defaults: build-bench/benchmarks/redlimit_bench, every strategy, batch128, 3
+#
+# Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
+# than 10,000: each subject then sees about as many milliseconds between its requests as in a
+# normal run, and takes the same paths (a bucket keeps its lease, a window its TTL).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bench=${1:-$root/build-bench/benchmarks/redlimit_bench}
+strategies=${2:-fixed_window,sliding_log,sliding_window,sliding_window_p10,token_bucket,leaky_bucket,policy3}
+mode=${3:-batch128}
+seconds=${4:-3}
+for tool in valgrind callgrind_control callgrind_annotate redis-server redis-cli python3; do
+  command -v "$tool" >/dev/null || { echo "instructions.sh: $tool is missing" >&2; exit 2; }
+done
+[[ -x "$bench" ]] || { echo "instructions.sh: no $bench (build the redlimit_bench target)" >&2; exit 2; }
+
+dir=$(mktemp -d)
+pid=
+cleanup() {
+  if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+for strategy in ${strategies//,/ }; do
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" \
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+    --logfile "$dir/redis.log" >"$dir/valgrind.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  run() { "$bench" --port "$port" --suite throughput --strategies "$strategy" --modes "$mode" --subjects 200 --seconds "$1"; }
+  run 1 >/dev/null 2>&1
+  callgrind_control -i on "$pid" >/dev/null 2>&1
+  run "$seconds" 2>/dev/null >"$dir/rows.json"
+  callgrind_control -i off "$pid" >/dev/null 2>&1
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+  ir=$(callgrind_annotate --inclusive=yes "$dir"/cg.out.* 2>/dev/null | awk '/fcallCommand/ {gsub(",", "", $1); print $1; exit}')
+  python3 - "$strategy" "$mode" "${ir:-0}" "$dir/rows.json" <<'PY'
+import json, sys
+strategy, mode, ir, rows = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+ops = sum(json.loads(line)["ops"] for line in open(rows) if line.strip())
+if ops == 0 or ir == 0:
+    sys.exit(f"instructions.sh: {strategy} {mode}: nothing measured")
+print(f"{strategy:20} {mode:10} {ops:7d} decisions  {ir / ops:9.0f} instructions a decision in FCALL")
+PY
+  rm -f "$dir"/cg.out*
+done
