@@ -12,9 +12,10 @@
 -- The library functions the scripts call per request, as locals: a global lookup and a field
 -- lookup less each time, which a batch of hundreds of requests notices. Bound by the prologue's
 -- first call, not here: Redis 7.0 loads a Functions library with no global but `redis` in reach.
-local fmod, max, min, format, match, byte, pack, unpack_
+local fmod, max, min, format, match, byte, find, sub, pack, unpack_
 local function bind_libraries()
   fmod, max, min, format, match, byte = math.fmod, math.max, math.min, string.format, string.match, string.byte
+  find, sub = string.find, string.sub
   pack, unpack_ = struct.pack, struct.unpack
 end
 

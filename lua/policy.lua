@@ -175,7 +175,7 @@ end
 -- Adopted counts become the limit's own fields before the limit's first write.
 local function own(key, l)
   if not l.adopted then return end
-  for i, c in pairs(l.counts) do redis.call('HINCRBY', key, l.tag .. ':' .. fmt(i), c) end
+  for i, c in pairs(l.counts) do redis.call('HINCRBY', key, l.tag .. ':' .. fmt(i), fmt(c)) end
   l.adopted = false
 end
 
@@ -193,7 +193,7 @@ local function give_back(key, cost)
         if c == take then
           redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
         else
-          redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), -take)
+          redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), fmt(-take))
         end
         left = left - take
       end

@@ -35,17 +35,30 @@ local function cutoff_text()
 end
 local state_is_string, width, params_n = false, 5, 2
 
--- An entry's member: its cum and cost, or nil for a 0.2 member "<time>:<seq>".
-local function parse(member)
-  local c, k = match(member, '^(%d+)/(%d+)$')
-  if not c then return nil end
-  return tonumber(c), tonumber(k)
+-- An entry's member: its cum (and its cost, unless only the cum is wanted), or nil for a 0.2
+-- member "<time>:<seq>". The cum's digits (16, more past 10^16) end at the member's one '/': a
+-- plain find from the 17th byte and sub() cost Redis less than a pattern match, and the cost is
+-- only converted when asked for (tonumber() runs the C library's strtod).
+local function parse(member, cum_only)
+  local slash = find(member, '/', 17, true)
+  if not slash then return nil end
+  local c = tonumber(sub(member, 1, slash - 1))
+  if cum_only then return c end
+  local k = tonumber(sub(member, slash + 1))
+  if not (c and k) then return nil end
+  return c, k
 end
 local function member(cum, cost) return format('%016d/%d', cum, cost) end
 
--- The entry at rank i: cum, cost, time.
-local function at_rank(key, i)
-  local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+-- The entry at rank i: cum, cost, and its time when `timed`. Ranks and scores go to redis.call()
+-- as text: Redis would print a number with "%.17g", the C library's slower floating-point printer.
+local function at_rank(key, i, timed)
+  local rank = (i == 0) and '0' or fmt(i)
+  if not timed then
+    local c, k = parse(redis.call('ZRANGE', key, rank, rank)[1])
+    return c, k
+  end
+  local e = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
   local c, k = parse(e[1])
   return c, k, tonumber(e[2])
 end
@@ -68,9 +81,9 @@ end
 local function decide(key, cost)
   -- The newest entry; a write first trims what has left the window (a peek counts past it).
   local cum, newest_t, first, base, used = nil, nil, 0, 0, 0
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if newest[1] then
-    cum = parse(newest[1])
+    cum = parse(newest[1], true)
     newest_t = tonumber(newest[2])
     if not cum then -- a 0.2 log: restarted (UNLINK: a big one is freed off the main thread)
       if record or refund then redis.call('UNLINK', key) end
@@ -119,12 +132,12 @@ local function decide(key, cost)
     -- limit) and at most cum (cost <= limit); the entry holding it leaves at its time + window.
     local card = redis.call('ZCARD', key)
     local r = rank_reaching(key, first, card - 1, cum + cost - limit, base)
-    local _, _, t = at_rank(key, r)
+    local _, _, t = at_rank(key, r, true)
     retry_after = t + window - now
   end
   local reset_after = 0
   if used > 0 then
-    if refund then newest_t = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
+    if refund then newest_t = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]) end
     reset_after = max(0, newest_t + window - now)
     -- A refund too: shortening the only entry pops it (Redis deletes the emptied set) and adds it
     -- back, a new key without a TTL.
