@@ -36,7 +36,8 @@
 -- This call's: the limits (read once per call: a batch decides many requests with them; what
 -- depends on the request is reset at the start of each decide()), the same by tag, and the width of
 -- a decision. Set per call, below; kept from the last call when its limits were given by the same
--- strings (helpers.lua, params), and then only their time fields r and b are set again.
+-- strings (helpers.lua, params), and then only their time fields (r, b, oldest = b - n) are set
+-- again.
 local limits, by_tag, width
 -- ARGV[4 .. 4 + 4m] of the call that built `limits`, and their number, 1 + 4m (params_n: the
 -- epilogue reads it too, to find the costs of a batch)
@@ -138,11 +139,12 @@ local function read(key)
   for i = 1, #h, 2 do
     local tag, idx = parse_field(h[i])
     local l = tag and by_tag[tag]
-    if l and idx >= l.b - l.n then
+    if l and idx >= l.oldest then
       local c = count_of[h[i + 1]] or parse_count(h[i + 1])
       l.counts[idx] = c
-      if idx == l.b - l.n then l.old = c else l.full = l.full + c end -- buckets ahead of b: clock skew
-      if not l.newest or idx > l.newest then l.newest = idx end
+      if idx == l.oldest then l.old = c else l.full = l.full + c end -- buckets ahead of b: clock skew
+      local newest = l.newest
+      if not newest or idx > newest then l.newest = idx end
     else
       stale = stale or {}
       stale[#stale + 1] = h[i]
@@ -213,13 +215,14 @@ local fields = {} -- take()'s HSET arguments, kept from call to call (m limits: 
 local function take(key, cost, stale)
   for i = 1, #limits do
     local l = limits[i]
-    own(key, l)
+    if l.adopted then own(key, l) end
+    local b, counts, newest = l.b, l.counts, l.newest
+    local c = (counts[b] or 0) + cost
     l.used = l.used + cost
-    l.counts[l.b] = (l.counts[l.b] or 0) + cost
+    counts[b] = c
     fields[2 * i - 1] = l.field
-    local c = l.counts[l.b]
     fields[2 * i] = text_of[c] or count_text(c)
-    if not l.newest or l.b > l.newest then l.newest = l.b end
+    if not newest or b > newest then l.newest = b end
   end
   if #limits == 1 then
     redis.call('HSET', key, fields[1], fields[2]) -- a sliding window: no unpack()
@@ -309,10 +312,12 @@ local function decide(key, cost)
   local allowed, ttl_holds = true, true
   for i = 1, #limits do
     local l = limits[i]
-    l.used = l.full + weighted(l, l.old)
-    l.allowed = l.used + cost <= l.limit
-    allowed = allowed and l.allowed
-    ttl_holds = ttl_holds and not l.adopted and l.newest ~= nil and l.newest >= l.b
+    local used, newest = l.full, l.newest
+    if l.old > 0 then used = used + weighted(l, l.old) end
+    local fits = used + cost <= l.limit
+    l.used, l.allowed = used, fits
+    allowed = allowed and fits
+    ttl_holds = ttl_holds and not l.adopted and newest ~= nil and newest >= l.b
   end
   if refund then
     allowed = true
@@ -342,5 +347,5 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   local l = limits[i]
   l.r = fmod(now, l.P)
   local b = (now - l.r) / l.P
-  if b ~= l.b then l.b, l.field = b, l.tag .. ':' .. fmt(b) end
+  if b ~= l.b then l.b, l.oldest, l.field = b, b - l.n, l.tag .. ':' .. fmt(b) end
 end
