@@ -24,30 +24,23 @@ for tool in valgrind callgrind_control callgrind_annotate redis-server redis-cli
 done
 [[ -x "$bench" ]] || { echo "instructions.sh: no $bench (build the redlimit_bench target)" >&2; exit 2; }
 
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=SCRIPTDIR/lib/server.sh
+source "$root/scripts/lib/server.sh"
 
 for strategy in ${strategies//,/ }; do
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" \
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-    --logfile "$dir/redis.log" >"$dir/valgrind.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-  run() { "$bench" --port "$port" --suite throughput --strategies "$strategy" --modes "$mode" --subjects 200 --seconds "$1"; }
+  start_server valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$SERVER_DIR/cg.out" || exit 1
+  run() {
+    "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects 200 \
+      --seconds "$1"
+  }
   run 1 >/dev/null 2>&1
-  callgrind_control -i on "$pid" >/dev/null 2>&1
-  run "$seconds" 2>/dev/null >"$dir/rows.json"
-  callgrind_control -i off "$pid" >/dev/null 2>&1
-  callgrind_control -d "$pid" >/dev/null 2>&1
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
-  ir=$(callgrind_annotate --inclusive=yes "$dir"/cg.out.* 2>/dev/null | awk '/fcallCommand/ {gsub(",", "", $1); print $1; exit}')
-  python3 - "$strategy" "$mode" "${ir:-0}" "$dir/rows.json" <<'PY'
+  callgrind_control -i on "$SERVER_PID" >/dev/null 2>&1
+  run "$seconds" 2>/dev/null >"$SERVER_DIR/rows.json"
+  callgrind_control -i off "$SERVER_PID" >/dev/null 2>&1
+  callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
+  stop_server
+  ir=$(callgrind_annotate --inclusive=yes "$SERVER_DIR"/cg.out.* 2>/dev/null | awk '/fcallCommand/ {gsub(",", "", $1); print $1; exit}')
+  python3 - "$strategy" "$mode" "${ir:-0}" "$SERVER_DIR/rows.json" <<'PY'
 import json, sys
 strategy, mode, ir, rows = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 ops = sum(json.loads(line)["ops"] for line in open(rows) if line.strip())
@@ -55,5 +48,5 @@ if ops == 0 or ir == 0:
     sys.exit(f"instructions.sh: {strategy} {mode}: nothing measured")
 print(f"{strategy:20} {mode:10} {ops:7d} decisions  {ir / ops:9.0f} instructions a decision in FCALL")
 PY
-  rm -f "$dir"/cg.out*
+  rm -f "$SERVER_DIR"/cg.out*
 done
