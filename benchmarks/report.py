@@ -1256,6 +1256,11 @@ The drivers: `benchmarks/redlimit_bench.cpp` (redlimit; `--suite cluster --url r
 for the cluster rows, on a cluster from `scripts/cluster.sh`), `benchmarks/peers/rlf_bench.js`
 (rate-limiter-flexible), `benchmarks/peers/limits_bench.py` (Python limits), `redis-benchmark` for
 the ceiling; `benchmarks/report.py` writes this file.
+
+Comparing two versions of the Lua scripts needs a steadier figure than CPU time, which moves by up
+to 30% between runs on a shared machine: `scripts/instructions.sh [BENCH] [STRATEGIES] [MODE]`
+counts, with callgrind, the instructions Redis spends inside FCALL per decision (its own
+redis-server under valgrind; repeatable to about 1%). It is not part of this file.
 """.format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
            spreads=spread_note(res, "Each figure in the tables of decisions per second, the cluster, the ceiling and "
                                      "Redis CPU per decision"), reps=repetitions(res),
