@@ -89,6 +89,7 @@ if n == 1 then
   local wait = marker and blocked(marker)
   if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
+  -- write()'s common case, SET KEEPTTL, without the call (as in the batch loop below)
   if ttl == 0 then redis.call('SET', KEYS[1], new, 'KEEPTTL') elseif new ~= nil then write(KEYS[1], new, ttl) end
   return reply(a, rem, retry, reset, delay, decider, each)
 end
@@ -164,6 +165,8 @@ for i = 1, n do
       end
       a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, v)
       if new ~= nil then
+        -- write()'s common case without the call: a Lua call costs Redis about as much as the
+        -- work around it here (helpers.lua, TWO52)
         if ttl == 0 then redis.call('SET', key, new, 'KEEPTTL') else write(key, new, ttl) end
         if state_is_string then written[key] = new end
       end
@@ -178,7 +181,7 @@ for i = 1, n do
       rejected[key] = nil
     end
   end
-  if width == 5 then
+  if width == 5 then -- put()'s first five, without the call
     out[m + 1] = a
     out[m + 2] = rem
     out[m + 3] = retry

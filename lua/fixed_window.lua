@@ -41,11 +41,11 @@ local function decide(_, cost, v)
   if refund then
     if used > 0 then
       used = max(0, used - cost)
-      new = pack(WINDOW, start, used, window)
+      new = pack_window(start, used, window)
     end
   elseif allowed and record then
     used = used + cost
-    new = pack(WINDOW, start, used, window)
+    new = pack_window(start, used, window)
   end
   if new then ttl = ttl_set and 0 or ttl_ms(window_end - now) end
 

@@ -111,7 +111,7 @@ local function unpack2(v)
   if len == 15 then return unpack_('<I7I8', v) end
   return nil
 end
-local WINDOW = '<I7I6I7' -- pack_window's layout, which fixed_window.lua's decide() also reads inline
+local WINDOW = '<I7I6I7' -- pack_window's layout, which fixed_window.lua's decide() also unpacks inline
 local function pack_window(start, used, window) return pack(WINDOW, start, used, window) end
 local function unpack_window(v, window)
   if #v == 20 then return unpack_(WINDOW, v) end
