@@ -21,4 +21,5 @@
 #include "redlimit/impl/sha1-inl.hpp"
 #include "redlimit/impl/strategies-inl.hpp"
 #include "redlimit/impl/strategy-inl.hpp"
+#include "redlimit/impl/sync_lane-inl.hpp"
 #include "redlimit/impl/url-inl.hpp"

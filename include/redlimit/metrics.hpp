@@ -48,7 +48,10 @@ struct Counters {
   std::uint64_t shadow_rejected = 0;  // allowed only because of shadow mode
   std::uint64_t from_fallback = 0;    // decided by the in-memory fallback
   std::uint64_t from_failure_policy = 0;  // decided by fail_open / fail_closed
-  std::uint64_t errors = 0;           // calls that failed against Redis (thrown or handled by the policy)
+  // Calls that failed against Redis (thrown or handled by the policy). A batch whose send failed as
+  // a whole is one; an outage reply counts once per request it leaves undecided; consume() calls
+  // that shared a script call (Options::share_script_calls) count one each.
+  std::uint64_t errors = 0;
   std::uint64_t breaker_short_circuits = 0;  // calls not sent to Redis because the breaker was open
   std::uint64_t local_cache_hits = 0;  // consumes rejected by the local reject cache, without Redis
   std::uint64_t answered = 0;  // script calls Redis answered (error replies included): a limiter that

@@ -87,13 +87,18 @@ struct Options {
   // which path a limiter is on.
   bool redis_functions = true;
 
-  // consume_async() calls of one strategy (one Strategy object and its copies) made in the same turn
-  // of the event loop are sent as one script call, which Redis decides one request after another,
-  // in order, exactly as a consume_many batch: the script's fixed cost is shared, and each callback
-  // gets its own decision (detail/async_lane.hpp). A call alone still goes alone, one loop turn
-  // later at most; each keeps its deadline; nothing is replayed; like a batch, a merged call fails
-  // as a whole. On a Redis Cluster, one call per master (batch_per_master). false: a script call
-  // each.
+  // Concurrent calls of one strategy (one Strategy object and its copies) share script calls, which
+  // Redis decides one request after another, in order, exactly as a consume_many batch: the
+  // script's fixed cost and its socket read and reply are shared, and each caller gets its own
+  // decision.
+  // - consume_async(): the calls made in the same turn of the event loop go as one call
+  //   (detail/async_lane.hpp); a call alone still goes alone, one loop turn later at most.
+  // - consume() from many threads: one call per strategy is on its way at a time, and the calls
+  //   made meanwhile go together in the next (detail/sync_lane.hpp); a call that finds none on its
+  //   way goes at once, alone.
+  // Each keeps its deadline; nothing is replayed; like a batch, a shared call fails as a whole (an
+  // error reply, such as a key of another type under one subject's key, is every caller's). On a
+  // Redis Cluster, one call per master (batch_per_master). false: a script call each.
   bool share_script_calls = true;
 
   // On a Redis Cluster whose masters run the Functions library: the requests of a batch

@@ -18,8 +18,8 @@ DeadlineClock::time_point after(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-void begin_call(std::chrono::milliseconds timeout) {
-  if (open_call.depth++ == 0) open_call.deadline = after(timeout);
+void begin_call(std::chrono::milliseconds timeout, DeadlineClock::time_point started) {
+  if (open_call.depth++ == 0) open_call.deadline = timeout.count() > 0 ? started + timeout : no_deadline();
 }
 
 void end_call() noexcept {

@@ -16,9 +16,10 @@ using DeadlineClock = std::chrono::steady_clock;
 // No deadline (command_timeout 0).
 constexpr DeadlineClock::time_point no_deadline() { return DeadlineClock::time_point::max(); }
 
-// Opens a call on this thread with `timeout` (0 = none); a call already open keeps its deadline
-// (nested transports: a cluster over pools over connections).
-void begin_call(std::chrono::milliseconds timeout);
+// Opens a call on this thread that began at `started`, with `timeout` (0 = none): its deadline is
+// started + timeout. A call already open keeps its deadline (nested transports: a cluster over
+// pools over connections).
+void begin_call(std::chrono::milliseconds timeout, DeadlineClock::time_point started);
 // Closes what begin_call opened. noexcept: runs in destructors.
 void end_call() noexcept;
 

@@ -150,7 +150,9 @@ void ClusterConnection::apply_slots(const Reply& slots, const std::string& answe
   }
 }
 
-void ClusterConnection::begin_call() { hiredis_detail::begin_call(options_.command_timeout); }
+void ClusterConnection::begin_call(std::chrono::steady_clock::time_point started) {
+  hiredis_detail::begin_call(options_.command_timeout, started);
+}
 void ClusterConnection::end_call() noexcept { hiredis_detail::end_call(); }
 
 namespace {

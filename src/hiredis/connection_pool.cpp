@@ -47,7 +47,9 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, std::chrono::milliseconds conn
   set_script_path(ScriptPath::probe);  // one server: Redis Functions if it has them
 }
 
-void ConnectionPool::begin_call() { hiredis_detail::begin_call(command_timeout_); }
+void ConnectionPool::begin_call(std::chrono::steady_clock::time_point started) {
+  hiredis_detail::begin_call(command_timeout_, started);
+}
 void ConnectionPool::end_call() noexcept { hiredis_detail::end_call(); }
 
 ConnectionPool::Slot ConnectionPool::acquire() {

@@ -111,7 +111,9 @@ void RedisConnection::fail(const char* during, const std::string& why) {
   throw ConnectionError(what);
 }
 
-void RedisConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }
+void RedisConnection::begin_call(std::chrono::steady_clock::time_point started) {
+  hiredis_detail::begin_call(command_timeout_, started);
+}
 void RedisConnection::end_call() noexcept { hiredis_detail::end_call(); }
 
 // The TLS handshake on the new context, part of connecting: bounded by the same time as the connect.

@@ -44,7 +44,9 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
   set_script_path(ScriptPath::probe);
 }
 
-void SentinelConnection::begin_call() { hiredis_detail::begin_call(command_timeout_); }
+void SentinelConnection::begin_call(std::chrono::steady_clock::time_point started) {
+  hiredis_detail::begin_call(command_timeout_, started);
+}
 void SentinelConnection::end_call() noexcept { hiredis_detail::end_call(); }
 
 std::string SentinelConnection::master() const {

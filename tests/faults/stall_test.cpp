@@ -233,6 +233,34 @@ TEST(Stall, ClientPauseReturnsWithinDeadlineAndRecovers) {
   EXPECT_EQ(limiter.counters().errors, limiter.counters().from_failure_policy);
 }
 
+// Shared script calls (detail/sync_lane.hpp): a consume() that waits behind a stalled call of
+// another thread goes in the next call, whose deadline is its oldest caller's own, from when that
+// caller started, not a fresh one from when the call is sent.
+TEST(Stall, AConsumeQueuedBehindAStalledCallEndsByItsOwnDeadline) {
+  constexpr auto kLong = 1500ms;  // long against the box's noise: the test tells 1.5 s from 2.25 s
+  redlimit_test::RedisServer server;
+  redlimit::Options o = stall_options(OnFailure::raise);
+  o.command_timeout = kLong;
+  auto limiter = redlimit::RateLimiter::connect(server.url(), o);
+  auto fw = limiter.fixed_window("queued", redlimit::Limit::per_hour(1000));
+  ASSERT_EQ(fw.consume("u").source, Source::primary);
+  DebugSleep sleep(server, 4);
+  ASSERT_TRUE(sleep.stalled());
+  std::chrono::milliseconds first{0};
+  std::thread a([&] { first = timed([&] { EXPECT_THROW(fw.consume("a"), redlimit::TimeoutError); }); });
+  std::this_thread::sleep_for(kLong / 2);  // `a`'s call is on its way: this one waits for it
+  const auto second = timed([&] { EXPECT_THROW(fw.consume("b"), redlimit::TimeoutError); });
+  a.join();
+  const auto ms = [](std::chrono::milliseconds d) { return static_cast<long long>(d.count()); };
+  EXPECT_GE(ms(first), ms(kLong - 20ms));
+  EXPECT_LT(ms(first), ms(kLong + 500ms));
+  // Its own deadline: 1.5 s from its start, not 0.75 s of waiting plus 1.5 s from its send.
+  EXPECT_GE(ms(second), ms(kLong - 20ms));
+  EXPECT_LT(ms(second), ms(kLong + 500ms));
+  sleep.join();
+  EXPECT_EQ(limiter.counters().errors, 2u);
+}
+
 TEST(Stall, SigstopOpensTheBreakerAndAProbeClosesItAfterSigcont) {
   redlimit_test::RedisServer server;
   redlimit::Options o = stall_options(OnFailure::fail_closed, /*breaker_threshold=*/2);

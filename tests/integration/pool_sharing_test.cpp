@@ -28,9 +28,13 @@ class PoolSharingTest : public RedisTest {
   }
 
   // `threads` threads consume one hot subject `each` times through a limiter over `conn`; returns
-  // the admissions. The test's clock, held still: every decision falls in one window.
+  // the admissions. The test's clock, held still: every decision falls in one window. Each consume
+  // is a script call of its own (share_script_calls off), so that what is shared is round trips:
+  // the pool's doing (shared script calls are tests/integration/sync_lane_test.cpp's).
   long long hammer(const std::shared_ptr<ConnectionPool>& conn, int threads, int each, std::int64_t limit) {
-    const redlimit::RateLimiter l(conn, options());
+    redlimit::Options o = options();
+    o.share_script_calls = false;
+    const redlimit::RateLimiter l(conn, o);
     const auto fw = l.fixed_window("sharing", redlimit::Limit::per_hour(limit));
     std::atomic<long long> admitted{0};
     std::vector<std::thread> ts;

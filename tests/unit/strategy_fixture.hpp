@@ -128,11 +128,14 @@ class StrategyTestBase {
   std::shared_ptr<StrictMock<MockConnection>> mock = std::make_shared<StrictMock<MockConnection>>();
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{kStart});
 
-  RateLimiter make_limiter(TimeSource ts = TimeSource::client, std::string prefix = "redlimit:") {
+  // `share`: Options::share_script_calls (concurrent consume() calls merged into one script call).
+  RateLimiter make_limiter(TimeSource ts = TimeSource::client, std::string prefix = "redlimit:",
+                           bool share = true) {
     Options o;
     o.clock = clock;
     o.time_source = ts;
     o.prefix = std::move(prefix);
+    o.share_script_calls = share;
     return RateLimiter(mock, o);
   }
   std::string now() const { return std::to_string(clock->now().count()); }

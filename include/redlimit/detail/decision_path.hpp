@@ -28,6 +28,7 @@
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/script.hpp"
+#include "redlimit/detail/sync_lane.hpp"
 #include "redlimit/metrics.hpp"
 
 namespace redlimit::detail {
@@ -46,6 +47,8 @@ struct StrategySpec {
   // each goes alone (Options::share_script_calls off, or a cluster with Options::batch_per_master
   // off, where calls of a turn rarely share a slot).
   std::unique_ptr<AsyncLane> async_lane;
+  // The same for concurrent consume() calls from many threads (detail/sync_lane.hpp).
+  std::unique_ptr<SyncLane> sync_lane;
 };
 
 class DecisionPath {
@@ -60,6 +63,10 @@ class DecisionPath {
 
   // Room for n requests (a batch), so that add() does not reallocate.
   void reserve(std::size_t n);
+  // Each request is a call of its own, its caller's (consume() calls sharing a script call,
+  // detail/sync_lane.hpp): a send that fails as a whole counts an error for each of them in
+  // Counters::errors, where a batch (consume_many) counts one.
+  void count_each_request() { count_each_ = true; }
 
   // One request, already checked: its own call (KEYS state and block marker; ARGV now, cost, mode,
   // parameters) and its cost.
@@ -133,6 +140,9 @@ class DecisionPath {
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
   std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
   bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
+  bool count_each_ = false;  // count_each_request()
+  // The calls a failure of the whole send fails, for Counters::errors.
+  std::size_t failed_calls() const { return count_each_ && !pending_.empty() ? pending_.size() : 1; }
   bool span_node_ = false;  // begin(span_node)
   // The breaker of a pending request's shard (null without breakers).
   Breaker* breaker_at(std::size_t pending_index) const {
@@ -146,8 +156,11 @@ class DecisionPath {
 };
 
 // The whole path, synchronously, over the limiter's connection (serialised by the context's mutex
-// unless the connection is thread-safe).
-std::vector<Decision> decide(DecisionPath& path);
+// unless the connection is thread-safe). `started`: when the call began, which starts its deadline
+// (Options::command_timeout); earlier than now for consume() calls that waited their turn in a
+// shared script call (detail/sync_lane.hpp).
+std::vector<Decision> decide(DecisionPath& path,
+                             std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now());
 
 // The whole path over the limiter's AsyncConnection: every script call queued at once, and `done`
 // run exactly once, on the loop's thread (decisions made without Redis are delivered through
@@ -168,4 +181,5 @@ void decide_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConne
 #include "redlimit/impl/async_lane-inl.hpp"
 #include "redlimit/impl/decide-inl.hpp"
 #include "redlimit/impl/decision_path-inl.hpp"
+#include "redlimit/impl/sync_lane-inl.hpp"
 #endif

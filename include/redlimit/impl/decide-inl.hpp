@@ -30,7 +30,7 @@ REDLIMIT_INLINE void resend_refused(DecisionPath& path, Connection& conn, std::v
 
 }  // namespace decide_impl
 
-REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
+REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path, std::chrono::steady_clock::time_point started) {
   Context& ctx = path.context();
   const std::vector<ScriptCall>& calls = path.begin(ctx.connection->scripts_span_node() &&
                                                     ctx.connection->script_path() == ScriptPath::functions);
@@ -39,7 +39,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path) {
   try {
     // The call's deadline starts here and bounds the whole send step: the pool's wait, connecting,
     // the round trip and the EVAL after NOSCRIPT (docs/reliability.md §7).
-    CallScope call(*ctx.connection);
+    CallScope call(*ctx.connection, started);
     std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
     if (!ctx.connection->thread_safe()) lock.lock();
     replies = send_script_calls(*ctx.connection, path.script(), calls);

@@ -249,7 +249,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
   for (Breaker* b : answered) b->success();
   try {
     if (usage_error) {
-      ++ctx.counters.errors;
+      ctx.counters.errors += failed_calls();
       std::rethrow_exception(usage_error);
     }
     // Under OnFailure::raise the first outage is thrown, and the decisions other calls made are
@@ -265,7 +265,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
 
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::fail(const std::exception& error) {
   Context& ctx = *ctx_;
-  ++ctx.counters.errors;
+  ctx.counters.errors += failed_calls();
   for (Breaker* b : through_) b->failure(ctx.clock->now());  // each shard the call went to, once
   try {
     for (std::size_t p : pending_) out_[p] = on_failure(error, call_of(p));
@@ -358,7 +358,7 @@ REDLIMIT_INLINE void DecisionPath::account(Decision& d, std::chrono::nanoseconds
 }
 
 REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
-  ++ctx_->counters.errors;
+  ctx_->counters.errors += failed_calls();
   release_breakers();
   report_error(error);
 }

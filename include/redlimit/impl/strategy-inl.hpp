@@ -52,15 +52,17 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   const std::int64_t least = *std::min_element(limits.begin(), limits.end());
   std::string name = strategy_impl::display_name(kind, resource);
   std::unique_ptr<detail::AsyncLane> lane;
+  std::unique_ptr<detail::SyncLane> sync_lane;
   const Connection* conn = ctx_->connection.get();
-  // On a cluster, calls of a turn share a call per master (Options::batch_per_master).
+  // On a cluster, calls made together share a call per master (Options::batch_per_master).
   if (ctx_->options.share_script_calls && conn != nullptr &&
       (conn->scripts_span_slots() || (ctx_->options.batch_per_master && conn->scripts_span_node()))) {
     lane = std::make_unique<detail::AsyncLane>();
+    sync_lane = std::make_unique<detail::SyncLane>();
   }
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           std::move(params), std::move(windows), std::move(lane)});
+                           std::move(params), std::move(windows), std::move(lane), std::move(sync_lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
@@ -158,7 +160,14 @@ REDLIMIT_INLINE std::shared_ptr<AsyncConnection> Strategy::async_connection() co
 
 REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
   check_cost(cost);
-  return run(Operation::consume, *spec_->script, subject, cost, spec_->params);
+  detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
+  // Shares a script call with the consume() calls of other threads in flight (detail/sync_lane.hpp).
+  if (spec_->sync_lane && spec_->sync_lane->takes(*ctx_, call, cost)) {
+    return spec_->sync_lane->consume(ctx_, spec_, call, cost);
+  }
+  detail::DecisionPath path(ctx_, spec_, Operation::consume, *spec_->script);
+  path.add(std::move(call), cost);
+  return detail::decide(path).front();
 }
 
 REDLIMIT_INLINE Decision Strategy::peek(std::string_view subject, std::int64_t cost) const {

@@ -60,7 +60,7 @@ class ClusterConnection final : public Connection {
   // The master serving the key's slot in the current map: a number per node, stable for the
   // connection's life (0 while the slot's owner is unknown).
   std::size_t node_of(std::string_view key) const override;
-  void begin_call() override;
+  void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 
   // Re-reads CLUSTER SLOTS from any node that answers.

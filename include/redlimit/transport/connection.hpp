@@ -2,6 +2,7 @@
 // The narrow seam between strategies and Redis: send one command, get one reply. Strategies need
 // nothing else (EVALSHA, EVAL, DEL), so unit tests swap in a gmock MockConnection and other
 // transports (a pool, a cluster router) plug in beside RedisConnection.
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -45,8 +46,10 @@ class Connection {
   // CallScope. A transport with a command deadline starts it at begin_call() and makes every step
   // of the call (waiting for a pooled connection, connecting, each round trip, cluster redirects)
   // share it; a command outside any call has a deadline of its own. Calls may nest (a transport
-  // over another one): the outermost one sets the deadline. The defaults do nothing.
-  virtual void begin_call() {}
+  // over another one): the outermost one sets the deadline, `started` + its command timeout:
+  // `started` is when the call began, earlier than now for a consume() that waited its turn in a
+  // shared script call (detail/sync_lane.hpp). The defaults do nothing.
+  virtual void begin_call(std::chrono::steady_clock::time_point started) { (void)started; }
   virtual void end_call() noexcept {}
 
   // Sends argv as one command (binary-safe) and returns its reply. Error replies are returned as
@@ -102,7 +105,11 @@ inline bool is_transit_failure(const Reply& r) {
 // Opens a call on `conn` for as long as it lives (Connection::begin_call / end_call).
 class CallScope {
  public:
-  explicit CallScope(Connection& conn) : conn_(conn) { conn_.begin_call(); }
+  explicit CallScope(Connection& conn,
+                     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now())
+      : conn_(conn) {
+    conn_.begin_call(started);
+  }
   ~CallScope() { conn_.end_call(); }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;

@@ -31,8 +31,8 @@ class ConnectionPool final : public Connection {
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
-  // A call's deadline (now + command_timeout) also bounds its wait for a free connection.
-  void begin_call() override;
+  // A call's deadline (its start + command_timeout) also bounds its wait for a free connection.
+  void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 
   // Connections opened so far (idle or leased).

@@ -49,7 +49,7 @@ class RedisConnection final : public Connection {
   void send(const std::vector<const std::vector<std::string>*>& commands);
   std::vector<Reply> receive(std::size_t count);
   void disconnect() noexcept;
-  void begin_call() override;
+  void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 
   const Endpoint& endpoint() const { return endpoint_; }

@@ -52,7 +52,7 @@ class SentinelConnection final : public Connection {
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
-  void begin_call() override;
+  void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 
   // As ConnectionPool::on_connect, for the pool of every master found. Set it before sharing.

@@ -1,0 +1,90 @@
+#pragma once
+// Concurrent consume() calls of one strategy, sent as shared script calls
+// (Options::share_script_calls): the synchronous twin of detail/async_lane.hpp.
+//
+// A service calls consume() from many threads at once, and each call alone costs Redis a socket
+// read, a script run and a reply of its own: under concurrency most of Redis's CPU per decision
+// goes there (docs/performance.md, "Redis CPU per decision"). A lane lets one script call at a time
+// be on its way per strategy and shard (kFlights); a call made while it is out waits its turn, and the
+// next call to go takes every call queued by then (up to DecisionPath::kMaxPerCall), oldest first,
+// as one script call, which Redis decides one request after another, in that order, exactly as a
+// consume_many batch. Each caller gets its own decision. A call that finds no call on its way goes
+// at once, alone: an idle service pays nothing for the lane, a busy one sends one call per round
+// trip however many threads it has.
+//
+// Deadlines: a shared call's deadline is its oldest caller's (its start + command_timeout); the
+// others started later, so none waits past its own. A caller queued behind a call on its way waits
+// at most until that call ends, which is by that call's deadline, earlier than its own. Nothing is
+// replayed. Like a batch, a shared call stands or falls as a whole: a connection failure is every
+// caller's (each gets the failure policy), and so is an error reply, such as a key of another type
+// under one request's state key. The time the requests are decided at is read when the call is
+// sent.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "redlimit/decision.hpp"
+#include "redlimit/detail/config.hpp"
+#include "redlimit/detail/script.hpp"
+
+namespace redlimit::detail {
+
+struct Context;
+struct StrategySpec;
+
+class SyncLane {
+ public:
+  // Decides one consume (checked: `call` is its script call, moved from), sharing a script call with
+  // the consume() calls of the same strategy in flight at the same moment. Throws what consume()
+  // throws.
+  Decision consume(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec,
+                   ScriptCall& call, std::int64_t cost);
+
+  // False when the call is better made alone, now: when it will not need Redis, or when waiting
+  // could outlast what it needs (the local reject cache answers it; its shard's circuit breaker is
+  // not closed, so it is answered by the failure policy at once or is the probe; or this thread is
+  // sending a lane's call, and a metrics sink called meanwhile consumes again).
+  bool takes(Context& ctx, const ScriptCall& call, std::int64_t cost) const;
+
+ private:
+  struct Waiter {
+    ScriptCall* call = nullptr;
+    std::int64_t cost = 0;
+    std::chrono::steady_clock::time_point started{};
+    bool taken = false;  // in a call on its way: its outcome comes
+    bool done = false;
+    Decision decision;
+    std::exception_ptr error;
+  };
+  // True on a thread that is sending a lane's call.
+  static bool sending();
+  // The calls bound for one shard (Connection::node_of: one server is one shard, a cluster one per
+  // master): a master that stalls holds up only its own subjects' calls, never another master's.
+  struct Shard {
+    std::deque<Waiter*> queue;
+    std::size_t flights = 0;
+  };
+  // Called with the lock held and a flight of `shard` free; returns with the lock held again and
+  // every waiter it took done.
+  void send(std::unique_lock<std::mutex>& lock, Shard& shard, const std::shared_ptr<Context>& ctx,
+            const std::shared_ptr<const StrategySpec>& spec, const Waiter& me);
+
+  // Script calls of a shard on their way at once. One: every call made meanwhile waits for the
+  // next, so they share it; Redis is the shared resource, and while one call is on its way it is
+  // busy anyway.
+  static constexpr std::size_t kFlights = 1;
+
+  std::mutex mutex_;
+  std::condition_variable landed_;
+  std::unordered_map<std::size_t, Shard> shards_;  // by node; a reference stays good across inserts
+};
+
+}  // namespace redlimit::detail
+
+// Header-only builds get the body from detail/decision_path.hpp, which it needs.

@@ -1,0 +1,106 @@
+#pragma once
+// Body of redlimit/detail/sync_lane.hpp.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "redlimit/detail/decision_path.hpp"
+#include "redlimit/detail/sync_lane.hpp"
+
+namespace redlimit::detail {
+
+namespace sync_lane_impl {
+
+// The thread is sending a lane's call (SyncLane::sending).
+inline thread_local bool sending = false;
+
+struct Sending {
+  Sending() { sending = true; }
+  ~Sending() { sending = false; }
+  Sending(const Sending&) = delete;
+  Sending& operator=(const Sending&) = delete;
+};
+
+}  // namespace sync_lane_impl
+
+REDLIMIT_INLINE bool SyncLane::sending() { return sync_lane_impl::sending; }
+
+REDLIMIT_INLINE bool SyncLane::takes(Context& ctx, const ScriptCall& call, std::int64_t cost) const {
+  if (sending()) return false;
+  if (!ctx.breakers && !ctx.reject_cache) return true;
+  const auto now = ctx.clock->now();
+  if (ctx.breakers &&
+      ctx.breakers->of(ctx.connection->node_of(call.keys[0])).state(now) != BreakerState::closed) {
+    return false;
+  }
+  return !(ctx.reject_cache && ctx.reject_cache->lookup(call.keys[0], cost, now));
+}
+
+REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
+                                           const std::shared_ptr<const StrategySpec>& spec, ScriptCall& call,
+                                           std::int64_t cost) {
+  Waiter me;
+  me.call = &call;
+  me.cost = cost;
+  me.started = std::chrono::steady_clock::now();
+  const std::size_t node = ctx->connection->node_of(call.keys[0]);  // 0 on one server
+  std::unique_lock<std::mutex> lock(mutex_);
+  Shard& shard = shards_[node];  // made on first use; never removed, so the reference stays good
+  shard.queue.push_back(&me);
+  while (!me.done) {
+    if (!me.taken && shard.flights < kFlights) {
+      send(lock, shard, ctx, spec, me);  // carries `me` too, unless 256 older calls fill it
+      continue;
+    }
+    // No timeout: a call on its way ends by its own deadline, which is earlier than ours.
+    landed_.wait(lock);
+  }
+  lock.unlock();
+  if (me.error) std::rethrow_exception(me.error);
+  return me.decision;
+}
+
+REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& shard,
+                                    const std::shared_ptr<Context>& ctx,
+                                    const std::shared_ptr<const StrategySpec>& spec, const Waiter& me) {
+  std::vector<Waiter*> batch;
+  while (!shard.queue.empty() && batch.size() < DecisionPath::kMaxPerCall) {
+    batch.push_back(shard.queue.front());
+    shard.queue.pop_front();
+    batch.back()->taken = true;
+  }
+  ++shard.flights;
+  lock.unlock();
+  std::vector<Decision> ds;
+  std::exception_ptr error;
+  try {
+    sync_lane_impl::Sending sending;
+    // Decided at the time it is sent, as a call alone is: a queued caller's own reading of the
+    // clock (ARGV[1]) is up to a round trip old.
+    const bool restamp = batch.size() > 1 || batch.front() != &me;
+    const std::string now = restamp ? ctx->now_arg() : std::string();
+    DecisionPath path(ctx, spec, Operation::consume, *spec->script);
+    path.count_each_request();  // each waiter's consume() is a call of its own
+    path.reserve(batch.size());
+    for (Waiter* w : batch) {
+      if (restamp) w->call->args[0] = now;
+      path.add(std::move(*w->call), w->cost);
+    }
+    ds = decide(path, batch.front()->started);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  --shard.flights;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (error) {
+      batch[i]->error = error;
+    } else {
+      batch[i]->decision = ds[i];
+    }
+    batch[i]->done = true;
+  }
+  landed_.notify_all();
+}
+
+}  // namespace redlimit::detail
