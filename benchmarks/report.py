@@ -143,9 +143,9 @@ def capacity_section(res):
     return "\n".join(out) if len(out) > 2 else "(not measured in this run)"
 
 
-# Eight caller threads on three pools: a connection a thread, the default 4 sharing round trips
-# (PoolOptions::coalesce and Options::share_script_calls, as connect() makes it), and the default 4
-# with both off (a connection leased per call).
+# Eight caller threads on three pools: a connection a thread and the default 4, both sharing script
+# calls and round trips (Options::share_script_calls and PoolOptions::coalesce, as connect() makes
+# it), and the default 4 with both off (a connection leased per call, a script call each).
 POOL_MODES = (("pool8", "pool of 8"), ("threads8", "pool of 4, shared (default)"),
               ("threads8_unshared", "pool of 4, unshared"))
 
@@ -179,8 +179,8 @@ def pool_section(res):
     def span(xs):
         return "{:.2f}x to {:.2f}x".format(min(xs), max(xs)) if xs else "not measured"
 
-    summary = ("Eight threads on the default pool of 4 reach {} of a connection a thread with round trips "
-               "shared, and {} with sharing off.".format(span(shared), span(unshared)))
+    summary = ("Eight threads on the default pool of 4 reach {} of a connection a thread with sharing on, "
+               "and {} with it off.".format(span(shared), span(unshared)))
     return "\n".join(out), summary
 
 
@@ -1211,7 +1211,8 @@ Cluster masters that would take for 1M, 10M and 100M decisions a second, assumin
 spread evenly over the masters' slots (subjects are hashed) and each master on a core of this
 machine's speed. `seq` is one call at a time on a connection (the worst case: a socket read and
 write per decision), `threads8` eight threads calling `consume()` on the default pool of 4 (the
-pool shares round trips between them), `async64` 64 calls in flight (the calls of one loop turn
+calls made while two are on their way share the next script call, `Options::share_script_calls`),
+`async64` 64 calls in flight (the calls of one loop turn
 sharing a script call, `Options::share_script_calls`), `batch128` `consume_many` of 128. Replicas add no decisions (every decision writes); they double the cores for the same figure.
 
 {capacity}
@@ -1219,15 +1220,18 @@ sharing a script call, `Options::share_script_calls`), `batch128` `consume_many`
 ## Sizing the connection pool
 
 Eight threads calling `consume()`, as a service's workers do, on a pool of 8 (a connection a
-thread), on the default pool of 4 with `PoolOptions::coalesce` (calls in flight at the same moment
-leave in one write: whoever finds a connection free sends every call queued by then), and on the
-pool of 4 with it off (a connection leased for each call's round trip). Each cell: decisions/s (the
-best of the repetitions), its ratio to the pool of 8, and Redis's main-thread CPU per decision.
-{pool_summary} A smaller pool makes threads wait for a connection; sharing lets one connection carry
-every call that waited for it, which also cuts Redis's CPU per decision (fewer socket reads and
-writes). So: size `PoolOptions::size` to the number of threads that call at the same moment, unless
-Redis's client connections are scarce (each costs the server a client of its own); below that,
-keep `coalesce` on.
+thread) and on the default pool of 4, both sharing (the defaults): `Options::share_script_calls`
+lets at most two script calls of a strategy be on their way at once, and the calls made meanwhile
+go together as one script call (`include/redlimit/detail/sync_lane.hpp`); `PoolOptions::coalesce`
+sends the commands queued for the pool in one write. Then the pool of 4 with both off (a
+connection leased for each call's round trip, a script call per `consume`). Each cell: decisions/s
+(the best of the repetitions), its ratio to the pool of 8, and Redis's main-thread CPU per decision.
+{pool_summary} With sharing on, the pool's size hardly matters: a strategy has at most two calls
+out, whatever the number of threads. Sharing cuts Redis's CPU per decision (a socket read, a script
+run and a reply for several calls); on this 2-core machine, where Redis and the eight threads share
+the cores, it costs little or nothing in decisions/s. So: keep both on, and size the pool to the
+strategies used at the same moment (two connections each), unless Redis's client connections are
+scarce.
 
 {pool_table}
 

@@ -93,9 +93,9 @@ struct Options {
   // decision.
   // - consume_async(): the calls made in the same turn of the event loop go as one call
   //   (detail/async_lane.hpp); a call alone still goes alone, one loop turn later at most.
-  // - consume() from many threads: one call per strategy is on its way at a time, and the calls
-  //   made meanwhile go together in the next (detail/sync_lane.hpp); a call that finds none on its
-  //   way goes at once, alone.
+  // - consume() from many threads: at most two calls per strategy are on their way at a time, and
+  //   the calls made meanwhile go together in the next (detail/sync_lane.hpp); a call that finds
+  //   fewer on their way goes at once, alone.
   // Each keeps its deadline; nothing is replayed; like a batch, a shared call fails as a whole (an
   // error reply, such as a key of another type under one subject's key, is every caller's). On a
   // Redis Cluster, one call per master (batch_per_master). false: a script call each.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -246,19 +247,26 @@ TEST(Stall, AConsumeQueuedBehindAStalledCallEndsByItsOwnDeadline) {
   ASSERT_EQ(fw.consume("u").source, Source::primary);
   DebugSleep sleep(server, 4);
   ASSERT_TRUE(sleep.stalled());
+  // Two calls on their way (as many as a strategy sends at once), then a third that waits for them.
   std::chrono::milliseconds first{0};
   std::thread a([&] { first = timed([&] { EXPECT_THROW(fw.consume("a"), redlimit::TimeoutError); }); });
-  std::this_thread::sleep_for(kLong / 2);  // `a`'s call is on its way: this one waits for it
-  const auto second = timed([&] { EXPECT_THROW(fw.consume("b"), redlimit::TimeoutError); });
+  std::this_thread::sleep_for(kLong / 10);
+  std::thread b([&] { EXPECT_THROW(fw.consume("b"), redlimit::TimeoutError); });
+  std::this_thread::sleep_for(kLong / 10);
+  const auto second = timed([&] { EXPECT_THROW(fw.consume("c"), redlimit::TimeoutError); });
   a.join();
+  b.join();
   const auto ms = [](std::chrono::milliseconds d) { return static_cast<long long>(d.count()); };
+  std::printf("[ figures ] deadline %lld ms: the first call timed out after %lld ms, the queued one after %lld ms\n",
+              ms(kLong), ms(first), ms(second));
   EXPECT_GE(ms(first), ms(kLong - 20ms));
   EXPECT_LT(ms(first), ms(kLong + 500ms));
-  // Its own deadline: 1.5 s from its start, not 0.75 s of waiting plus 1.5 s from its send.
+  // Its own deadline: 1.5 s from its start, not the 1.2 s it waited for a flight plus 1.5 s from its
+  // send (`second` is the third call's time).
   EXPECT_GE(ms(second), ms(kLong - 20ms));
   EXPECT_LT(ms(second), ms(kLong + 500ms));
   sleep.join();
-  EXPECT_EQ(limiter.counters().errors, 2u);
+  EXPECT_EQ(limiter.counters().errors, 3u);
 }
 
 TEST(Stall, SigstopOpensTheBreakerAndAProbeClosesItAfterSigcont) {

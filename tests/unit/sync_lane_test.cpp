@@ -1,6 +1,6 @@
 // Options::share_script_calls for consume() from many threads (detail/sync_lane.hpp), against a
-// connection that holds each script call until the test lets it through: a call made while another
-// is on its way waits, and the calls queued meanwhile go as one script call, in the order they came,
+// connection that holds each script call until the test lets it through: a call made while two
+// are on their way waits, and the calls queued meanwhile go as one script call, in the order they came,
 // at the time they are sent, under the deadline of the oldest; each caller gets its own decision.
 #include <gtest/gtest.h>
 
@@ -111,42 +111,43 @@ class SyncLaneTest : public ::testing::Test {
   std::unique_ptr<redlimit::FixedWindow> fw;  // one strategy object: its copies share its lane
 };
 
-TEST_F(SyncLaneTest, CallsMadeWhileOneIsOnItsWayGoTogetherInOrderAtTheTimeTheyAreSent) {
+TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeTheyAreSent) {
   make(true);
-  Decision a, b, c, d;
+  Decision a, b, c, d, e;
   std::thread ta = start("u1", a);
   gate->wait_for_commands(1);  // u1 alone, held
-  const auto queued_from = std::chrono::steady_clock::now();
   std::thread tb = start("u2", b);
-  const auto after_u2 = std::chrono::steady_clock::now();
+  gate->wait_for_commands(2);  // u2 alone too: two calls may be on their way at once
+  const auto queued_from = std::chrono::steady_clock::now();
   std::thread tc = start("u3", c);
+  const auto after_u3 = std::chrono::steady_clock::now();
   std::thread td = start("u4", d);
+  std::thread te = start("u5", e);
   clock->at += 5'000'000;  // five seconds pass before the shared call goes
-  gate->pass();            // u1 comes back; u2..u4 go as one call
-  gate->wait_for_commands(2);
-  gate->pass();
-  for (auto* t : {&ta, &tb, &tc, &td}) t->join();
+  for (int i = 0; i < 3; ++i) gate->pass();  // u1 and u2 come back; u3..u5 go as one call
+  for (auto* t : {&ta, &tb, &tc, &td, &te}) t->join();
 
-  ASSERT_EQ(gate->commands.size(), 2u);
-  const auto& first = gate->commands[0];
-  const auto& shared = gate->commands[1];
-  EXPECT_EQ(first[2], "2");  // one request: its state and its block marker
+  ASSERT_EQ(gate->commands.size(), 3u);
+  EXPECT_EQ(gate->commands[0][2], "2");  // one request: its state and its block marker
+  EXPECT_EQ(gate->commands[1][2], "2");
+  const auto& shared = gate->commands[2];
   ASSERT_EQ(shared[2], "6");
-  EXPECT_EQ(shared[3], "redlimit:{gate|u2}:fw");
-  EXPECT_EQ(shared[5], "redlimit:{gate|u3}:fw");
-  EXPECT_EQ(shared[7], "redlimit:{gate|u4}:fw");
+  EXPECT_EQ(shared[3], "redlimit:{gate|u3}:fw");
+  EXPECT_EQ(shared[5], "redlimit:{gate|u4}:fw");
+  EXPECT_EQ(shared[7], "redlimit:{gate|u5}:fw");
   // ARGV[1]: the time the shared call was sent, not its callers' own readings five seconds before.
   EXPECT_EQ(shared[9], std::to_string(clock->at.load()));
-  EXPECT_EQ(first[5], std::to_string(clock->at.load() - 5'000'000));
+  EXPECT_EQ(gate->commands[0][5], std::to_string(clock->at.load() - 5'000'000));
   // Each caller its own decision.
   EXPECT_EQ(a.remaining, 1);
   EXPECT_EQ(b.remaining, 2);
   EXPECT_EQ(c.remaining, 3);
   EXPECT_EQ(d.remaining, 4);
-  // The shared call's deadline counts from its oldest caller's start (u2's), before u3's and u4's.
-  ASSERT_EQ(gate->starts.size(), 2u);
-  EXPECT_TRUE(gate->starts[1] >= queued_from);
-  EXPECT_TRUE(gate->starts[1] < after_u2);
+  EXPECT_EQ(e.remaining, 5);
+  // The shared call's deadline counts from its oldest caller's start (u3's), before u4's and u5's.
+  ASSERT_EQ(gate->starts.size(), 3u);
+  EXPECT_TRUE(gate->starts[2] >= queued_from);
+  EXPECT_TRUE(gate->starts[2] < after_u3);
 }
 
 TEST_F(SyncLaneTest, ACallAloneGoesAtOnceAndWithTheOptionOffEveryCallGoesAlone) {

@@ -36,6 +36,12 @@ REDLIMIT_INLINE bool SyncLane::takes(Context& ctx, const ScriptCall& call, std::
   return !(ctx.reject_cache && ctx.reject_cache->lookup(call.keys[0], cost, now));
 }
 
+// Only the caller that can go next is woken, not every waiter: on a busy client core each needless
+// wake-up is a context switch.
+REDLIMIT_INLINE void SyncLane::wake_next(Shard& shard) {
+  if (!shard.queue.empty() && shard.flights < kFlights) shard.queue.front()->wake.notify_one();
+}
+
 REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
                                            const std::shared_ptr<const StrategySpec>& spec, ScriptCall& call,
                                            std::int64_t cost) {
@@ -52,8 +58,9 @@ REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
       send(lock, shard, ctx, spec, me);  // carries `me` too, unless 256 older calls fill it
       continue;
     }
-    // No timeout: a call on its way ends by its own deadline, which is earlier than ours.
-    landed_.wait(lock);
+    // No timeout: a call on its way ends by its own deadline, which is earlier than ours. Woken
+    // when done, or when first in the queue with a flight free.
+    me.wake.wait(lock);
   }
   lock.unlock();
   if (me.error) std::rethrow_exception(me.error);
@@ -70,6 +77,7 @@ REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& s
     batch.back()->taken = true;
   }
   ++shard.flights;
+  wake_next(shard);  // more than a call's worth queued and a flight still free
   lock.unlock();
   std::vector<Decision> ds;
   std::exception_ptr error;
@@ -99,8 +107,9 @@ REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& s
       batch[i]->decision = ds[i];
     }
     batch[i]->done = true;
+    batch[i]->wake.notify_one();  // under the lock: the waiter cannot return (and end) before this
   }
-  landed_.notify_all();
+  wake_next(shard);
 }
 
 }  // namespace redlimit::detail
