@@ -331,12 +331,14 @@ inline std::string subject_name(long i) { return fmt::format("u{:07d}", i); }
 
 // On a cluster, Options::pool is per master: each master gets a pool of this size.
 // `coalesce`: PoolOptions::coalesce and Options::share_script_calls; `per_master`:
-// Options::batch_per_master.
-inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coalesce = true, bool per_master = true) {
+// Options::batch_per_master; `flights`: Options::shared_call_flights.
+inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coalesce = true, bool per_master = true,
+                                     std::size_t flights = 0) {
   redlimit::Options o;
   o.pool.size = pool;
   o.pool.coalesce = coalesce;
   o.share_script_calls = coalesce;
+  o.shared_call_flights = flights;
   o.batch_per_master = per_master;
   return redlimit::RateLimiter::connect(url_of(c), o);
 }

@@ -15,6 +15,7 @@ struct Mode {
   int pool = 0;        // pool size; 0 = threads
   bool coalesce = true;  // PoolOptions::coalesce and Options::share_script_calls (bench_common.hpp)
   bool per_master = true;  // Options::batch_per_master (a cluster's batches)
+  std::size_t flights = 0;  // Options::shared_call_flights (0: the pool's size)
 };
 
 struct RunResult {
@@ -47,7 +48,8 @@ void caller(const redlimit::Strategy& s, const std::vector<std::string>& subject
 
 RunResult run_sync(const Config& c, const Spec& spec, const Mode& m, const std::string& resource,
                    const std::vector<std::string>& subjects, Admin& admin) {
-  auto limiter = connect(c, static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce, m.per_master);
+  auto limiter =
+      connect(c, static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce, m.per_master, m.flights);
   auto strategy = spec.make(limiter, resource);
   // Open every pooled connection before the clock starts (on a cluster, a connection to each
   // master: 16 subjects per thread land on all three).
@@ -207,6 +209,8 @@ std::vector<Mode> all_modes() {
       {"async64_unshared", 1, 0, 64, 0, false},
       // 8 threads on the default pool of 4, as a service calls it: sharing round trips, then not.
       {"threads8", 8, 0, 0, 4, true}, {"threads8_unshared", 8, 0, 0, 4, false},
+      // The same with at most 2 shared script calls out (Options::shared_call_flights), not 4.
+      {"threads8_flights2", 8, 0, 0, 4, true, true, 2},
       // consume_many 128 on a cluster, a script call per hash slot (Options::batch_per_master off);
       // the same as batch128 on one server.
       {"batch128_per_slot", 1, 128, 0, 0, true, false},

@@ -147,7 +147,7 @@ def capacity_section(res):
 # calls and round trips (Options::share_script_calls and PoolOptions::coalesce, as connect() makes
 # it), and the default 4 with both off (a connection leased per call, a script call each).
 POOL_MODES = (("pool8", "pool of 8"), ("threads8", "pool of 4, shared (default)"),
-              ("threads8_unshared", "pool of 4, unshared"))
+              ("threads8_flights2", "pool of 4, shared, 2 calls out"), ("threads8_unshared", "pool of 4, unshared"))
 
 
 def pool_section(res):
@@ -1221,17 +1221,19 @@ sharing a script call, `Options::share_script_calls`), `batch128` `consume_many`
 
 Eight threads calling `consume()`, as a service's workers do, on a pool of 8 (a connection a
 thread) and on the default pool of 4, both sharing (the defaults): `Options::share_script_calls`
-lets at most two script calls of a strategy be on their way at once, and the calls made meanwhile
-go together as one script call (`include/redlimit/detail/sync_lane.hpp`); `PoolOptions::coalesce`
-sends the commands queued for the pool in one write. Then the pool of 4 with both off (a
-connection leased for each call's round trip, a script call per `consume`). Each cell: decisions/s
-(the best of the repetitions), its ratio to the pool of 8, and Redis's main-thread CPU per decision.
-{pool_summary} With sharing on, the pool's size hardly matters: a strategy has at most two calls
-out, whatever the number of threads. Sharing cuts Redis's CPU per decision (a socket read, a script
-run and a reply for several calls); on this 2-core machine, where Redis and the eight threads share
-the cores, it costs little or nothing in decisions/s. So: keep both on, and size the pool to the
-strategies used at the same moment (two connections each), unless Redis's client connections are
-scarce.
+lets as many script calls of a strategy be on their way at once as the pool has connections, and
+the calls made meanwhile go together as one script call (`include/redlimit/detail/sync_lane.hpp`);
+`PoolOptions::coalesce` sends the commands queued for the pool in one write. Then the pool of 4
+with at most 2 script calls out (`Options::shared_call_flights = 2`), and the pool of 4 with
+sharing off (a connection leased for each call's round trip, a script call per `consume`). Each
+cell: decisions/s (the best of the repetitions), its ratio to the pool of 8, and Redis's
+main-thread CPU per decision. {pool_summary} On the pool of 8 no call waits to share (a connection
+a thread); on the pool of 4 the four calls beyond the connections share, which cuts Redis's CPU per
+decision (a socket read, a script run and a reply for several calls); with 2 calls out, more share
+each script call, for the least Redis CPU, and each caller may wait up to a round trip for a
+flight. So: keep sharing on, and size the pool to the threads that call at the same moment when
+latency matters most; a smaller pool, or a smaller `shared_call_flights`, when Redis's CPU is what
+runs out.
 
 {pool_table}
 

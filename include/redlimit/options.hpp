@@ -93,13 +93,21 @@ struct Options {
   // decision.
   // - consume_async(): the calls made in the same turn of the event loop go as one call
   //   (detail/async_lane.hpp); a call alone still goes alone, one loop turn later at most.
-  // - consume() from many threads: at most two calls per strategy are on their way at a time, and
-  //   the calls made meanwhile go together in the next (detail/sync_lane.hpp); a call that finds
-  //   fewer on their way goes at once, alone.
+  // - consume() from many threads: at most shared_call_flights calls per strategy are on their way
+  //   at a time, and the calls made meanwhile go together in the next (detail/sync_lane.hpp); a
+  //   call that finds fewer on their way goes at once, alone.
   // Each keeps its deadline; nothing is replayed; like a batch, a shared call fails as a whole (an
   // error reply, such as a key of another type under one subject's key, is every caller's). On a
   // Redis Cluster, one call per master (batch_per_master). false: a script call each.
   bool share_script_calls = true;
+  // With share_script_calls, the script calls of one strategy (per master on a cluster) that
+  // consume() sends at once; the calls made while that many are on their way wait, and go together
+  // in the next. 0 = as many as the connection carries at once: the pool's size (PoolOptions::size),
+  // or 1 on a connection that is not thread-safe. So a call never waits while a connection is
+  // free; only the calls beyond the connections share script calls. Fewer (1 or 2) makes more calls
+  // share each one: less Redis CPU per decision, for a wait of up to a round trip when the calls
+  // are fewer than the connections (docs/performance.md, "Sizing the connection pool").
+  std::size_t shared_call_flights = 0;
 
   // On a Redis Cluster whose masters run the Functions library: the requests of a batch
   // (consume_many, and consume_async calls merged by share_script_calls) that one master serves go

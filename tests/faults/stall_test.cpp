@@ -242,12 +242,13 @@ TEST(Stall, AConsumeQueuedBehindAStalledCallEndsByItsOwnDeadline) {
   redlimit_test::RedisServer server;
   redlimit::Options o = stall_options(OnFailure::raise);
   o.command_timeout = kLong;
+  o.shared_call_flights = 2;  // two calls out at once, then the others wait
   auto limiter = redlimit::RateLimiter::connect(server.url(), o);
   auto fw = limiter.fixed_window("queued", redlimit::Limit::per_hour(1000));
   ASSERT_EQ(fw.consume("u").source, Source::primary);
   DebugSleep sleep(server, 4);
   ASSERT_TRUE(sleep.stalled());
-  // Two calls on their way (as many as a strategy sends at once), then a third that waits for them.
+  // Two calls on their way (as many as the strategy sends at once), then a third that waits for them.
   std::chrono::milliseconds first{0};
   std::thread a([&] { first = timed([&] { EXPECT_THROW(fw.consume("a"), redlimit::TimeoutError); }); });
   std::this_thread::sleep_for(kLong / 10);

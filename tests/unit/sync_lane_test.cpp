@@ -1,6 +1,6 @@
 // Options::share_script_calls for consume() from many threads (detail/sync_lane.hpp), against a
-// connection that holds each script call until the test lets it through: a call made while two
-// are on their way waits, and the calls queued meanwhile go as one script call, in the order they came,
+// connection that holds each script call until the test lets it through: with
+// Options::shared_call_flights at 2, a call made while two are on their way waits, and the calls queued meanwhile go as one script call, in the order they came,
 // at the time they are sent, under the deadline of the oldest; each caller gets its own decision.
 #include <gtest/gtest.h>
 
@@ -91,6 +91,7 @@ class SyncLaneTest : public ::testing::Test {
     redlimit::Options o;
     o.clock = clock;
     o.share_script_calls = share;
+    o.shared_call_flights = 2;  // two calls out at once, then the others wait
     rl = std::make_unique<redlimit::RateLimiter>(gate, o);
     fw = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
   }

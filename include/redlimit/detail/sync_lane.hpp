@@ -4,8 +4,8 @@
 //
 // A service calls consume() from many threads at once, and each call alone costs Redis a socket
 // read, a script run and a reply of its own: under concurrency most of Redis's CPU per decision
-// goes there (docs/performance.md, "Redis CPU per decision"). A lane lets at most kFlights script
-// calls at a time be on their way per strategy and shard; a call made while they are out waits its
+// goes there (docs/performance.md, "Redis CPU per decision"). A lane lets at most `flights` script
+// calls at a time be on their way per strategy and shard (Options::shared_call_flights); a call made while they are out waits its
 // turn, and the next call to go takes every call queued by then (up to DecisionPath::kMaxPerCall),
 // oldest first, as one script call, which Redis decides one request after another, in that order,
 // exactly as a consume_many batch. Each caller gets its own decision. A call that finds a flight
@@ -40,6 +40,9 @@ struct StrategySpec;
 
 class SyncLane {
  public:
+  // `flights`: script calls of a shard on their way at once (Options::shared_call_flights); 0 is 1.
+  explicit SyncLane(std::size_t flights) : flights_(flights > 0 ? flights : 1) {}
+
   // Decides one consume (checked: `call` is its script call, moved from), sharing a script call with
   // the consume() calls of the same strategy in flight at the same moment. Throws what consume()
   // throws.
@@ -72,19 +75,13 @@ class SyncLane {
     std::size_t flights = 0;
   };
   // Wakes the first caller queued for `shard` if a flight is free (with the lock held).
-  static void wake_next(Shard& shard);
+  void wake_next(Shard& shard) const;
   // Called with the lock held and a flight of `shard` free; returns with the lock held again and
   // every waiter it took done.
   void send(std::unique_lock<std::mutex>& lock, Shard& shard, const std::shared_ptr<Context>& ctx,
             const std::shared_ptr<const StrategySpec>& spec, const Waiter& me);
 
-  // Script calls of a shard on their way at once. Every call made while they are out waits for the
-  // next, so the fewer, the more calls share one. Two, not one: while Redis decides one call, the
-  // client reads the other's reply and wakes its callers, who make their next calls; with one,
-  // Redis and the client take turns (measured with 8 threads on the pool of 4: at 1, 15-35% fewer
-  // decisions/s than at 2 for the same Redis CPU per decision; at 3, 10-20% more Redis CPU per
-  // decision for no more decisions/s).
-  static constexpr std::size_t kFlights = 2;
+  const std::size_t flights_;  // script calls of a shard on their way at once (at least 1)
 
   std::mutex mutex_;
   std::unordered_map<std::size_t, Shard> shards_;  // by node; a reference stays good across inserts

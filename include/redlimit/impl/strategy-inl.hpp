@@ -58,7 +58,9 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   if (ctx_->options.share_script_calls && conn != nullptr &&
       (conn->scripts_span_slots() || (ctx_->options.batch_per_master && conn->scripts_span_node()))) {
     lane = std::make_unique<detail::AsyncLane>();
-    sync_lane = std::make_unique<detail::SyncLane>();
+    std::size_t flights = ctx_->options.shared_call_flights;
+    if (flights == 0) flights = conn->thread_safe() ? ctx_->options.pool.size : 1;
+    sync_lane = std::make_unique<detail::SyncLane>(flights);
   }
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,

@@ -38,8 +38,8 @@ REDLIMIT_INLINE bool SyncLane::takes(Context& ctx, const ScriptCall& call, std::
 
 // Only the caller that can go next is woken, not every waiter: on a busy client core each needless
 // wake-up is a context switch.
-REDLIMIT_INLINE void SyncLane::wake_next(Shard& shard) {
-  if (!shard.queue.empty() && shard.flights < kFlights) shard.queue.front()->wake.notify_one();
+REDLIMIT_INLINE void SyncLane::wake_next(Shard& shard) const {
+  if (!shard.queue.empty() && shard.flights < flights_) shard.queue.front()->wake.notify_one();
 }
 
 REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
@@ -54,7 +54,7 @@ REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
   Shard& shard = shards_[node];  // made on first use; never removed, so the reference stays good
   shard.queue.push_back(&me);
   while (!me.done) {
-    if (!me.taken && shard.flights < kFlights) {
+    if (!me.taken && shard.flights < flights_) {
       send(lock, shard, ctx, spec, me);  // carries `me` too, unless 256 older calls fill it
       continue;
     }
