@@ -114,6 +114,8 @@ class Strategy {
   // One request through the decision path (detail/decision_path.hpp), synchronously.
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                const std::vector<std::string>& params) const;
+  // The same for a request whose script call is prepared already, sent as a call of its own.
+  Decision run(Operation op, const detail::Script& script, detail::ScriptCall call, std::int64_t cost) const;
   void check_cost(std::int64_t cost) const;
   // The limiter's AsyncConnection (throws when none is attached).
   std::shared_ptr<AsyncConnection> async_connection() const;

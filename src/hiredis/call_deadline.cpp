@@ -12,14 +12,16 @@ struct OpenCall {
 // Per thread: a call runs on the caller's thread from start to end (the sync transports).
 thread_local OpenCall open_call;
 
-DeadlineClock::time_point after(std::chrono::milliseconds timeout) {
-  return timeout.count() > 0 ? DeadlineClock::now() + timeout : no_deadline();
+// `timeout` after `from` (by default now); no_deadline() for a timeout of 0.
+DeadlineClock::time_point after(std::chrono::milliseconds timeout,
+                                DeadlineClock::time_point from = DeadlineClock::now()) {
+  return timeout.count() > 0 ? from + timeout : no_deadline();
 }
 
 }  // namespace
 
 void begin_call(std::chrono::milliseconds timeout, DeadlineClock::time_point started) {
-  if (open_call.depth++ == 0) open_call.deadline = timeout.count() > 0 ? started + timeout : no_deadline();
+  if (open_call.depth++ == 0) open_call.deadline = after(timeout, started);
 }
 
 void end_call() noexcept {

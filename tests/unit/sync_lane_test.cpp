@@ -1,7 +1,8 @@
 // Options::share_script_calls for consume() from many threads (detail/sync_lane.hpp), against a
 // connection that holds each script call until the test lets it through: with
-// Options::shared_call_flights at 2, a call made while two are on their way waits, and the calls queued meanwhile go as one script call, in the order they came,
-// at the time they are sent, under the deadline of the oldest; each caller gets its own decision.
+// Options::shared_call_flights at 2, a call made while two are on their way waits, and the calls
+// queued meanwhile go as one script call, in the order they came, at the time they are sent, under
+// the deadline of the oldest; each caller gets its own decision.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -124,7 +125,7 @@ TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeThe
   const auto after_u3 = std::chrono::steady_clock::now();
   std::thread td = start("u4", d);
   std::thread te = start("u5", e);
-  clock->at += 5'000'000;  // five seconds pass before the shared call goes
+  clock->at += 5'000'000;                    // five seconds pass before the shared call goes
   for (int i = 0; i < 3; ++i) gate->pass();  // u1 and u2 come back; u3..u5 go as one call
   for (auto* t : {&ta, &tb, &tc, &td, &te}) t->join();
 

@@ -5,20 +5,20 @@
 // A service calls consume() from many threads at once, and each call alone costs Redis a socket
 // read, a script run and a reply of its own: under concurrency most of Redis's CPU per decision
 // goes there (docs/performance.md, "Redis CPU per decision"). A lane lets at most `flights` script
-// calls at a time be on their way per strategy and shard (Options::shared_call_flights); a call made while they are out waits its
-// turn, and the next call to go takes every call queued by then (up to DecisionPath::kMaxPerCall),
-// oldest first, as one script call, which Redis decides one request after another, in that order,
-// exactly as a consume_many batch. Each caller gets its own decision. A call that finds a flight
-// free goes at once: an idle service pays nothing for the lane, a busy one sends a few calls per
-// round trip however many threads it has.
+// calls at a time be on their way per strategy and shard (Options::shared_call_flights); a call
+// made while they are out waits its turn, and the next call to go takes every call queued by then
+// (up to DecisionPath::kMaxPerCall), oldest first, as one script call, which Redis decides one
+// request after another, in that order, exactly as a consume_many batch. Each caller gets its own
+// decision. A call that finds a flight free goes at once: an idle service pays nothing for the
+// lane, a busy one sends a few calls per round trip however many threads it has.
 //
 // Deadlines: a shared call's deadline is its oldest caller's (its start + command_timeout); the
 // others started later, so none waits past its own. A caller queued behind the calls on their way
-// waits at most until one of them ends, which is by that call's deadline, earlier than its own. Nothing is
-// replayed. Like a batch, a shared call stands or falls as a whole: a connection failure is every
-// caller's (each gets the failure policy), and so is an error reply, such as a key of another type
-// under one request's state key. The time the requests are decided at is read when the call is
-// sent.
+// waits at most until one of them ends, which is by that call's deadline, earlier than its own.
+// Nothing is replayed. Like a batch, a shared call stands or falls as a whole: a connection failure
+// is every caller's (each gets the failure policy), and so is an error reply, such as a key of
+// another type under one request's state key. The time the requests are decided at is read when
+// the call is sent.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

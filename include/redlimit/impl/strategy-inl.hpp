@@ -102,8 +102,13 @@ REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(std::string_view subject, s
 
 REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject,
                                        std::int64_t cost, const std::vector<std::string>& params) const {
+  return run(op, script, prepare(subject, cost, strategy_impl::mode_of(op), params), cost);
+}
+
+REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, detail::ScriptCall call,
+                                       std::int64_t cost) const {
   detail::DecisionPath path(ctx_, spec_, op, script);
-  path.add(prepare(subject, cost, strategy_impl::mode_of(op), params), cost);
+  path.add(std::move(call), cost);
   return detail::decide(path).front();
 }
 
@@ -167,9 +172,7 @@ REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_
   if (spec_->sync_lane && spec_->sync_lane->takes(*ctx_, call, cost)) {
     return spec_->sync_lane->consume(ctx_, spec_, call, cost);
   }
-  detail::DecisionPath path(ctx_, spec_, Operation::consume, *spec_->script);
-  path.add(std::move(call), cost);
-  return detail::decide(path).front();
+  return run(Operation::consume, *spec_->script, std::move(call), cost);
 }
 
 REDLIMIT_INLINE Decision Strategy::peek(std::string_view subject, std::int64_t cost) const {

@@ -29,8 +29,7 @@ REDLIMIT_INLINE bool SyncLane::takes(Context& ctx, const ScriptCall& call, std::
   if (sending()) return false;
   if (!ctx.breakers && !ctx.reject_cache) return true;
   const auto now = ctx.clock->now();
-  if (ctx.breakers &&
-      ctx.breakers->of(ctx.connection->node_of(call.keys[0])).state(now) != BreakerState::closed) {
+  if (ctx.breakers && ctx.breakers->of(ctx.connection->node_of(call.keys[0])).state(now) != BreakerState::closed) {
     return false;
   }
   return !(ctx.reject_cache && ctx.reject_cache->lookup(call.keys[0], cost, now));
