@@ -24,7 +24,8 @@ struct MetricsEvent {
   std::string_view error;
   // The exception itself when the call threw (null otherwise), for classifying it by type.
   const std::exception* exception = nullptr;
-  // Wall time spent in the call, round trip included (steady clock, whatever the limiter clock is).
+  // Wall time spent in the call, round trip included (steady clock, whatever the limiter clock is);
+  // for a call that waited to share a script call (Options::share_script_calls), the wait too.
   std::chrono::nanoseconds latency{0};
 };
 
@@ -50,7 +51,7 @@ struct Counters {
   std::uint64_t from_failure_policy = 0;  // decided by fail_open / fail_closed
   // Calls that failed against Redis (thrown or handled by the policy). A batch whose send failed as
   // a whole is one; an outage reply counts once per request it leaves undecided; consume() calls
-  // that shared a script call (Options::share_script_calls) count one each.
+  // and consume_async() calls that shared a script call (Options::share_script_calls) count one each.
   std::uint64_t errors = 0;
   std::uint64_t breaker_short_circuits = 0;  // calls not sent to Redis because the breaker was open
   std::uint64_t local_cache_hits = 0;  // consumes rejected by the local reject cache, without Redis

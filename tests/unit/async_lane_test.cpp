@@ -124,7 +124,7 @@ TEST_F(AsyncLaneTest, ALoneCallGoesAloneAndTheNextTurnStartsAfresh) {
   EXPECT_EQ(second[0].calls + second[1].calls, 2);
 }
 
-TEST_F(AsyncLaneTest, AnErrorReplyIsEveryCallersError) {
+TEST_F(AsyncLaneTest, AnErrorReplyIsEveryCallersErrorAndCountsOnceForEach) {
   make(true);
   const auto fw = rl->fixed_window("lane", redlimit::Limit::per_minute(10));
   std::vector<Got> got;
@@ -135,6 +135,7 @@ TEST_F(AsyncLaneTest, AnErrorReplyIsEveryCallersError) {
     EXPECT_EQ(g.calls, 1);
     EXPECT_NE(g.error.find("WRONGTYPE"), std::string::npos) << g.error;
   }
+  EXPECT_EQ(rl->counters().errors, 2u);  // each consume_async a call of its own
 }
 
 TEST_F(AsyncLaneTest, ACallbackThatThrowsCostsTheOthersNothing) {

@@ -5,15 +5,20 @@
 // the deadline of the oldest; each caller gets its own decision.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "redlimit/errors.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/rate_limiter.hpp"
 #include "redlimit/transport/connection.hpp"
 
@@ -41,6 +46,7 @@ class GateConnection final : public redlimit::Connection {
     --passes_;
     std::vector<Reply> ints;
     const std::size_t keys = std::stoul(argv[2]);
+    if (fail_shared && keys > 2) return Reply::make_error("ERR a shared call's error");
     for (std::size_t k = 3; k < 3 + keys; k += 2) {
       const std::string& key = argv[k];  // redlimit:{gate|u7}:fw
       const auto from = key.find("|u") + 2;
@@ -64,6 +70,7 @@ class GateConnection final : public redlimit::Connection {
 
   std::vector<std::vector<std::string>> commands;  // read once the threads are joined
   std::vector<std::chrono::steady_clock::time_point> starts;
+  bool fail_shared = false;  // answer a call of more than one request with an error reply
 
  private:
   std::mutex m_;
@@ -83,6 +90,20 @@ class CountingClock final : public redlimit::Clock {
   std::atomic<long long> at{1'700'000'000'000'000};
 };
 
+// Keeps every MetricsEvent: the decision's remaining (the subject's number) or -1 for an error,
+// and the latency.
+class Events final : public redlimit::MetricsSink {
+ public:
+  void on_event(const redlimit::MetricsEvent& e) noexcept override {
+    std::lock_guard<std::mutex> l(m_);
+    got.emplace_back(e.decision != nullptr ? e.decision->remaining : -1, e.latency);
+  }
+  std::vector<std::pair<std::int64_t, std::chrono::nanoseconds>> got;  // read once the threads are joined
+
+ private:
+  std::mutex m_;
+};
+
 class SyncLaneTest : public ::testing::Test {
  protected:
   void make(bool share) {
@@ -93,6 +114,8 @@ class SyncLaneTest : public ::testing::Test {
     o.clock = clock;
     o.share_script_calls = share;
     o.shared_call_flights = 2;  // two calls out at once, then the others wait
+    events = std::make_shared<Events>();
+    o.metrics = events;
     rl = std::make_unique<redlimit::RateLimiter>(gate, o);
     fw = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
   }
@@ -109,6 +132,7 @@ class SyncLaneTest : public ::testing::Test {
 
   std::shared_ptr<GateConnection> gate;
   std::shared_ptr<CountingClock> clock;
+  std::shared_ptr<Events> events;
   std::unique_ptr<redlimit::RateLimiter> rl;
   std::unique_ptr<redlimit::FixedWindow> fw;  // one strategy object: its copies share its lane
 };
@@ -150,6 +174,58 @@ TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeThe
   ASSERT_EQ(gate->starts.size(), 3u);
   EXPECT_TRUE(gate->starts[2] >= queued_from);
   EXPECT_TRUE(gate->starts[2] < after_u3);
+}
+
+// Each caller of a shared call is a call of its own to the MetricsSink and Counters::errors: one
+// event each, whose latency counts the caller's wait for the shared call; and when the shared call
+// fails, one error event and one error counted per caller.
+TEST_F(SyncLaneTest, EachCallerOfASharedCallIsReportedWithItsOwnWaitAndCountedOnFailure) {
+  for (const bool fail : {false, true}) {
+    SCOPED_TRACE(fail ? "the shared call fails" : "the shared call decides");
+    make(true);
+    gate->fail_shared = fail;
+    Decision a, b, c, d;
+    std::atomic<int> thrown{0};
+    std::thread ta = start("u1", a);
+    gate->wait_for_commands(1);
+    std::thread tb = start("u2", b);
+    gate->wait_for_commands(2);
+    auto queue = [&](const std::string& subject, Decision& out) {
+      const int before = clock->readings.load();
+      std::thread t([&, subject] {
+        try {
+          out = fw->consume(subject);
+        } catch (const redlimit::ReplyError&) {
+          ++thrown;
+        }
+      });
+      while (clock->readings.load() == before) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(50ms);
+      return t;
+    };
+    std::thread tc = queue("u3", c);
+    const auto u3_queued = std::chrono::steady_clock::now();  // u3 queued before this
+    std::thread td = queue("u4", d);
+    const auto sent = std::chrono::steady_clock::now();  // the shared call is sent after this
+    for (int i = 0; i < 3; ++i) gate->pass();
+    for (auto* t : {&ta, &tb, &tc, &td}) t->join();
+
+    ASSERT_EQ(gate->commands.size(), 3u);
+    ASSERT_EQ(events->got.size(), 4u);  // one per consume(), the shared call's two callers included
+    EXPECT_EQ(thrown.load(), fail ? 2 : 0);
+    EXPECT_EQ(rl->counters().errors, fail ? 2u : 0u);
+    // u3's latency covers its wait in the queue: from before u3_queued to after `sent`. Failed,
+    // u3's event is the longer of the two error events (u4 started after u3).
+    int shared_events = 0;
+    std::chrono::nanoseconds u3_latency{0};
+    for (const auto& [remaining, latency] : events->got) {
+      if (remaining == 1 || remaining == 2) continue;  // u1, u2: sent alone
+      ++shared_events;
+      if (remaining == 3 || remaining == -1) u3_latency = std::max(u3_latency, latency);
+    }
+    EXPECT_EQ(shared_events, 2);
+    EXPECT_GE(u3_latency.count(), std::chrono::nanoseconds(sent - u3_queued).count()) << "ns";
+  }
 }
 
 TEST_F(SyncLaneTest, ACallAloneGoesAtOnceAndWithTheOptionOffEveryCallGoesAlone) {

@@ -19,6 +19,7 @@
 // own consume_async, as before). Nothing is replayed. A merged call stands or falls as a whole, as a
 // consume_many batch does: a connection failure is every caller's (each request gets the failure
 // policy), and so is an error reply, such as a key of another type under a request's state key.
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -52,6 +53,7 @@ class AsyncLane {
     ScriptCall call;
     std::int64_t cost;
     Done done;
+    std::chrono::steady_clock::time_point started;  // when consume_async() queued it
   };
   // On the loop's thread: everything queued, as one decision path (detail/decision_path.hpp).
   void flush(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec);

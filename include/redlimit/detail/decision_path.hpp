@@ -63,14 +63,19 @@ class DecisionPath {
 
   // Room for n requests (a batch), so that add() does not reallocate.
   void reserve(std::size_t n);
-  // Each request is a call of its own, its caller's (consume() calls sharing a script call,
-  // detail/sync_lane.hpp): a send that fails as a whole counts an error for each of them in
-  // Counters::errors, where a batch (consume_many) counts one.
+  // Each request is a call of its own, its caller's (consume() and consume_async() calls sharing a
+  // script call, detail/sync_lane.hpp and detail/async_lane.hpp): a send that fails as a whole
+  // counts an error for each of them in Counters::errors, where a batch (consume_many) counts one,
+  // and an error thrown to them is reported to the MetricsSink once per request, not once per path.
   void count_each_request() { count_each_ = true; }
 
   // One request, already checked: its own call (KEYS state and block marker; ARGV now, cost, mode,
   // parameters) and its cost.
   void add(ScriptCall call, std::int64_t cost);
+  // The same for a request whose caller started before this path: a call that waited to share a
+  // script call. Its MetricsEvent::latency counts from `started`, the wait included. Either add()
+  // for every request of a path, not both.
+  void add(ScriptCall call, std::int64_t cost, std::chrono::steady_clock::time_point started);
 
   // Before any I/O. Returns the script calls to send, in order; empty when nothing needs Redis.
   // Throws (after reporting) when a breaker is open and the failure policy is OnFailure::raise.
@@ -119,6 +124,11 @@ class DecisionPath {
   void release_breakers();
   std::vector<Decision> settle();
   void learn(std::size_t request, const Decision& d) const;
+  // Request i's MetricsEvent::latency, ended now: from its own start (add() with `started`), or
+  // from begin().
+  std::chrono::nanoseconds latency_of(std::size_t request, std::chrono::steady_clock::time_point now) const {
+    return now - (started_each_.empty() ? started_ : started_each_[request]);
+  }
   // A request's own call: in requests_, or moved to script_calls_[0] when it is sent alone.
   ScriptCall& call_of(std::size_t request) { return alone_ ? script_calls_[0] : requests_[request]; }
   const ScriptCall& call_of(std::size_t request) const { return alone_ ? script_calls_[0] : requests_[request]; }
@@ -135,6 +145,7 @@ class DecisionPath {
   std::chrono::microseconds now_{0};  // the limiter's clock when begin() ran
   std::vector<ScriptCall> requests_;  // one call per request, as added
   std::vector<std::int64_t> costs_;
+  std::vector<std::chrono::steady_clock::time_point> started_each_;  // add() with `started` only
   std::vector<Decision> out_;                      // one per request
   std::vector<std::size_t> pending_;               // requests that need Redis
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged

@@ -19,7 +19,7 @@ REDLIMIT_INLINE bool AsyncLane::add(const std::shared_ptr<Context>& ctx,
     } else if (conn_ != conn) {
       return false;
     }
-    pending_.push_back(Pending{std::move(call), cost, std::move(done)});
+    pending_.push_back(Pending{std::move(call), cost, std::move(done), std::chrono::steady_clock::now()});
     if (pending_.size() > 1) return true;  // the turn that sends it is scheduled already
   }
   // Outside the lock: a connection without a loop runs the task at once.
@@ -40,11 +40,12 @@ REDLIMIT_INLINE void AsyncLane::flush(const std::shared_ptr<Context>& ctx,
   }
   if (batch.empty()) return;  // cannot happen (one turn is scheduled per batch); nothing to send
   auto path = std::make_shared<DecisionPath>(ctx, spec, Operation::consume, *spec->script, /*keep_alive=*/true);
+  path->count_each_request();  // each caller's consume_async() is a call of its own
   path->reserve(batch.size());
   std::vector<Done> callers;
   callers.reserve(batch.size());
   for (Pending& p : batch) {
-    path->add(std::move(p.call), p.cost);
+    path->add(std::move(p.call), p.cost, p.started);  // its latency counts the turn it waited
     callers.push_back(std::move(p.done));
   }
   std::shared_ptr<AsyncConnection> sender = conn;

@@ -31,6 +31,12 @@ REDLIMIT_INLINE void DecisionPath::add(ScriptCall call, std::int64_t cost) {
   costs_.push_back(cost);
 }
 
+REDLIMIT_INLINE void DecisionPath::add(ScriptCall call, std::int64_t cost,
+                                       std::chrono::steady_clock::time_point started) {
+  add(std::move(call), cost);
+  started_each_.push_back(started);
+}
+
 REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin(bool span_node) {
   Context& ctx = *ctx_;
   span_node_ = span_node;
@@ -323,8 +329,8 @@ REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, S
 // What the reject cache learns from the decisions Redis made, then shadow mode, counters, metrics.
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::settle() {
   for (std::size_t p : pending_) learn(p, out_[p]);
-  const auto latency = std::chrono::steady_clock::now() - started_;
-  for (Decision& d : out_) account(d, latency);
+  const auto ended = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < out_.size(); ++i) account(out_[i], latency_of(i, ended));
   return std::move(out_);
 }
 
@@ -364,7 +370,13 @@ REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
 }
 
 REDLIMIT_INLINE void DecisionPath::report_error(const std::exception& error) const {
-  report(nullptr, &error, std::chrono::steady_clock::now() - started_);
+  const auto ended = std::chrono::steady_clock::now();
+  if (!count_each_) {
+    report(nullptr, &error, latency_of(0, ended));
+    return;
+  }
+  // Each caller gets the error (SyncLane, AsyncLane), so each call is reported.
+  for (std::size_t i = 0; i < requests_.size(); ++i) report(nullptr, &error, latency_of(i, ended));
 }
 
 REDLIMIT_INLINE void DecisionPath::report(const Decision* d, const std::exception* error,

@@ -91,7 +91,7 @@ REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& s
     path.reserve(batch.size());
     for (Waiter* w : batch) {
       if (restamp) w->call->args[0] = now;
-      path.add(std::move(*w->call), w->cost);
+      path.add(std::move(*w->call), w->cost, w->started);  // its latency counts its wait
     }
     ds = decide(path, batch.front()->started);
   } catch (...) {
