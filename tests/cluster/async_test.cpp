@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
+#include <cstdio>
 #include <future>
 #include <map>
 #include <memory>
@@ -248,6 +250,82 @@ TEST_F(ClusterAsync, ABatchKeepsTheLiveMastersDecisionsWhenOneMasterIsStopped) {
           EXPECT_TRUE(ds[i].allowed);
           EXPECT_EQ(ds[i].remaining, 98) << list[j];
         }
+      }
+    }
+  }
+  async.reset();
+  loop.stop();
+  ASSERT_TRUE(wait_cluster_ok(std::chrono::seconds(10)));
+}
+
+// consume_async calls of one loop turn share script calls (Options::share_script_calls) one per
+// master: with a master stopped, the live masters' callers hear from Redis as soon as their
+// master answers, not when the stopped master's call ends at its deadline.
+TEST_F(ClusterAsync, SharedCallsAreMergedPerMasterSoAStoppedMasterHoldsUpOnlyItsOwnCallers) {
+  redlimit_test::LibeventLoop loop;
+  redlimit::AsyncOptions ao;
+  ao.command_timeout = std::chrono::milliseconds(500);
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+  loop.start();
+  {
+    redlimit::Options o = options();
+    o.on_failure = redlimit::OnFailure::fail_closed;
+    redlimit::RateLimiter rl_lane = redlimit::RateLimiter::connect(cluster().url, o);
+    rl_lane.attach_async(async);
+    const auto fw = rl_lane.fixed_window("async.lane", Limit(100, 1h));
+    const auto groups = subjects_by_master(fw, 2);
+    ASSERT_EQ(groups.size(), 3u);
+    const int victim = groups.begin()->first;  // its callers are queued first
+    std::vector<std::pair<std::string, int>> calls;  // subject, master
+    for (const auto& [port, list] : groups) {
+      for (const auto& w : list) calls.emplace_back(w, port);
+    }
+    for (const auto& [who, port] : calls) {  // connections made, library loaded everywhere
+      auto f = fw.consume_future(who);
+      ASSERT_EQ(redlimit_test::get_within(f).source, redlimit::Source::primary);
+    }
+
+    struct Heard {
+      int port;
+      redlimit::Decision decision;
+      std::chrono::steady_clock::duration after;
+    };
+    auto heard = std::make_shared<std::vector<Heard>>();  // appended on the loop's thread only
+    auto all = std::make_shared<std::promise<void>>();
+    auto done = all->get_future();
+    const pid_t pid = pid_of(victim);
+    ASSERT_NE(pid, 0);
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    const auto sent = std::chrono::steady_clock::now();
+    async->post([&fw, &calls, heard, all, sent] {  // one loop turn: the calls share the lane's turn
+      for (const auto& [who, port] : calls) {
+        fw.consume_async(who, 1, [heard, all, sent, port = port, n = calls.size()](const redlimit::Decision& d,
+                                                                                    std::exception_ptr) {
+          heard->push_back({port, d, std::chrono::steady_clock::now() - sent});
+          if (heard->size() == n) all->set_value();
+        });
+      }
+    });
+    const bool in_time = done.wait_for(10s) == std::future_status::ready;
+    ::kill(pid, SIGCONT);
+    ASSERT_TRUE(in_time);
+    ASSERT_EQ(heard->size(), calls.size());
+    // Every live master's caller is answered by Redis before any of the stopped master's callers
+    // (which get the failure policy when their call's deadline passes).
+    bool victim_seen = false;
+    for (const auto& h : *heard) {
+      using std::chrono::duration_cast;
+      using std::chrono::milliseconds;
+      std::printf("[ figures ] master %d answered after %lld ms (%s)\n", h.port,
+                  static_cast<long long>(duration_cast<milliseconds>(h.after).count()),
+                  h.decision.source == redlimit::Source::primary ? "Redis" : "failure policy");
+      if (h.port == victim) {
+        victim_seen = true;
+        EXPECT_EQ(h.decision.source, redlimit::Source::failure_policy);
+      } else {
+        EXPECT_FALSE(victim_seen) << "a live master's caller waited for the stopped master";
+        EXPECT_EQ(h.decision.source, redlimit::Source::primary);
+        EXPECT_EQ(h.decision.remaining, 98);
       }
     }
   }

@@ -16,7 +16,8 @@
 // the client would take turns.
 //
 // The merged call carries the deadline of its first caller, the earliest (each one's counts from its
-// own consume_async, as before). Nothing is replayed. A merged call stands or falls as a whole, as a
+// own consume_async, as before). Nothing is replayed. On a Redis Cluster a turn's calls are merged
+// per master, each master's a call of its own whose callers hear as soon as its reply is in. A merged call stands or falls as a whole, as a
 // consume_many batch does: a connection failure is every caller's (each request gets the failure
 // policy), and so is an error reply, such as a key of another type under a request's state key.
 #include <chrono>
@@ -55,8 +56,14 @@ class AsyncLane {
     Done done;
     std::chrono::steady_clock::time_point started;  // when consume_async() queued it
   };
-  // On the loop's thread: everything queued, as one decision path (detail/decision_path.hpp).
+  // On the loop's thread: everything queued, as one decision path (detail/decision_path.hpp); on a
+  // cluster, one per master (Connection::node_of), so that each master's callers are answered when
+  // its reply is in: a stalled master holds up only its own subjects' callbacks.
   void flush(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec);
+  // One merged call of `batch` (in the order queued), its callbacks run when its reply is in.
+  static void send(const std::shared_ptr<Context>& ctx, const std::shared_ptr<const StrategySpec>& spec,
+                   std::shared_ptr<AsyncConnection> conn, AsyncConnection::Deadline deadline,
+                   std::vector<Pending> batch);
   // A merged call of at least this many callers hands out its decisions in two halves, sending the
   // calls the first half made before the second half runs: small ones are not worth the extra call.
   static constexpr std::size_t kSendEarlyFrom = 16;

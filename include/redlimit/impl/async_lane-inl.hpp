@@ -1,8 +1,11 @@
 #pragma once
 // Body of redlimit/detail/async_lane.hpp.
+#include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "redlimit/detail/async_lane.hpp"
+#include "redlimit/detail/context.hpp"
 #include "redlimit/detail/decision_path.hpp"
 
 namespace redlimit::detail {
@@ -39,6 +42,27 @@ REDLIMIT_INLINE void AsyncLane::flush(const std::shared_ptr<Context>& ctx,
     deadline = deadline_;
   }
   if (batch.empty()) return;  // cannot happen (one turn is scheduled per batch); nothing to send
+  if (!conn->routes_by_slot() || batch.size() == 1) {
+    send(ctx, spec, std::move(conn), deadline, std::move(batch));
+    return;
+  }
+  // A call per master, in the order each master's first caller came; within one, the order queued.
+  // The limiter's own router knows the masters (its slot map); the AsyncCluster follows any change
+  // (MOVED) either way, so a stale map costs only how the calls are grouped.
+  std::vector<std::pair<std::size_t, std::vector<Pending>>> by_node;
+  for (Pending& p : batch) {
+    const std::size_t node = ctx->connection->node_of(p.call.keys[0]);
+    auto it = std::find_if(by_node.begin(), by_node.end(), [&](const auto& g) { return g.first == node; });
+    if (it == by_node.end()) it = by_node.insert(by_node.end(), {node, {}});
+    it->second.push_back(std::move(p));
+  }
+  for (auto& group : by_node) send(ctx, spec, conn, deadline, std::move(group.second));
+}
+
+REDLIMIT_INLINE void AsyncLane::send(const std::shared_ptr<Context>& ctx,
+                                     const std::shared_ptr<const StrategySpec>& spec,
+                                     std::shared_ptr<AsyncConnection> conn, AsyncConnection::Deadline deadline,
+                                     std::vector<Pending> batch) {
   auto path = std::make_shared<DecisionPath>(ctx, spec, Operation::consume, *spec->script, /*keep_alive=*/true);
   path->count_each_request();  // each caller's consume_async() is a call of its own
   path->reserve(batch.size());
