@@ -44,6 +44,25 @@ std::map<int, std::vector<std::string>> subjects_by_master(const redlimit::Strat
   return out;
 }
 
+// An AsyncCluster on `loop` whose calls end at `timeout`, and the loop started.
+std::shared_ptr<redlimit::AsyncCluster> attach_started(redlimit_test::LibeventLoop& loop,
+                                                       std::chrono::milliseconds timeout) {
+  redlimit::AsyncOptions ao;
+  ao.command_timeout = timeout;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+  loop.start();
+  return async;
+}
+
+// A limiter over the cluster with `o` and OnFailure::fail_closed, its async calls over `async`.
+std::unique_ptr<redlimit::RateLimiter> fail_closed_over(const std::shared_ptr<redlimit::AsyncCluster>& async,
+                                                        redlimit::Options o) {
+  o.on_failure = redlimit::OnFailure::fail_closed;
+  auto rl = std::make_unique<redlimit::RateLimiter>(redlimit::RateLimiter::connect(cluster().url, o));
+  rl->attach_async(async);
+  return rl;
+}
+
 std::string id_of(int port) {
   for (const auto& n : cluster_nodes(port)) {
     if (n.port == port) return n.id;
@@ -205,16 +224,10 @@ TEST_F(ClusterAsync, ABatchIsDecidedExactlyOnEveryMaster) {
 // are decided by Redis, and kept.
 TEST_F(ClusterAsync, ABatchKeepsTheLiveMastersDecisionsWhenOneMasterIsStopped) {
   redlimit_test::LibeventLoop loop;
-  redlimit::AsyncOptions ao;
-  ao.command_timeout = std::chrono::milliseconds(200);
-  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
-  loop.start();
+  auto async = attach_started(loop, std::chrono::milliseconds(200));
   {  // the limiter is gone at the end of the block: the loop then returns by itself
-    redlimit::Options o = options();
-    o.on_failure = redlimit::OnFailure::fail_closed;
-    redlimit::RateLimiter rl_stall = redlimit::RateLimiter::connect(cluster().url, o);
-    rl_stall.attach_async(async);
-    const auto fw = rl_stall.fixed_window("async.stall", Limit(100, 1h));
+    const auto rl_stall = fail_closed_over(async, options());
+    const auto fw = rl_stall->fixed_window("async.stall", Limit(100, 1h));
     const auto groups = subjects_by_master(fw, 2);
     ASSERT_EQ(groups.size(), 3u);
     const int victim = groups.begin()->first;
@@ -263,16 +276,10 @@ TEST_F(ClusterAsync, ABatchKeepsTheLiveMastersDecisionsWhenOneMasterIsStopped) {
 // master answers, not when the stopped master's call ends at its deadline.
 TEST_F(ClusterAsync, SharedCallsAreMergedPerMasterSoAStoppedMasterHoldsUpOnlyItsOwnCallers) {
   redlimit_test::LibeventLoop loop;
-  redlimit::AsyncOptions ao;
-  ao.command_timeout = std::chrono::milliseconds(500);
-  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
-  loop.start();
+  auto async = attach_started(loop, std::chrono::milliseconds(500));
   {
-    redlimit::Options o = options();
-    o.on_failure = redlimit::OnFailure::fail_closed;
-    redlimit::RateLimiter rl_lane = redlimit::RateLimiter::connect(cluster().url, o);
-    rl_lane.attach_async(async);
-    const auto fw = rl_lane.fixed_window("async.lane", Limit(100, 1h));
+    const auto rl_lane = fail_closed_over(async, options());
+    const auto fw = rl_lane->fixed_window("async.lane", Limit(100, 1h));
     const auto groups = subjects_by_master(fw, 2);
     ASSERT_EQ(groups.size(), 3u);
     const int victim = groups.begin()->first;  // its callers are queued first
