@@ -1266,7 +1266,10 @@ the ceiling; `benchmarks/report.py` writes this file.
 Comparing two versions of the Lua scripts needs a steadier figure than CPU time, which moves by up
 to 30% between runs on a shared machine: `scripts/instructions.sh [BENCH] [STRATEGIES] [MODE]`
 counts, with callgrind, the instructions Redis spends inside FCALL per decision (its own
-redis-server under valgrind; repeatable to about 1%). It is not part of this file.
+redis-server under valgrind; repeatable to about 1%). It is not part of this file. Its strategy
+`peer` is a Function doing what rate-limiter-flexible's script does per call, so that
+`scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window seq` gives target 1's
+ratio in instructions.
 """.format(machine=machine_section(a, res), cores=os.cpu_count(), targets=targets_table, why=why_text,
            spreads=spread_note(res, "Each figure in the tables of decisions per second, the cluster, the ceiling and "
                                      "Redis CPU per decision"), reps=repetitions(res),

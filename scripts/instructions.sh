@@ -10,6 +10,13 @@
 #   scripts/instructions.sh [BENCH_BINARY] [STRATEGIES] [MODE] [SECONDS]
 #     defaults: build-bench/benchmarks/redlimit_bench, every strategy, batch128, 3
 #
+# The strategy `peer` is the reference of issue 13's first targets: a Function doing what
+# rate-limiter-flexible's fixed-window script does per call (SET NX with the window's TTL, INCRBY,
+# PTTL; two integers back), FCALLed by redis-benchmark, one request at a time, over 200 keys. Its
+# figure against `fixed_window seq` is target 1's ratio in instructions, which repeat from run to
+# run where the CPU times the bench compares move by a third:
+#   scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window,token_bucket seq
+#
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
 # normal run, and takes the same paths (a bucket keeps its lease, a window its TTL).
@@ -19,7 +26,7 @@ bench=${1:-$root/build-bench/benchmarks/redlimit_bench}
 strategies=${2:-fixed_window,sliding_log,sliding_window,sliding_window_p10,token_bucket,leaky_bucket,policy3}
 mode=${3:-batch128}
 seconds=${4:-3}
-for tool in valgrind callgrind_control callgrind_annotate redis-server redis-cli python3; do
+for tool in valgrind callgrind_control callgrind_annotate redis-server redis-cli redis-benchmark python3; do
   command -v "$tool" >/dev/null || { echo "instructions.sh: $tool is missing" >&2; exit 2; }
 done
 [[ -x "$bench" ]] || { echo "instructions.sh: no $bench (build the redlimit_bench target)" >&2; exit 2; }
@@ -27,9 +34,31 @@ done
 # shellcheck source=SCRIPTDIR/lib/server.sh
 source "$root/scripts/lib/server.sh"
 
+# The reference: rate-limiter-flexible's per-call work, as a Function (see above). The decisions are
+# the calls redis-benchmark made: it prints nothing the bench's rows would, so run() writes the row.
+PEER_LIBRARY="#!lua name=redlimit_peer_reference
+redis.register_function('peer_fixed_window', function(keys, args)
+  redis.call('SET', keys[1], 0, 'EX', args[2], 'NX')
+  local used = redis.call('INCRBY', keys[1], args[1])
+  local ttl = redis.call('PTTL', keys[1])
+  if ttl == -1 then redis.call('EXPIRE', keys[1], args[2]) ttl = 1000 * args[2] end
+  return {used, ttl}
+end)"
+peer_run() {
+  local calls=$(($1 * 2000)) # under valgrind: about 2,000 calls a second, one at a time
+  redis-cli -p "$SERVER_PORT" FUNCTION LOAD REPLACE "$PEER_LIBRARY" >/dev/null
+  redis-benchmark -p "$SERVER_PORT" -c 1 -r 200 -n "$calls" FCALL peer_fixed_window 1 'peer:__rand_int__' 1 3600 \
+    >/dev/null 2>&1
+  echo "{\"ops\": $calls}"
+}
+
 for strategy in ${strategies//,/ }; do
   start_server valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$SERVER_DIR/cg.out" || exit 1
   run() {
+    if [[ "$strategy" == peer ]]; then
+      peer_run "$1"
+      return
+    fi
     "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects 200 \
       --seconds "$1"
   }
