@@ -115,16 +115,23 @@ class SyncLaneTest : public ::testing::Test {
     o.share_script_calls = share;
     o.shared_call_flights = 2;  // two calls out at once, then the others wait
     events = std::make_shared<Events>();
+    thrown = 0;
     o.metrics = events;
     rl = std::make_unique<redlimit::RateLimiter>(gate, o);
     fw = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
   }
 
-  // Starts a thread consuming `subject` into `out`, and returns once it has read the clock (the
-  // last thing it does before it queues) and a little more.
+  // Starts a thread consuming `subject` into `out` (a ReplyError counted in `thrown`), and returns
+  // once it has read the clock (the last thing it does before it queues) and a little more.
   std::thread start(const std::string& subject, Decision& out) {
     const int before = clock->readings.load();
-    std::thread t([this, subject, &out] { out = fw->consume(subject); });
+    std::thread t([this, subject, &out] {
+      try {
+        out = fw->consume(subject);
+      } catch (const redlimit::ReplyError&) {
+        ++thrown;
+      }
+    });
     while (clock->readings.load() == before) std::this_thread::sleep_for(1ms);
     std::this_thread::sleep_for(50ms);  // from its clock reading into the queue: a few instructions
     return t;
@@ -133,6 +140,7 @@ class SyncLaneTest : public ::testing::Test {
   std::shared_ptr<GateConnection> gate;
   std::shared_ptr<CountingClock> clock;
   std::shared_ptr<Events> events;
+  std::atomic<int> thrown{0};  // consume() calls that ended in a ReplyError
   std::unique_ptr<redlimit::RateLimiter> rl;
   std::unique_ptr<redlimit::FixedWindow> fw;  // one strategy object: its copies share its lane
 };
@@ -185,27 +193,13 @@ TEST_F(SyncLaneTest, EachCallerOfASharedCallIsReportedWithItsOwnWaitAndCountedOn
     make(true);
     gate->fail_shared = fail;
     Decision a, b, c, d;
-    std::atomic<int> thrown{0};
     std::thread ta = start("u1", a);
     gate->wait_for_commands(1);
     std::thread tb = start("u2", b);
     gate->wait_for_commands(2);
-    auto queue = [&](const std::string& subject, Decision& out) {
-      const int before = clock->readings.load();
-      std::thread t([&, subject] {
-        try {
-          out = fw->consume(subject);
-        } catch (const redlimit::ReplyError&) {
-          ++thrown;
-        }
-      });
-      while (clock->readings.load() == before) std::this_thread::sleep_for(1ms);
-      std::this_thread::sleep_for(50ms);
-      return t;
-    };
-    std::thread tc = queue("u3", c);
+    std::thread tc = start("u3", c);
     const auto u3_queued = std::chrono::steady_clock::now();  // u3 queued before this
-    std::thread td = queue("u4", d);
+    std::thread td = start("u4", d);
     const auto sent = std::chrono::steady_clock::now();  // the shared call is sent after this
     for (int i = 0; i < 3; ++i) gate->pass();
     for (auto* t : {&ta, &tb, &tc, &td}) t->join();

@@ -17,9 +17,10 @@
 //
 // The merged call carries the deadline of its first caller, the earliest (each one's counts from its
 // own consume_async, as before). Nothing is replayed. On a Redis Cluster a turn's calls are merged
-// per master, each master's a call of its own whose callers hear as soon as its reply is in. A merged call stands or falls as a whole, as a
-// consume_many batch does: a connection failure is every caller's (each request gets the failure
-// policy), and so is an error reply, such as a key of another type under a request's state key.
+// per master, each master's a call of its own whose callers hear as soon as its reply is in. A
+// merged call stands or falls as a whole, as a consume_many batch does: a connection failure is
+// every caller's (each request gets the failure policy), and so is an error reply, such as a key of
+// another type under a request's state key.
 #include <chrono>
 #include <cstdint>
 #include <exception>

@@ -371,12 +371,9 @@ REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
 
 REDLIMIT_INLINE void DecisionPath::report_error(const std::exception& error) const {
   const auto ended = std::chrono::steady_clock::now();
-  if (!count_each_) {
-    report(nullptr, &error, latency_of(0, ended));
-    return;
-  }
-  // Each caller gets the error (SyncLane, AsyncLane), so each call is reported.
-  for (std::size_t i = 0; i < requests_.size(); ++i) report(nullptr, &error, latency_of(i, ended));
+  // One call; or, under count_each_request(), as many as its requests: each caller gets the error.
+  const std::size_t calls = count_each_ ? requests_.size() : 1;
+  for (std::size_t i = 0; i < calls; ++i) report(nullptr, &error, latency_of(i, ended));
 }
 
 REDLIMIT_INLINE void DecisionPath::report(const Decision* d, const std::exception* error,
