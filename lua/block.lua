@@ -1,12 +1,45 @@
 -- Block: deny a subject outright until now + duration, whatever its quota.
 --
--- KEYS[1]  the strategy's state (untouched; named so the call routes to the subject's slot)
+-- KEYS[1]  the strategy's state: a string state (ARGV[5] "1") holds the block too; any other is
+--          untouched (named so the call routes to the subject's slot)
 -- KEYS[2]  the block marker: string "blocked until" (us), expiring with the block
 -- ARGV[1..3] now, cost (unused), mode "3" (prologue)
 -- ARGV[4]  duration of the block (us)
+-- ARGV[5]  "1" when the strategy keeps a string state (fixed window, token and leaky buckets);
+--          missing or anything else: it does not
 -- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block.
+--
+-- A string state's decisions read the block from the state (helpers.lua, split_block), not the
+-- marker: one key read a decision instead of two. The marker is still written for every strategy,
+-- for the decisions of the others and of redlimit versions before 0.3, which read it. A block is
+-- never shortened, by either record. The state's key gets a TTL that outlives both the block and
+-- the state itself: a fixed window's lives until its window ends, a bucket's until its lease does
+-- (helpers.lua, bucket_ttl), and a 0.2 state or a bucket without a lease, which say neither, as
+-- long as its key's TTL does (PTTL, read on Redis's clock: such states are gone a window or a
+-- refill after an upgrade).
 local blocked_until = now + tonumber(ARGV[4])
 local current = tonumber(redis.call('GET', KEYS[2]))
-if current and current > blocked_until then blocked_until = current end -- never shorten a block
+if current and current > blocked_until then blocked_until = current end
+if ARGV[5] == '1' then
+  -- MGET, as the batches read states: a key of another type reads as none, and is replaced
+  local state, was = redis.call('MGET', KEYS[1])[1], nil
+  if state then state, was = split_block(state) end
+  if was and was > blocked_until then blocked_until = was end
+  local len = state and #state
+  local lives_until = blocked_until
+  if len == 20 then
+    local start, _, window = unpack_(WINDOW, state)
+    lives_until = max(lives_until, start + window)
+  elseif len == 28 then
+    local at, lease = unpack_('<I7', state), byte(state, 28)
+    local p = LEASE_PERIOD[lease % 32]
+    lives_until = max(lives_until, (floor_div(at, p) + 1 + (lease - lease % 32) / 32 + 1) * p)
+  elseif len then
+    if not STATE_LEN[len] then state = nil end -- no state: dropped
+    local pttl = redis.call('PTTL', KEYS[1])
+    if state and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
+  end
+  redis.call('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
+end
 redis.call('PSETEX', KEYS[2], ttl_text(ttl_ms(blocked_until - now)), fmt(blocked_until))
 return {0, 0, blocked_until - now, blocked_until - now, 0}

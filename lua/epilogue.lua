@@ -75,53 +75,63 @@ local function blocked(marker)
   return blocked_until - now
 end
 
+-- A string state's value as split_block (helpers.lua) reads it, and its block's end: nil when it
+-- has none, or one that has ended, which the next write then drops.
+local function unblock(v)
+  local state, blocked_until = split_block(v)
+  if blocked_until and blocked_until <= now then return state, nil end
+  return state, blocked_until
+end
+
 -- Per call: -------------------------------------------------------------------------------------
 local n = #KEYS / 2
 if n == 1 then
-  -- One request: one read (state and marker together for a string state), at most one write.
-  local value, marker
+  -- One request: one read (a string state holds its own block: helpers.lua, split_block), at most
+  -- one write.
+  local value, wait, blocked_until = nil, nil, nil
   if state_is_string then
-    local got = redis.call('MGET', KEYS[1], KEYS[2])
-    value, marker = got[1] or nil, got[2]
+    -- pcall: a key of another type (a program that wrote under our name) reads as no state, and
+    -- is replaced, as MGET reads it in a batch; GET would fail the call. Its error is a table
+    -- with `err` (a string answers any field with nil, through its metatable: no call).
+    value = redis.pcall('GET', KEYS[1])
+    if value and value.err then value = nil end
+    if value and BLOCKED[#value] then
+      value, blocked_until = unblock(value)
+      if blocked_until and not refund then wait = blocked_until - now end
+    end
   else
-    marker = redis.call('GET', KEYS[2])
+    local marker = redis.call('GET', KEYS[2])
+    wait = marker and blocked(marker) -- false: no marker, and no call
   end
-  local wait = marker and blocked(marker)
   if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
+  if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
   -- write()'s common case, SET KEEPTTL, without the call (as in the batch loop below)
   if ttl == 0 then redis.call('SET', KEYS[1], new, 'KEEPTTL') elseif new ~= nil then write(KEYS[1], new, ttl) end
   return reply(a, rem, retry, reset, delay, decider, each)
 end
 
--- A batch. One MGET reads every block marker and, for string states, every state: one command
--- whatever n is. Its reply is read by position (request i's state at 2i - 1, its marker at
--- `stride` * i), and each admission is written as it is decided and kept in `written`, so a later
--- request of the same subject reads the value the earlier one wrote, and a TTL 0 (keep the key's)
--- always finds the key in Redis. Filing every key read in a table by name instead costs two table
--- inserts a request; writing once per key at the end (its last value) saves the writes of a
--- subject repeated in a batch, but its bookkeeping (three tables keyed by the keys, grown and
--- rehashed as they fill) cost more than half a microsecond of Redis's time per request of every
--- batch (measured on 7.0).
--- A spread call (requests of many slots, helpers.lua) reads each request's two keys with an MGET of
--- their own: one command may not span slots, even in a script allowed to. A non-string state reads
--- as false there (MGET answers nil for another type) and its decide() reads it again. Either way
--- every key of the call is read before anything is written, so a key this node does not serve (a
--- slot that moved, or is moving: Redis refuses the command, and the call ends in error) stops the
--- call before it changed anything, and the client can send its requests again slot by slot.
-local got, stride = nil, 2
+-- A batch. One MGET reads every request's one key, whatever n is: a string state (which holds its
+-- own block), or else the block marker. Its reply is read by position (request i's at i), and
+-- each admission is written as it is decided and kept in `written`, so a later request of the same
+-- subject reads the value the earlier one wrote, and a TTL 0 (keep the key's) always finds the key
+-- in Redis. Filing every key read in a table by name instead costs two table inserts a request;
+-- writing once per key at the end (its last value) saves the writes of a subject repeated in a
+-- batch, but its bookkeeping (three tables keyed by the keys, grown and rehashed as they fill) cost
+-- more than half a microsecond of Redis's time per request of every batch (measured on 7.0).
+-- A spread call (requests of many slots, helpers.lua) reads each request's key with an MGET of its
+-- own: one command may not span slots, even in a script allowed to. A request's two keys share
+-- its slot (one hash tag), so either way every slot of the call is read before anything is
+-- written, and a key this node does not serve (a slot that moved, or is moving: Redis refuses the
+-- command, and the call ends in error) stops the call before it changed anything, and the client
+-- can send its requests again slot by slot.
+local got = {}
+local read_from = state_is_string and 1 or 0 -- KEYS[2i - 1], the state, or KEYS[2i], the marker
 if spread then
-  got = {}
-  for i = 1, #KEYS, 2 do
-    local pair = redis.call('MGET', KEYS[i], KEYS[i + 1])
-    got[i], got[i + 1] = pair[1], pair[2]
-  end
-elseif state_is_string then
-  got = redis.call('MGET', unpack(KEYS))
+  for i = 1, n do got[i] = redis.call('MGET', KEYS[2 * i - read_from])[1] end
 else
-  local want = {}
-  for i = 2, #KEYS, 2 do want[#want + 1] = KEYS[i] end
-  got, stride = redis.call('MGET', unpack(want)), 1
+  for i = 1, n do got[i] = KEYS[2 * i - read_from] end
+  got = redis.call('MGET', unpack(got))
 end
 local written = {}
 
@@ -150,20 +160,26 @@ for i = 1, n do
   if memo then
     a, rem, retry, reset, delay, decider, each = 0, memo[1], memo[2], memo[3], memo[4], memo[5], memo[6]
   else
-    local marker = got[stride * i]
-    local wait = marker and blocked(marker)
+    local v, wait, blocked_until = nil, nil, nil
+    if state_is_string then
+      v = written[key] -- false: deleted by this call
+      if v == nil then v = got[i] end
+      v = v or nil -- MGET's and the delete's false: no state
+      if v and BLOCKED[#v] then
+        v, blocked_until = unblock(v)
+        if blocked_until and not refund then wait = blocked_until - now end
+      end
+    else
+      local marker = got[i]
+      wait = marker and blocked(marker)
+    end
     if wait then
       a, rem, retry, reset, delay, decider = 0, 0, wait, wait, 0, 1
       if width > 5 then each = blocked_each(wait) end
     else
       local new, ttl
-      local v = nil
-      if state_is_string then
-        v = written[key] -- false: deleted by this call
-        if v == nil then v = got[2 * i - 1] end
-        v = v or nil -- MGET's and the delete's false: no state
-      end
       a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, v)
+      if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
       if new ~= nil then
         -- write()'s common case without the call: a Lua call costs Redis about as much as the
         -- work around it here (helpers.lua, TWO52)

@@ -1,4 +1,4 @@
-// Script lookup, block.lua's twin, and the twin of lua/epilogue.lua that runs a call's requests
+// Script lookup, and the twin of lua/epilogue.lua that runs a call's requests
 // through a twin's decide().
 #include "memory_scripts.hpp"
 
@@ -76,25 +76,6 @@ std::int64_t script_now(std::string_view argv1, std::int64_t clock_now) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// block.lua
-
-std::vector<std::int64_t> block(const Call& c, KeyRef& marker) {
-  std::int64_t blocked_until = c.now + c.num(4);
-  // tonumber(redis.call('GET', KEYS[2])): WRONGTYPE for a hash or a sorted set, nil for a pack2
-  // string. A block is never shortened.
-  if (const Entry* e = marker.get()) {
-    if (const auto* m = std::get_if<Marker>(&e->state)) {
-      blocked_until = std::max(blocked_until, m->until);
-    } else if (!is_string(e->state)) {
-      wrong_type();
-    }
-  }
-  marker.set(Marker{blocked_until}, c.now, ttl_ms(blocked_until - c.now));  // PSETEX
-  const std::int64_t wait = blocked_until - c.now;
-  return {0, 0, wait, wait, 0};
-}
-
-// ---------------------------------------------------------------------------------------------
 // epilogue.lua
 
 namespace {
@@ -129,15 +110,13 @@ class Out {
   bool cut_ = false;
 };
 
-// blocked(marker): the decision a block marker imposes now, if any. Only a number blocks
-// (tonumber() of a pack2 string is nil), and a refund goes through. For a policy (width 6 + 2m),
-// blocked_each(): every limit has nothing left until the block ends.
-bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {
-  if (c.refund || marker == nullptr) return false;
-  const auto* m = std::get_if<Marker>(&marker->state);
-  if (m == nullptr || m->until <= c.now) return false;
+// The decision a block imposes until `until`, if it has not ended: nothing is left, and for a
+// policy (width 6 + 2m), blocked_each(): every limit has nothing left until the block ends. A refund
+// goes through.
+bool blocked_until(const Call& c, std::int64_t until, int width, Decided& d) {
+  if (c.refund || until <= c.now) return false;
   d = Decided{};
-  d.retry_after = d.reset_after = m->until - c.now;
+  d.retry_after = d.reset_after = until - c.now;
   for (int i = 6; i < width; i += 2) {
     d.each.push_back(0);
     d.each.push_back(d.reset_after);
@@ -145,7 +124,21 @@ bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {
   return true;
 }
 
+// blocked(marker): only a number blocks (tonumber() of a pack2 string is nil).
+bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {
+  const auto* m = marker != nullptr ? std::get_if<Marker>(&marker->state) : nullptr;
+  return m != nullptr && blocked_until(c, m->until, width, d);
+}
+
 const Packed* packed(const Entry* e) { return e != nullptr ? std::get_if<Packed>(&e->state) : nullptr; }
+
+// What a string state's decide() reads: the state without its block (none for a block alone).
+const Packed* stateful(const Packed* v) { return v != nullptr && v->layout != Packed::Layout::none ? v : nullptr; }
+
+// A string state's block, if one holds it now (epilogue.lua: unblock, then the wait).
+bool blocked(const Call& c, const Packed* v, int width, Decided& d) {
+  return v != nullptr && blocked_until(c, v->blocked_until, width, d);
+}
 
 // ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the script's `params`
 // parameters, unless they all cost ARGV[2] and none is sent (prologue.lua).
@@ -199,24 +192,25 @@ void apply(KeyRef& key, const Write& w, std::int64_t now) {
   if (w.kind == Write::Kind::del) key.erase();  // DEL
 }
 
-// A string state, one request: MGET state marker (no WRONGTYPE: MGET reads anything that is not a
-// string as nil), decide(), at most one write.
+// A string state, one request: GET state (redis.pcall: another type reads as none, as in a batch),
+// the block it holds, decide(), at most one write.
 template <class Twin>
 Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Tables& tables) {
   KeyRef state(tables.of(keys[0]), keys[0], c.now);
-  KeyRef marker(tables.of(keys[1]), keys[1], c.now);
+  const Packed* v = packed(state.get());
   Out out(1, Twin::width());
   Decided d;
-  if (!blocked(c, marker.get(), Twin::width(), d)) {
+  if (!blocked(c, v, Twin::width(), d)) {
     Write w;
-    d = twin.decide(c.num(2), packed(state.get()), w);
+    d = twin.decide(c.num(2), stateful(v), w);
+    keep_block(c, v, w);
     apply(state, w, c.now);
   }
   out.add(d);
   return out.done();
 }
 
-// A string state, a batch: one MGET of every key, each request decided against the values as the
+// A string state, a batch: one MGET of every state, each request decided against the values as the
 // batch left them, and each key written once at the end with its last value: the state Redis ends
 // with, where epilogue.lua writes each admission as it goes (a string state's decide() cannot fail
 // between two writes).
@@ -231,12 +225,13 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
     bool written = false;
   };
   std::vector<Slot> slots;
-  slots.reserve(2 * n);
+  slots.reserve(n);
   std::unordered_map<std::string_view, std::size_t> index;
-  index.reserve(2 * n);
-  for (std::size_t k = 0; k < 2 * n; ++k) {
-    if (index.emplace(keys[k], slots.size()).second) {
-      KeyRef ref(tables.of(keys[k]), keys[k], c.now);
+  index.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {  // the states only: each holds its own block
+    const std::string& key = keys[2 * i];
+    if (index.emplace(key, slots.size()).second) {
+      KeyRef ref(tables.of(key), key, c.now);
       const Entry* read = ref.get();
       slots.push_back({ref, read, std::nullopt, {}, false});
     }
@@ -256,10 +251,11 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (!blocked(c, view(slots[index[keys[2 * i + 1]]]), Twin::width(), d)) {
+    } else if (const Packed* v = packed(view(slots[index[key]])); !blocked(c, v, Twin::width(), d)) {
       Slot& s = slots[index[key]];
       Write w;
-      d = twin.decide(cost, packed(view(s)), w);
+      d = twin.decide(cost, stateful(v), w);
+      keep_block(c, v, w);
       if (w.kind != Write::Kind::none) {
         if (!s.written) order.push_back(index[key]);
         // Keeping the TTL after a write of this batch that set one keeps that one (epilogue.lua).
@@ -336,7 +332,8 @@ Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t 
     }
     case ScriptId::block: {
       KeyRef marker(tables.of(keys[1]), keys[1], c.now);
-      const auto r = block(c, marker);
+      KeyRef state(tables.of(keys[0]), keys[0], c.now);
+      const auto r = block(c, marker, c.arg(5) == std::optional<std::string_view>("1") ? &state : nullptr);
       Reply reply = Reply::make_array({});
       for (const auto v : r) reply.elements.push_back(Reply::make_integer(v));
       return reply;

@@ -60,6 +60,18 @@ State string_state(const std::string& bytes) {
     for (std::size_t i = n; i-- > 0;) x = (x << 8) | static_cast<unsigned char>(bytes[from + i]);
     return x;
   };
+  constexpr std::size_t kBlock = 9;  // pack('<I7', blocked until) .. 'BK'
+  const std::size_t n = bytes.size();
+  if (n >= kBlock && bytes.compare(n - 2, 2, "BK") == 0) {
+    if (n == kBlock) return Packed{0, 0, 0, 0, Packed::Layout::none, -1, read(n - kBlock, 7)};
+    State state = string_state(bytes.substr(0, n - kBlock));
+    if (auto* p = std::get_if<Packed>(&state)) {
+      if (n == 21 || n == 24 || n == 29 || n == 36 || n == 37) {
+        p->blocked_until = read(n - kBlock, 7);
+        return state;
+      }
+    }
+  }
   if (bytes.size() == 12 || bytes.size() == 15) return Packed{read(0, 7), read(7, bytes.size() - 7)};
   if (bytes.size() == 20) return Packed{read(0, 7), read(7, 6), 0, read(13, 7), Packed::Layout::window};
   if (bytes.size() == 27 || bytes.size() == 28) {

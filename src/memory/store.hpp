@@ -24,14 +24,17 @@ inline constexpr std::int64_t kNoDeadline = std::numeric_limits<std::int64_t>::m
 // A string state written by prologue.lua: the fixed window's pack_window(start, used, window), the
 // buckets' pack_bucket(at, whole, frac, unit), or 0.2's pack2(time, quantity). Kept as its numbers
 // and layout: each packing is a bijection on them, so the bytes themselves never matter here.
+// A block written into one (block.lua; helpers.lua's split_block) is `blocked_until`, and a block
+// alone, with no state before its suffix, has the layout `none`.
 struct Packed {
-  enum class Layout { pack2, window, bucket };
+  enum class Layout { pack2, window, bucket, none };
   std::int64_t time = 0;
   std::int64_t quantity = 0;  // used, whole, or pack2's quantity
   std::int64_t frac = 0;      // bucket only
   std::int64_t tag = 0;       // the window (window) or unit (bucket) it was written under
   Layout layout = Layout::pack2;
   std::int64_t lease = -1;    // bucket only: how long its key lives (helpers.lua, bucket_ttl); -1 none
+  std::int64_t blocked_until = 0;  // the end of a block held in the state; 0: none
 };
 
 // The block marker (block.lua): the decimal string fmt(blocked until).
@@ -92,7 +95,8 @@ inline bool is_string(const State& s) {
 }
 
 // The string `bytes` as the scripts would read it: a number is a Marker (tonumber()), 12, 15, 20,
-// 27 or 28 bytes a Packed (helpers.lua's unpackers), anything else Text.
+// 27 or 28 bytes a Packed (helpers.lua's unpackers), and so is one of those, or nothing, followed
+// by a block's 9-byte suffix (split_block); anything else Text.
 State string_state(const std::string& bytes);
 
 struct Entry {

@@ -189,7 +189,14 @@ class PolicyTwin {
   std::vector<Limit> limits_;
 };
 
-// block.lua (no decide(): one marker, one answer).
-std::vector<std::int64_t> block(const Call& c, KeyRef& marker);
+// block.lua (no decide(): one answer). `state`: the string state that holds the block too (ARGV[5]
+// "1"), or nullptr.
+std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef* state);
+
+// The block a string state holds (helpers.lua, split_block): true when `v` is blocked now.
+bool blocked_in(const Call& c, const Packed* v);
+// helpers.lua's keep_block: a write `w` of a state `v` blocked now keeps the block, and a TTL that
+// outlives it.
+void keep_block(const Call& c, const Packed* v, Write& w);
 
 }  // namespace redlimit::detail::memory

@@ -109,11 +109,14 @@ TEST_F(CliTest, BlockUnblockAndReset) {
   r = on_server({"inspect", "fw", "api", "bob", "--limit", "5/min", "--json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.out, MatchesRegex(R"(.*"blocked":true,"blocked_ttl_ms":(59[0-9]|600)[0-9]{3},.*)"));
+  // The fixed window's state holds the block too, after its own 20 bytes.
+  EXPECT_THAT(r.out, MatchesRegex(R"(.*"bytes":29,"blocked_until_us":[0-9]+,"start_us":[0-9]+,"used":1,.*)"));
   r = on_server({"unblock", "fw", "api", "bob", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "{\"was_blocked\":true}\n");
   EXPECT_TRUE(fw.consume("bob").allowed) << "the block is lifted";
   EXPECT_EQ(fw.peek("bob").remaining, 3) << "unblock keeps the state";
+  EXPECT_EQ(redis.command({"STRLEN", fw.key_for("bob")}).integer, 20) << "and drops the block it held";
   r = on_server({"reset", "fw", "api", "bob"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(fw.peek("bob").remaining, 5);

@@ -78,7 +78,7 @@ void attempt(F&& f) {
 }
 
 // The same walk for every strategy: admissions up to and past the limit, a larger cost, peeks,
-// refunds, a block, a reset, time passing within and past the windows.
+// refunds, blocks (of a subject with a state and of one without), a reset, time passing within and past the windows.
 template <class S>
 void walk(Env& e, const S& s) {
   for (int i = 0; i < 4; ++i) {
@@ -101,8 +101,12 @@ void walk(Env& e, const S& s) {
   e.advance(200ms);
   s.block("bob", 100ms);  // never shortens the block in force
   s.consume("bob", 1);
+  s.block("dan", 300ms);  // a subject never seen: a string state is the block alone
+  s.refund("dan", 1);
+  s.consume("dan", 1);
   e.advance(2s);
   s.consume("bob", 1);
+  s.consume("dan", 1);
   s.consume("alice", 1);
   s.reset("alice");
   s.consume("alice", 1);

@@ -52,8 +52,8 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
   auto strategies = all_strategies(rl(), "cc", 1000, std::chrono::minutes(1));
   strategies.push_back(wrap("policy_3", 1000,
                             rl().policy("cc.pol", redlimit::parse_limits("1000/s; 10000/m; 100000/h"))));
-  // The most commands one decision may call. A string state: one MGET of state and block marker,
-  // one write (PSETEX, or a fixed window's SET KEEPTTL within a window it has started). A hash
+  // The most commands one decision may call. A string state: one GET of the state (which holds its
+  // block), one write (PSETEX, or a fixed window's SET KEEPTTL within a window it has started). A hash
   // (sliding window, policies of any number of limits): the marker's GET, HGETALL, one HSET,
   // PEXPIRE. The sliding log: the marker, the newest entry, the trim, the ZADD, the count, the
   // PEXPIRE.

@@ -110,10 +110,17 @@ TEST_P(EveryStrategyTest, RefundSendsMode2) {
   EXPECT_EQ(d.limit, c().limit);
 }
 
+// ARGV[5] of block.lua: "1" for the strategies whose state is one string, which holds the block.
+std::string holds_block(const Case& c) {
+  const std::string kind = c.kind;
+  return kind == "fw" || kind == "tb" || kind == "lb" ? "1" : "0";
+}
+
 TEST_P(EveryStrategyTest, BlockRunsTheBlockScriptWithMode3AndTheDuration) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(evalsha(scripts::block(), keys(s, "user-42"), {now(), "1", "3", "90000000"})))
+  EXPECT_CALL(*mock,
+              command(evalsha(scripts::block(), keys(s, "user-42"), {now(), "1", "3", "90000000", holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 90'000'000, 90'000'000, 0)));
   const Decision d = s.block("user-42", 90s);
   EXPECT_FALSE(d.allowed);
@@ -155,7 +162,7 @@ TEST_P(EveryStrategyTest, RedisTimeSourceSendsRedis) {
   EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "1")))).WillOnce(Return(reply(1, 0, 0, 0)));
   EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "0")))).WillOnce(Return(reply(1, 0, 0, 0)));
   EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "2")))).WillOnce(Return(reply(1, 0, 0, 0)));
-  EXPECT_CALL(*mock, command(evalsha(scripts::block(), keys(s, "u"), {"redis", "1", "3", "1000000"})))
+  EXPECT_CALL(*mock, command(evalsha(scripts::block(), keys(s, "u"), {"redis", "1", "3", "1000000", holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000, 0)));
   clock->advance(10s);  // irrelevant with TimeSource::redis
   s.consume("u", 1);

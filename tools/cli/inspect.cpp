@@ -21,9 +21,16 @@ Reply call(redlimit::Connection& conn, std::vector<std::string> argv) {
   return r;
 }
 
-Output decode_string(const std::string& kind, const std::string& v) {
+Output decode_string(const std::string& kind, std::string v) {
   Output o;
   o.number("bytes", static_cast<long long>(v.size()));
+  // A block held in the state (docs/keys.md, Blocks): 7 bytes of "blocked until", then "BK".
+  const std::size_t n = v.size();
+  if ((n == 9 || n == 21 || n == 24 || n == 29 || n == 36 || n == 37) && v.compare(n - 2, 2, "BK") == 0) {
+    o.number("blocked_until_us", field(v, n - 9, 7));
+    v.resize(n - 9);
+    if (v.empty()) return o;
+  }
   if (kind == "fw" && v.size() == 20) {
     o.number("start_us", field(v, 0, 7));
     o.number("used", field(v, 7, 6));

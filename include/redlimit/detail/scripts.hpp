@@ -13,6 +13,10 @@ const Script& token_bucket();
 const Script& leaky_bucket();
 const Script& block();
 
+// True for the scripts whose state is one string (fixed window, token and leaky buckets): block.lua
+// writes a block into that state, where their decisions read it (lua/helpers.lua, split_block).
+bool keeps_string_state(const Script& script);
+
 // The Redis Functions library that holds every script above (cmake/embed_lua.cmake), and its name,
 // which carries a hash of its code: two redlimit versions on one Redis never replace each other's.
 std::string_view library();

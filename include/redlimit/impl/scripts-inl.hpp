@@ -19,6 +19,10 @@ REDLIMIT_SCRIPT(leaky_bucket)
 REDLIMIT_SCRIPT(block)
 #undef REDLIMIT_SCRIPT
 
+REDLIMIT_INLINE bool keeps_string_state(const Script& script) {
+  return &script == &fixed_window() || &script == &token_bucket() || &script == &leaky_bucket();
+}
+
 REDLIMIT_INLINE std::string_view library() { return lua::library; }
 REDLIMIT_INLINE std::string_view library_name() { return lua::library_name; }
 

@@ -189,7 +189,9 @@ REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::
   if (duration.count() <= 0 || duration > std::chrono::hours(24 * 365 * 10)) {
     throw InvalidArgument(detail::message("block duration must be in (0, 10 years], got {}us", duration.count()));
   }
-  Decision d = run(Operation::block, detail::scripts::block(), subject, 1, {std::to_string(duration.count())});
+  const char* string_state = detail::scripts::keeps_string_state(*spec_->script) ? "1" : "0";  // lua/block.lua
+  Decision d =
+      run(Operation::block, detail::scripts::block(), subject, 1, {std::to_string(duration.count()), string_state});
   d.limit = spec_->least_limit;
   return d;
 }

@@ -1,0 +1,145 @@
+// Blocks (Strategy::block, lua/block.lua) on a real server: every strategy rejects a blocked subject
+// until the block ends, refunds go through, and the count from before the block survives it. A
+// string state (fixed window, token and leaky buckets) holds its block itself, so that its
+// decisions read one key (lua/helpers.lua, split_block); these tests look at those bytes and TTLs.
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+class BlockTest : public StrictRedisTest {
+ protected:
+  std::int64_t strlen(const std::string& key) { return server().integer({"STRLEN", key}); }
+  std::int64_t pttl(const std::string& key) { return server().integer({"PTTL", key}); }
+};
+
+bool holds_its_block(const AnyStrategy& s) {
+  return s.name == "fixed_window" || s.name == "token_bucket" || s.name == "leaky_meter" || s.name == "leaky_shaper";
+}
+
+TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBefore) {
+  at(0s);
+  for (const auto& s : all_strategies(rl(), "every", 5, 1h)) {
+    SCOPED_TRACE(s.name);
+    at(0s);
+    ASSERT_TRUE(s.consume("u", 2).allowed);
+    const Decision b = s.block("u", 10s);
+    EXPECT_FALSE(b.allowed);
+    EXPECT_EQ(b.retry_after, 10s);
+    at(4s);
+    for (const Decision& d : {s.consume("u", 1), s.peek("u", 1), s.consume_many({{"u", 1}, {"v", 1}})[0]}) {
+      EXPECT_FALSE(d.allowed) << d;
+      EXPECT_EQ(d.retry_after, 6s) << d;
+      EXPECT_EQ(d.remaining, 0) << d;
+    }
+    EXPECT_TRUE(s.consume_many({{"u", 1}, {"v", 1}})[1].allowed) << "another subject of the same call";
+    // A refund goes through, and the block stays.
+    EXPECT_TRUE(s.refund("u", 1).allowed);
+    EXPECT_FALSE(s.consume("u", 1).allowed);
+    // At the block's end: what was counted before it (2, less the refund) still counts.
+    at(10s);
+    const Decision after = s.consume("u", 1);
+    EXPECT_TRUE(after.allowed) << after;
+    if (s.name != "leaky_shaper") EXPECT_LE(after.remaining, 3) << after;
+    if (holds_its_block(s)) {
+      const std::int64_t own = s.name == "fixed_window" ? 20 : 28;
+      EXPECT_EQ(strlen(s.key_for("u")), own) << "the write after the block drops it";
+    }
+  }
+}
+
+TEST_F(BlockTest, AStringStateHoldsItsBlockAfterItsOwnBytes) {
+  at(0s);
+  const auto fw = rl().fixed_window("held", Limit(5, 1h));
+  fw.consume("u", 2);
+  fw.block("u", 10s);
+  const std::string key = fw.key_for("u");
+  const std::string v = server().command({"GET", key}).str;
+  ASSERT_EQ(v.size(), 29u);
+  EXPECT_EQ(v.substr(27), "BK");
+  std::int64_t until = 0;
+  for (int i = 6; i >= 0; --i) until = until * 256 + static_cast<unsigned char>(v[20 + static_cast<std::size_t>(i)]);
+  EXPECT_EQ(until, (kT0 + 10s).count());
+  // The marker is written too, for the decisions of older versions.
+  EXPECT_EQ(server().command({"GET", fw.block_key_for("u")}).str, std::to_string((kT0 + 10s).count()));
+  // A subject never seen: the block alone, 9 bytes, living as long as the block (plus the margin).
+  fw.block("new", 10s);
+  EXPECT_EQ(strlen(fw.key_for("new")), 9);
+  EXPECT_GT(pttl(fw.key_for("new")), 10'000);
+  EXPECT_LE(pttl(fw.key_for("new")), 11'001);
+  EXPECT_FALSE(fw.consume("new", 1).allowed);
+  at(10s);
+  EXPECT_EQ(fw.consume("new", 1).remaining, 4) << "the block alone held no count";
+}
+
+TEST_F(BlockTest, TheStateKeyOutlivesBothTheBlockAndItsOwnState) {
+  at(0s);
+  // A block longer than the window: the key lives until the block ends.
+  const auto shortw = rl().fixed_window("short", Limit(5, 1s));
+  shortw.consume("u", 1);
+  shortw.block("u", 1h);
+  EXPECT_GT(pttl(shortw.key_for("u")), 3'600'000);
+  // A block shorter than the window: the key keeps living until the window ends.
+  const auto longw = rl().fixed_window("long", Limit(5, 24h));
+  longw.consume("u", 1);
+  const std::int64_t before = pttl(longw.key_for("u"));
+  longw.block("u", 1s);
+  EXPECT_GE(pttl(longw.key_for("u")), before - 1000);
+  // A bucket: its lease (helpers.lua, bucket_ttl) is kept as well.
+  const auto tb = rl().token_bucket("bucket", 100, 1, 1h);  // 1 token an hour: a long lease
+  tb.consume("u", 100);
+  const std::int64_t lease = pttl(tb.key_for("u"));
+  tb.block("u", 1s);
+  EXPECT_GE(pttl(tb.key_for("u")), lease - 1000);
+  // A refund during a block that writes a new TTL never cuts the block's.
+  shortw.refund("u", 1);
+  EXPECT_GT(pttl(shortw.key_for("u")), 3'600'000);
+  EXPECT_FALSE(shortw.consume("u", 1).allowed);
+}
+
+TEST_F(BlockTest, ABlockIsNeverShortened) {
+  at(0s);
+  const auto tb = rl().token_bucket("never", 5, 5, 1s);
+  tb.block("u", 1h);
+  EXPECT_EQ(tb.block("u", 1s).retry_after, 1h);
+  at(30min);
+  EXPECT_EQ(tb.consume("u", 1).retry_after, 30min);
+}
+
+// A marker alone (what a block set by a version before 0.3 leaves) is read by the strategies that
+// keep no string state, and no longer by those that do: docs/keys.md (Blocks) says to block again after upgrading.
+TEST_F(BlockTest, AMarkerAloneBlocksOnlyTheStrategiesWithoutAStringState) {
+  at(0s);
+  const auto fw = rl().fixed_window("m", Limit(5, 1h));
+  const auto sl = rl().sliding_log("m", Limit(5, 1h));
+  const std::string until = std::to_string((kT0 + 1h).count());
+  for (const std::string& key : {fw.block_key_for("u"), sl.block_key_for("u")}) {
+    server().command({"SET", key, until, "PX", "3600000"});
+  }
+  EXPECT_FALSE(sl.consume("u", 1).allowed);
+  EXPECT_TRUE(fw.consume("u", 1).allowed);
+}
+
+// A string state's decision reads one key with GET (redis.pcall): a key of another type there (a
+// program that wrote under redlimit's name) reads as no state and is replaced, alone or in a batch,
+// as the MGET of 0.2 and of every batch reads it; the TTL rule holds for the key that replaces it.
+TEST_F(BlockTest, AKeyOfAnotherTypeUnderAStringStateReadsAsNoStateAloneOrInABatch) {
+  at(0s);
+  const auto fw = rl().fixed_window("typed", Limit(5, 1h));
+  const auto tb = rl().token_bucket("typed", 5, 5, 1h);
+  for (const std::string& key : {fw.key_for("a"), fw.key_for("b"), tb.key_for("a")}) {
+    server().command({"HSET", key, "field", "value"});
+    server().command({"PEXPIRE", key, "60000"});
+  }
+  EXPECT_EQ(fw.consume("a", 1).remaining, 4);
+  EXPECT_EQ(tb.consume("a", 2).remaining, 3);
+  const auto batch = fw.consume_many({{"b", 1}, {"a", 1}});
+  EXPECT_EQ(batch[0].remaining, 4);
+  EXPECT_EQ(batch[1].remaining, 3);
+  for (const std::string& key : {fw.key_for("a"), fw.key_for("b"), tb.key_for("a")}) {
+    EXPECT_EQ(server().command({"TYPE", key}).str, "string") << key;
+  }
+}
+
+}  // namespace
+}  // namespace redlimit_test
