@@ -18,7 +18,7 @@
 -- long as its key's TTL does (PTTL, read on Redis's clock: such states are gone a window or a
 -- refill after an upgrade).
 local blocked_until = now + tonumber(ARGV[4])
-local current = tonumber(redis.call('GET', KEYS[2]))
+local current = tonumber(redis.pcall('GET', KEYS[2])) -- another type: no block (epilogue.lua, foreign keys)
 if current and current > blocked_until then blocked_until = current end
 if ARGV[5] == '1' then
   -- MGET, as the batches read states: a key of another type reads as none, and is replaced

@@ -83,6 +83,15 @@ local function unblock(v)
   return state, blocked_until
 end
 
+-- Foreign keys. A key of another type under one of redlimit's names (a program that wrote there:
+-- the names are redlimit's, docs/keys.md) reads as no state, and the next write replaces it: a
+-- string state's SET overwrites any type, and sliding_log.lua and policy.lua delete such a key
+-- before they write. Reads that Redis would fail with WRONGTYPE go through redis.pcall, whose
+-- error comes back as a table with `err` (a string answers any field with nil, through its
+-- metatable: no call); MGET, which batches read with, answers nil for such a key anyway. So no
+-- request fails for what another program left under its key, and no request of a batch, or of a
+-- script call shared by many callers (the sync and async lanes), fails for another's.
+
 -- Per call: -------------------------------------------------------------------------------------
 local n = #KEYS / 2
 if n == 1 then
@@ -90,17 +99,14 @@ if n == 1 then
   -- one write.
   local value, wait, blocked_until = nil, nil, nil
   if state_is_string then
-    -- pcall: a key of another type (a program that wrote under our name) reads as no state, and
-    -- is replaced, as MGET reads it in a batch; GET would fail the call. Its error is a table
-    -- with `err` (a string answers any field with nil, through its metatable: no call).
-    value = redis.pcall('GET', KEYS[1])
+    value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
     if value and value.err then value = nil end
     if value and BLOCKED[#value] then
       value, blocked_until = unblock(value)
       if blocked_until and not refund then wait = blocked_until - now end
     end
   else
-    local marker = redis.call('GET', KEYS[2])
+    local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
   end
   if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end

@@ -156,7 +156,11 @@ end
 -- adopt those of the longest window that left (ties: the finer precision, then the tag).
 local function read(key)
   local stale, gone -- made when their first field turns up
-  local h = redis.call('HGETALL', key)
+  local h = redis.pcall('HGETALL', key)
+  if h.err then -- a key of another type: no state (epilogue.lua, foreign keys)
+    if record or refund then redis.call('DEL', key) end
+    h = {}
+  end
   hash = h
   for i = 1, #h, 2 do
     local tag, idx = parse_field(h[i])

@@ -81,7 +81,11 @@ end
 local function decide(key, cost)
   -- The newest entry; a write first trims what has left the window (a peek counts past it).
   local cum, newest_t, first, base, used = nil, nil, 0, 0, 0
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest = redis.pcall('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if newest.err then -- a key of another type: no state (epilogue.lua, foreign keys)
+    if record or refund then redis.call('DEL', key) end
+    newest = {}
+  end
   if newest[1] then
     cum = parse(newest[1], true)
     newest_t = tonumber(newest[2])

@@ -32,14 +32,10 @@ std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef* state) {
   std::int64_t blocked_until = c.now + c.num(4);
-  // tonumber(redis.call('GET', KEYS[2])): WRONGTYPE for a hash or a sorted set, nil for a pack2
-  // string. A block is never shortened.
+  // tonumber(redis.pcall('GET', KEYS[2])): nil for a pack2 string or a key of another type (which
+  // PSETEX then replaces). A block is never shortened.
   if (const Entry* e = marker.get()) {
-    if (const auto* m = std::get_if<Marker>(&e->state)) {
-      blocked_until = std::max(blocked_until, m->until);
-    } else if (!is_string(e->state)) {
-      wrong_type();
-    }
+    if (const auto* m = std::get_if<Marker>(&e->state)) blocked_until = std::max(blocked_until, m->until);
   }
   if (state != nullptr) {  // ARGV[5] "1": a string state, read with MGET (another type reads as none)
     Packed v{0, 0, 0, 0, Packed::Layout::none};

@@ -273,7 +273,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
 }
 
 // A sorted set or a hash: decide() reads and writes the state itself. One request reads its marker
-// with GET (WRONGTYPE for a marker key holding a hash or a sorted set); a batch reads all markers
+// with GET (redis.pcall: a marker key of another type reads as none); a batch reads all markers
 // first with one MGET.
 template <class Twin>
 Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
@@ -281,13 +281,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
   std::vector<std::optional<Entry>> markers(n);
   for (std::size_t i = 0; i < n; ++i) {
     KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);
-    if (const Entry* e = marker.get()) {
-      if (is_string(e->state)) {
-        markers[i] = *e;
-      } else if (n == 1) {
-        wrong_type();
-      }
-    }
+    if (const Entry* e = marker.get(); e != nullptr && is_string(e->state)) markers[i] = *e;
   }
   Out out(n, twin.width());
   Memo memo;

@@ -155,6 +155,12 @@ void adopt(PolicyTwin::Limit& l, const Gone& src, std::int64_t now) {
 // stale. A tag named twice belongs to its last limit, as by_tag[l.tag] = l keeps the last. Then
 // limits without buckets adopt those of the longest window that left.
 void PolicyTwin::read(KeyRef& key, std::vector<std::string>& stale) {
+  // redis.pcall('HGETALL'): a key of another type reads as none, deleted before a write
+  // (epilogue.lua, foreign keys).
+  if (const Entry* e = key.get(); e != nullptr && !std::holds_alternative<BucketHash>(e->state)) {
+    if (c_.record || c_.refund) key.erase();
+    return;
+  }
   const BucketHash* hash = as_hash(key);
   if (hash == nullptr) return;
   std::vector<Gone> gone;

@@ -8,14 +8,6 @@ SlidingLogTwin::SlidingLogTwin(const Call& c)
 
 namespace {
 
-// The key as a sorted set: nullptr when missing, WRONGTYPE when it holds anything else.
-EntryLog* as_log(KeyRef& key) {
-  Entry* e = key.get();
-  if (e == nullptr) return nullptr;
-  if (auto* log = std::get_if<EntryLog>(&e->state)) return log;
-  wrong_type();
-}
-
 // rank_reaching(lo, hi, target, base): the first rank in [lo, hi] whose cum reaches `target`.
 std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi, std::int64_t target,
                            std::int64_t base) {
@@ -39,7 +31,10 @@ std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi
 Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   const std::int64_t now = c_.now;
   const bool write = c_.record || c_.refund;
-  EntryLog* log = as_log(key);
+  // redis.pcall('ZRANGE'): a key of another type reads as none, deleted before a write
+  // (epilogue.lua, foreign keys).
+  if (const Entry* e = key.get(); e != nullptr && !std::holds_alternative<EntryLog>(e->state) && write) key.erase();
+  EntryLog* log = key.get() != nullptr ? std::get_if<EntryLog>(&key.get()->state) : nullptr;
   std::optional<std::int64_t> cum;
   std::int64_t newest_t = 0, first = 0, base = 0, used = 0;
   if (log != nullptr) {  // never empty: Redis deletes an emptied sorted set, and so does this twin

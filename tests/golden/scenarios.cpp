@@ -155,18 +155,22 @@ std::pair<std::string, Runner> each(std::string name, Make make, bool batch) {
           }};
 }
 
-// A script error in the middle of a batch: one subject's state key holds a plain string. On a
-// sorted set or a hash (sliding log, policy), the script fails there, after the requests before it
-// wrote (Redis does not roll a script back); on a string state the string is read as no state.
+// A key of another type under one subject's state key (lua/epilogue.lua, foreign keys): a plain
+// string where a sorted set or a hash belongs (sliding log, policy) reads as no state and is
+// deleted before the write; under a string state it reads as none and is overwritten. Either way
+// no other request of a batch is touched, and nothing fails.
 template <class S>
 void wrong_type(Env& e, const S& s) {
   s.consume("ann", 1);
   e.recording->command({"SET", s.key_for("bad"), "not a state"});  // recorded: the replay does it too
-  attempt([&] { s.consume_many({{"ann", 1}, {"ben", 1}, {"bad", 1}, {"ann", 1}}); });
+  s.consume_many({{"ann", 1}, {"ben", 1}, {"bad", 1}, {"ann", 1}});
   s.peek("ann", 1);
   s.peek("ben", 1);
-  attempt([&] { s.consume("bad", 1); });
-  attempt([&] { s.consume_many({{"bad", 1}, {"ann", 1}}); });
+  e.recording->command({"SET", s.key_for("bad"), "not a state"});
+  s.peek("bad", 1);
+  s.consume("bad", 1);
+  e.recording->command({"SET", s.key_for("bad"), "not a state"});
+  s.consume_many({{"bad", 1}, {"ann", 1}});
   s.peek("ann", 1);
 }
 

@@ -120,26 +120,5 @@ TEST_F(BlockTest, AMarkerAloneBlocksOnlyTheStrategiesWithoutAStringState) {
   EXPECT_TRUE(fw.consume("u", 1).allowed);
 }
 
-// A string state's decision reads one key with GET (redis.pcall): a key of another type there (a
-// program that wrote under redlimit's name) reads as no state and is replaced, alone or in a batch,
-// as the MGET of 0.2 and of every batch reads it; the TTL rule holds for the key that replaces it.
-TEST_F(BlockTest, AKeyOfAnotherTypeUnderAStringStateReadsAsNoStateAloneOrInABatch) {
-  at(0s);
-  const auto fw = rl().fixed_window("typed", Limit(5, 1h));
-  const auto tb = rl().token_bucket("typed", 5, 5, 1h);
-  for (const std::string& key : {fw.key_for("a"), fw.key_for("b"), tb.key_for("a")}) {
-    server().command({"HSET", key, "field", "value"});
-    server().command({"PEXPIRE", key, "60000"});
-  }
-  EXPECT_EQ(fw.consume("a", 1).remaining, 4);
-  EXPECT_EQ(tb.consume("a", 2).remaining, 3);
-  const auto batch = fw.consume_many({{"b", 1}, {"a", 1}});
-  EXPECT_EQ(batch[0].remaining, 4);
-  EXPECT_EQ(batch[1].remaining, 3);
-  for (const std::string& key : {fw.key_for("a"), fw.key_for("b"), tb.key_for("a")}) {
-    EXPECT_EQ(server().command({"TYPE", key}).str, "string") << key;
-  }
-}
-
 }  // namespace
 }  // namespace redlimit_test

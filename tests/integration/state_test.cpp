@@ -1,5 +1,5 @@
 // peek records nothing and answers what consume would; reset forgets; strategy objects outlive
-// their limiter.
+// their limiter; a key of another type under a redlimit name reads as no state.
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -103,6 +103,49 @@ TEST_F(StateTest, LimitIsReportedInEveryDecision) {
     EXPECT_EQ(s.consume("u", 7).limit, 7);
     EXPECT_EQ(s.consume("u", 1).limit, 7);
   }
+}
+
+// A key of another type under a subject's state key, or its block marker (another program wrote
+// there: docs/keys.md, Foreign keys): read as no state and replaced by the next write, alone or in a
+// batch; a peek leaves it. Before 0.3 the sliding log and policies failed with WRONGTYPE, and so
+// did every request of a batch that held one.
+TEST_F(StateTest, AKeyOfAnotherTypeReadsAsNoStateAndIsReplacedByTheNextWrite) {
+  at(0s);
+  const auto sw = rl().sliding_window("foreign-marker", Limit(5, 1h));
+  auto strategies = all_strategies(rl(), "foreign", 5, 1h);
+  strategies.push_back(wrap("policy", 5, rl().policy("foreign.pol", redlimit::parse_limits("5/h; 9/d"))));
+  for (const auto& s : strategies) {
+    SCOPED_TRACE(s.name);
+    const bool string_state = s.name == "fixed_window" || s.name == "token_bucket" || s.name.rfind("leaky", 0) == 0;
+    for (const std::string subject : {"a", "b"}) {
+      const std::string key = s.key_for(subject);
+      if (string_state) {
+        server().command({"HSET", key, "field", "value"});
+      } else {
+        server().command({"SET", key, "not a state"});
+      }
+      server().command({"PEXPIRE", key, "600000"});
+    }
+    const std::string foreign_type = string_state ? "hash" : "string";
+    EXPECT_EQ(s.peek("a", 1).remaining, 5);
+    EXPECT_EQ(server().command({"TYPE", s.key_for("a")}).str, foreign_type) << "a peek leaves it";
+    EXPECT_EQ(s.consume("a", 1).remaining, 4);
+    const auto batch = s.consume_many({{"c", 1}, {"b", 2}, {"c", 1}});
+    EXPECT_EQ(batch[0].remaining, 4);
+    EXPECT_EQ(batch[1].remaining, 3);
+    EXPECT_EQ(batch[2].remaining, 3);
+    for (const std::string subject : {"a", "b"}) {
+      EXPECT_NE(server().command({"TYPE", s.key_for(subject)}).str, foreign_type) << subject << " replaced";
+    }
+  }
+  // A block marker of another type: no block, and block() replaces it.
+  const std::string marker = sw.block_key_for("m");
+  server().command({"HSET", marker, "field", "value"});
+  server().command({"PEXPIRE", marker, "600000"});
+  EXPECT_TRUE(sw.consume("m", 1).allowed);
+  EXPECT_TRUE(sw.consume_many({{"m", 1}})[0].allowed);
+  EXPECT_EQ(sw.block("m", 10s).retry_after, 10s);
+  EXPECT_FALSE(sw.consume("m", 1).allowed);
 }
 
 }  // namespace
