@@ -11,7 +11,7 @@
 --
 -- A string state's decisions read the block from the state (helpers.lua, split_block), not the
 -- marker: one key read a decision instead of two. The marker is still written for every strategy,
--- for the decisions of the others and of redlimit versions before 0.3, which read it. A block is
+-- for the decisions of the others and of earlier redlimit versions, which read it. A block is
 -- never shortened, by either record. The state's key gets a TTL that outlives both the block and
 -- the state itself: a fixed window's lives until its window ends, a bucket's until its lease does
 -- (helpers.lua, bucket_ttl), and a 0.2 state or a bucket without a lease, which say neither, as

@@ -106,8 +106,9 @@ TEST_F(BlockTest, ABlockIsNeverShortened) {
   EXPECT_EQ(tb.consume("u", 1).retry_after, 30min);
 }
 
-// A marker alone (what a block set by a version before 0.3 leaves) is read by the strategies that
-// keep no string state, and no longer by those that do: docs/keys.md (Blocks) says to block again after upgrading.
+// A marker alone (what a block set by an earlier version leaves) is read by the strategies that
+// keep no string state, and no longer by those that do: docs/keys.md (Blocks) says to block again
+// after upgrading.
 TEST_F(BlockTest, AMarkerAloneBlocksOnlyTheStrategiesWithoutAStringState) {
   at(0s);
   const auto fw = rl().fixed_window("m", Limit(5, 1h));

@@ -107,7 +107,7 @@ TEST_F(StateTest, LimitIsReportedInEveryDecision) {
 
 // A key of another type under a subject's state key, or its block marker (another program wrote
 // there: docs/keys.md, Foreign keys): read as no state and replaced by the next write, alone or in a
-// batch; a peek leaves it. Before 0.3 the sliding log and policies failed with WRONGTYPE, and so
+// batch; a peek leaves it. Earlier, the sliding log and policies failed with WRONGTYPE, and so
 // did every request of a batch that held one.
 TEST_F(StateTest, AKeyOfAnotherTypeReadsAsNoStateAndIsReplacedByTheNextWrite) {
   at(0s);

@@ -101,7 +101,7 @@ TEST_F(SyncLaneTest, WithTheOptionOffEachConsumeIsAScriptCallOfItsOwn) {
 TEST_F(SyncLaneTest, AKeyOfAnotherTypeUnderOneSubjectFailsNoSharedCall) {
   // A string that is not a redlimit state under one subject's hash key (lua/epilogue.lua, foreign
   // keys): read as no state and replaced by the first write, so neither that subject's consumes nor
-  // those that share its script calls fail. Before 0.3 each shared call it was in failed whole.
+  // those that share its script calls fail. Earlier, each shared call it was in failed whole.
   const auto sw = rl().sliding_window("lane-bad", Limit::per_hour(100000));
   server().command({"SET", sw.key_for("bad"), "not a hash"});
   server().command({"PEXPIRE", sw.key_for("bad"), "600000"});
