@@ -31,9 +31,8 @@ if ARGV[5] == '1' then
     local start, _, window = unpack_(WINDOW, state)
     lives_until = max(lives_until, start + window)
   elseif len == 28 then
-    local at, lease = unpack_('<I7', state), byte(state, 28)
-    local p = LEASE_PERIOD[lease % 32]
-    lives_until = max(lives_until, (floor_div(at, p) + 1 + (lease - lease % 32) / 32 + 1) * p)
+    local _, lease_end = lease_span(unpack_('<I7', state), byte(state, 28))
+    lives_until = max(lives_until, lease_end)
   elseif len then
     if not STATE_LEN[len] then state = nil end -- no state: dropped
     local pttl = redis.call('PTTL', KEYS[1])

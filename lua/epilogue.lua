@@ -75,12 +75,13 @@ local function blocked(marker)
   return blocked_until - now
 end
 
--- A string state's value as split_block (helpers.lua) reads it, and its block's end: nil when it
--- has none, or one that has ended, which the next write then drops.
+-- A string state's value as split_block (helpers.lua) reads it; the end of the block it holds (nil
+-- when it has none, or one that has ended, which the next write then drops); and the wait that
+-- block imposes now (nil for a refund, which goes through).
 local function unblock(v)
   local state, blocked_until = split_block(v)
-  if blocked_until and blocked_until <= now then return state, nil end
-  return state, blocked_until
+  if not blocked_until or blocked_until <= now then return state, nil, nil end
+  return state, blocked_until, not refund and blocked_until - now or nil
 end
 
 -- Foreign keys. A key of another type under one of redlimit's names (a program that wrote there:
@@ -101,10 +102,7 @@ if n == 1 then
   if state_is_string then
     value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
     if value and value.err then value = nil end
-    if value and BLOCKED[#value] then
-      value, blocked_until = unblock(value)
-      if blocked_until and not refund then wait = blocked_until - now end
-    end
+    if value and BLOCKED[#value] then value, blocked_until, wait = unblock(value) end
   else
     local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
@@ -171,10 +169,7 @@ for i = 1, n do
       v = written[key] -- false: deleted by this call
       if v == nil then v = got[i] end
       v = v or nil -- MGET's and the delete's false: no state
-      if v and BLOCKED[#v] then
-        v, blocked_until = unblock(v)
-        if blocked_until and not refund then wait = blocked_until - now end
-      end
+      if v and BLOCKED[#v] then v, blocked_until, wait = unblock(v) end
     else
       local marker = got[i]
       wait = marker and blocked(marker)

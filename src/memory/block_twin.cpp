@@ -14,10 +14,7 @@ std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
     case Packed::Layout::window:
       return v.time + v.tag;
     case Packed::Layout::bucket:
-      if (v.lease >= 0) {
-        const std::int64_t p = std::int64_t{1} << (20 + v.lease % 32);  // helpers.lua, LEASE_PERIOD
-        return (floor_div(v.time, p) + 1 + v.lease / 32 + 1) * p;
-      }
+      if (v.lease >= 0) return lease_span(v.time, v.lease).lives_until;
       [[fallthrough]];
     case Packed::Layout::pack2:
       if (e.deadline == kNoDeadline) return 0;            // PTTL -1

@@ -51,12 +51,10 @@ std::int64_t time_to(std::int64_t target, std::int64_t whole, std::int64_t frac,
 struct Lease {
   std::int64_t ttl_ms, lease;
 };
-constexpr int kLeaseMinLog2 = 20;
 Lease bucket_ttl(std::int64_t now, std::int64_t at, std::int64_t lease, std::int64_t t0, std::int64_t need) {
   if (lease >= 0) {
-    const std::int64_t p = std::int64_t{1} << (kLeaseMinLog2 + lease % 32);
-    const std::int64_t next_period = (floor_div(at, p) + 1) * p;
-    if (t0 < next_period && t0 + need <= next_period + (lease / 32 + 1) * p) return {0, lease};
+    const LeaseSpan span = lease_span(at, lease);
+    if (t0 < span.next_period && t0 + need <= span.lives_until) return {0, lease};
   }
   std::int64_t e = 0, p = std::int64_t{1} << kLeaseMinLog2;
   while (8 * p < need) {

@@ -248,16 +248,18 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[2 * i];
     const std::int64_t cost = costs[i];
+    const std::size_t k = index[key];
+    Slot& s = slots[k];
+    const Packed* v = packed(view(s));
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (const Packed* v = packed(view(slots[index[key]])); !blocked(c, v, Twin::width(), d)) {
-      Slot& s = slots[index[key]];
+    } else if (!blocked(c, v, Twin::width(), d)) {
       Write w;
       d = twin.decide(cost, stateful(v), w);
       keep_block(c, v, w);
       if (w.kind != Write::Kind::none) {
-        if (!s.written) order.push_back(index[key]);
+        if (!s.written) order.push_back(k);
         // Keeping the TTL after a write of this batch that set one keeps that one (epilogue.lua).
         if (w.ttl_ms == 0 && s.written && s.write.kind == Write::Kind::set) w.ttl_ms = s.write.ttl_ms;
         s.written = true;

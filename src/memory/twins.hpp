@@ -51,6 +51,18 @@ inline QuotRem muldiv(std::int64_t a, std::int64_t b, std::int64_t c) {
 inline constexpr std::int64_t kTtlMarginMs = 1000;  // prologue.lua's TTL_MARGIN_MS
 inline std::int64_t ttl_ms(std::int64_t us) { return ceil_div(std::max<std::int64_t>(us, 0), 1000) + 1 + kTtlMarginMs; }
 
+// helpers.lua's lease_span(at, lease): the end of the period of the write that took a bucket's
+// lease, and the end of the life it gave the key.
+inline constexpr int kLeaseMinLog2 = 20;  // helpers.lua's LEASE_MIN_LOG2
+struct LeaseSpan {
+  std::int64_t next_period, lives_until;
+};
+inline LeaseSpan lease_span(std::int64_t at, std::int64_t lease) {
+  const std::int64_t p = std::int64_t{1} << (kLeaseMinLog2 + lease % 32);
+  const std::int64_t next_period = (floor_div(at, p) + 1) * p;
+  return {next_period, next_period + (lease / 32 + 1) * p};
+}
+
 // The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it.
 class Call {
  public:
