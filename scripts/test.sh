@@ -216,6 +216,17 @@ if [[ -n "$SANITIZE" ]]; then
     fi
   fi
 fi
+# shellcheck source=SCRIPTDIR/lib/failures.sh
+source "$ROOT/scripts/lib/failures.sh"
+# What failed, again at the end of this pass's output, and for .ci/run's closing summary.
+report_failures() {
+  local summary
+  summary="$(failure_summary "$1" "$2")"
+  [[ -n "$summary" ]] || return 0
+  printf '%s\n' "$summary" >&2
+  [[ -z "${REDLIMIT_FAILURES_FILE:-}" ]] || printf '%s\n' "$summary" >>"$REDLIMIT_FAILURES_FILE"
+}
+[[ $status -eq 0 ]] || report_failures "$BUILD_DIR/Testing/Temporary/LastTest.log" "$BUILD_DIR${SANITIZE:+ ($SANITIZE)}"
 
 # ---- 4. Consumer tests ---------------------------------------------------------------------------
 # The package used as users use it: installed to a temporary prefix and found with find_package
@@ -243,7 +254,10 @@ if [[ -z "$SANITIZE" ]]; then
     hiredis1_status=1
   printf '==> hiredis 1.2 + TLS pass: %d s wall time, %s\n' "$((SECONDS - hiredis1_start))" \
     "$([[ $hiredis1_status -eq 0 ]] && echo ok || echo FAILED)"
-  [[ $hiredis1_status -eq 0 ]] || status=1
+  if [[ $hiredis1_status -ne 0 ]]; then
+    status=1
+    report_failures "${BUILD_DIR%/}-hiredis1/Testing/Temporary/LastTest.log" "${BUILD_DIR%/}-hiredis1 (hiredis 1.2 + TLS)"
+  fi
 fi
 
 # ---- 6. Fuzz (bounded) ---------------------------------------------------------------------------

@@ -96,8 +96,8 @@ struct Options {
   // - consume() from many threads: at most shared_call_flights calls per strategy are on their way
   //   at a time, and the calls made meanwhile go together in the next (detail/sync_lane.hpp); a
   //   call that finds fewer on their way goes at once, alone.
-  // Each keeps its deadline; nothing is replayed; like a batch, a shared call fails as a whole (an
-  // error reply, such as a key of another type under one subject's key, is every caller's). On a
+  // Each keeps its deadline; nothing is replayed; like a batch, a shared call fails as a whole (a
+  // lost connection or an error reply is every caller's). On a
   // Redis Cluster, one call per master (batch_per_master). false: a script call each.
   bool share_script_calls = true;
   // With share_script_calls, the script calls of one strategy (per master on a cluster) that

@@ -4,12 +4,16 @@
 // queued meanwhile go as one script call, in the order they came, at the time they are sent, under
 // the deadline of the oldest; each caller gets its own decision.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -122,19 +126,43 @@ class SyncLaneTest : public ::testing::Test {
   }
 
   // Starts a thread consuming `subject` into `out` (a ReplyError counted in `thrown`), and returns
-  // once it has read the clock (the last thing it does before it queues) and a little more.
+  // once it has read the clock (the last thing it does before it queues) and then gone to sleep:
+  // queued behind the calls on their way, or held in the gate. Sleeping is waited for, not assumed
+  // after a fixed pause: on a loaded machine (CI runs these under ASan beside other tests) a thread
+  // that has read the clock may not run again for a long while, and a later thread would queue first.
   std::thread start(const std::string& subject, Decision& out) {
     const int before = clock->readings.load();
-    std::thread t([this, subject, &out] {
+    struct Seen {
+      std::atomic<pid_t> tid{0};
+      std::atomic<bool> returned{false};
+    };
+    const auto seen = std::make_shared<Seen>();  // the thread may outlive this frame
+    std::thread t([this, subject, &out, seen] {
+      seen->tid = static_cast<pid_t>(::syscall(SYS_gettid));
       try {
         out = fw->consume(subject);
       } catch (const redlimit::ReplyError&) {
         ++thrown;
       }
+      seen->returned = true;
     });
-    while (clock->readings.load() == before) std::this_thread::sleep_for(1ms);
-    std::this_thread::sleep_for(50ms);  // from its clock reading into the queue: a few instructions
+    while (clock->readings.load() == before || seen->tid.load() == 0) std::this_thread::sleep_for(1ms);
+    // Asleep twice, 20 ms apart: the lane's mutex is held for a few instructions at a time, the
+    // wait for a turn (or for the gate) until the test moves. A call that returned is not waited for.
+    for (int asleep = 0; asleep < 2 && !seen->returned.load(); asleep = sleeping(seen->tid.load()) ? asleep + 1 : 0) {
+      std::this_thread::sleep_for(20ms);
+    }
     return t;
+  }
+
+  // True when thread `tid` of this process is blocked (state S or D in /proc/self/task/TID/stat).
+  static bool sleeping(pid_t tid) {
+    std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto paren = line.rfind(')');  // the name in parentheses may hold spaces
+    return paren != std::string::npos && paren + 2 < line.size() &&
+           (line[paren + 2] == 'S' || line[paren + 2] == 'D');
   }
 
   std::shared_ptr<GateConnection> gate;

@@ -19,8 +19,8 @@
 // own consume_async, as before). Nothing is replayed. On a Redis Cluster a turn's calls are merged
 // per master, each master's a call of its own whose callers hear as soon as its reply is in. A
 // merged call stands or falls as a whole, as a consume_many batch does: a connection failure is
-// every caller's (each request gets the failure policy), and so is an error reply, such as a key of
-// another type under a request's state key.
+// every caller's (each request gets the failure policy), and so is an error reply (no valid input
+// gets one: a key of another type under a request's key reads as no state, lua/epilogue.lua).
 #include <chrono>
 #include <cstdint>
 #include <exception>

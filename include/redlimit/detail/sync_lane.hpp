@@ -16,9 +16,9 @@
 // others started later, so none waits past its own. A caller queued behind the calls on their way
 // waits at most until one of them ends, which is by that call's deadline, earlier than its own.
 // Nothing is replayed. Like a batch, a shared call stands or falls as a whole: a connection failure
-// is every caller's (each gets the failure policy), and so is an error reply, such as a key of
-// another type under one request's state key. The time the requests are decided at is read when
-// the call is sent.
+// is every caller's (each gets the failure policy), and so is an error reply (no valid input gets
+// one: a key of another type under a request's key reads as no state, lua/epilogue.lua). The time
+// the requests are decided at is read when the call is sent.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
