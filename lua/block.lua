@@ -4,10 +4,11 @@
 --          untouched (named so the call routes to the subject's slot)
 -- KEYS[2]  the block marker: string "blocked until" (us), expiring with the block
 -- ARGV[1..3] now, cost (unused), mode "3" (prologue)
--- ARGV[4]  duration of the block (us)
+-- ARGV[4]  duration of the block (us); "0" lifts the block instead (Strategy::unblock)
 -- ARGV[5]  "1" when the strategy keeps a string state (fixed window, token and leaky buckets);
 --          missing or anything else: it does not
--- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block.
+-- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block. Lifting:
+-- {1, 0, 0, 0, 0} when a block was in force, {0, 0, 0, 0, 0} when none was.
 --
 -- A string state's decisions read the block from the state (helpers.lua, split_block), not the
 -- marker: one key read a decision instead of two. The marker is still written for every strategy,
@@ -17,6 +18,23 @@
 -- (helpers.lua, bucket_ttl), and a 0.2 state or a bucket without a lease, which say neither, as
 -- long as its key's TTL does (PTTL, read on Redis's clock: such states are gone a window or a
 -- refill after an upgrade).
+if ARGV[4] == '0' then
+  -- The marker deleted (a key of another type is no block: left alone); a string state's block cut
+  -- off, its own bytes kept with the key's TTL (which outlives them: see above), or the key deleted
+  -- when it held the block alone. A block that ended and was not yet dropped by a write goes too.
+  local marker = tonumber(redis.pcall('GET', KEYS[2]))
+  local was = marker ~= nil and marker > now
+  if marker then redis.call('DEL', KEYS[2]) end
+  if ARGV[5] == '1' then
+    local v, state, held = redis.call('MGET', KEYS[1])[1], nil, nil
+    if v then state, held = split_block(v) end
+    if held then
+      was = was or held > now
+      if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
+    end
+  end
+  return {was and 1 or 0, 0, 0, 0, 0}
+end
 local blocked_until = now + tonumber(ARGV[4])
 local current = tonumber(redis.pcall('GET', KEYS[2])) -- another type: no block (epilogue.lua, foreign keys)
 if current and current > blocked_until then blocked_until = current end

@@ -12,7 +12,7 @@
 
 namespace redlimit {
 
-enum class Operation { consume, peek, refund, block, reset };
+enum class Operation { consume, peek, refund, block, reset, unblock };
 
 struct MetricsEvent {
   std::string_view resource;
@@ -32,7 +32,7 @@ struct MetricsEvent {
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
-  // Called once per consume/peek/refund/block/reset, on the calling thread, after the decision.
+  // Called once per consume/peek/refund/block/reset/unblock, on the calling thread, after the decision.
   // Must not throw and should be quick: it sits on every request's path.
   virtual void on_event(const MetricsEvent& event) noexcept = 0;
   // Something an operator should know, said once: for instance that the server evicts keys under

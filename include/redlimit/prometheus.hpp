@@ -112,6 +112,8 @@ class PrometheusSink : public MetricsSink {
         return "block";
       case Operation::reset:
         return "reset";
+      case Operation::unblock:
+        return "unblock";
     }
     return "unknown";
   }

@@ -21,6 +21,7 @@
 namespace redlimit {
 
 class AsyncConnection;
+class Connection;
 
 namespace detail {
 struct Context;
@@ -59,8 +60,12 @@ class Strategy {
   Decision acquire(std::string_view subject, std::int64_t cost, std::chrono::microseconds max_wait) const;
 
   // Denies `subject` outright for `duration` (a block never shortens an existing one). Returns the
-  // decision requests get meanwhile. reset() lifts it.
+  // decision requests get meanwhile. unblock() lifts it; reset() lifts it and forgets the count.
   Decision block(std::string_view subject, std::chrono::microseconds duration) const;
+  // Lifts `subject`'s block, keeping what was counted before and during it. True when a block was in
+  // force. Like reset(), it clears the local reject cache's entry and the fallback's copy first, and
+  // throws (ConnectionError...) when Redis does not answer: no failure policy makes one up.
+  bool unblock(std::string_view subject) const;
 
   // Many consumes in one round trip; decisions in the order of `requests`, each request decided as
   // if consumed alone, in that order (not all-or-nothing across requests). On a single server one
@@ -119,6 +124,9 @@ class Strategy {
   void check_cost(std::int64_t cost) const;
   // The limiter's AsyncConnection (throws when none is attached).
   std::shared_ptr<AsyncConnection> async_connection() const;
+  // reset() and unblock(): `send` run on the fallback (if any) and then on Redis, after the reject
+  // cache forgets `state_key`; one MetricsEvent of `op`; an error counted and thrown.
+  void maintain(Operation op, const std::string& state_key, const std::function<Reply(Connection&)>& send) const;
   // A path for consume_many's requests, every one checked (throws before any I/O).
   std::shared_ptr<detail::DecisionPath> batch_path(const std::vector<Request>& requests, bool keep_alive) const;
 

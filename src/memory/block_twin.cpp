@@ -25,9 +25,35 @@ std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
   return 0;
 }
 
+// ARGV[4] "0": the block lifted (Strategy::unblock). The marker deleted; a string state's block cut
+// off, the state kept with its deadline (SET KEEPTTL), or deleted when it held the block alone.
+std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef* state) {
+  bool was = false;
+  if (const Entry* e = marker.get()) {
+    if (const auto* m = std::get_if<Marker>(&e->state)) {
+      was = m->until > c.now;
+      marker.erase();
+    }
+  }
+  const Entry* e = state != nullptr ? state->get() : nullptr;
+  const auto* v = e != nullptr ? std::get_if<Packed>(&e->state) : nullptr;
+  if (v != nullptr && v->blocked_until != 0) {
+    was = was || v->blocked_until > c.now;
+    if (v->layout == Packed::Layout::none) {
+      state->erase();
+    } else {
+      Packed kept = *v;
+      kept.blocked_until = 0;
+      state->set_keep_ttl(kept);
+    }
+  }
+  return {was ? 1 : 0, 0, 0, 0, 0};
+}
+
 }  // namespace
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef* state) {
+  if (c.num(4) == 0) return lift(c, marker, state);
   std::int64_t blocked_until = c.now + c.num(4);
   // tonumber(redis.pcall('GET', KEYS[2])): nil for a pack2 string or a key of another type (which
   // PSETEX then replaces). A block is never shortened.

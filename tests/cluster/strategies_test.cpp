@@ -71,12 +71,18 @@ TEST_F(ClusterStrategies, EveryStrategyDecidesAsOnOneServer) {
       const Decision r = s.refund(who, 1);
       EXPECT_TRUE(r.allowed) << r;
       EXPECT_TRUE(s.consume(who, 1).allowed);
-      // Block: denied; reset lifts the block and the state.
+      // Block: denied; unblock lifts the block and keeps the state; reset lifts a block and the
+      // state.
+      const std::int64_t left = s.peek(who, 1).remaining;
       const Decision b = s.block(who, 10min);
       EXPECT_FALSE(b.allowed) << b;
       const Decision denied = s.consume(who, 1);
       EXPECT_FALSE(denied.allowed) << denied;
       EXPECT_GE(denied.retry_after, 10min - 1s) << denied;
+      EXPECT_TRUE(s.unblock(who));
+      EXPECT_FALSE(s.unblock(who));
+      EXPECT_EQ(s.peek(who, 1).remaining, left);
+      s.block(who, 10min);
       s.reset(who);
       p = s.peek(who, 1);
       EXPECT_EQ(p.remaining, 4) << p;

@@ -78,7 +78,8 @@ void attempt(F&& f) {
 }
 
 // The same walk for every strategy: admissions up to and past the limit, a larger cost, peeks,
-// refunds, blocks (of a subject with a state and of one without), a reset, time passing within and past the windows.
+// refunds, blocks (of a subject with a state and of one without) and their lifting, a reset, time passing within
+// and past the windows.
 template <class S>
 void walk(Env& e, const S& s) {
   for (int i = 0; i < 4; ++i) {
@@ -101,9 +102,16 @@ void walk(Env& e, const S& s) {
   e.advance(200ms);
   s.block("bob", 100ms);  // never shortens the block in force
   s.consume("bob", 1);
+  s.unblock("bob");  // lifted: the count from before and during the block stays
+  s.consume("bob", 1);
+  s.unblock("bob");  // none in force
+  s.block("bob", 1500ms);
   s.block("dan", 300ms);  // a subject never seen: a string state is the block alone
   s.refund("dan", 1);
   s.consume("dan", 1);
+  s.unblock("dan");  // the block alone: its key goes
+  s.consume("dan", 1);
+  s.block("dan", 300ms);
   e.advance(2s);
   s.consume("bob", 1);
   s.consume("dan", 1);

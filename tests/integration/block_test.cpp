@@ -1,5 +1,6 @@
 // Blocks (Strategy::block, lua/block.lua) on a real server: every strategy rejects a blocked subject
-// until the block ends, refunds go through, and the count from before the block survives it. A
+// until the block ends or unblock() lifts it, refunds go through, and the count from before the
+// block survives it. A
 // string state (fixed window, token and leaky buckets) holds its block itself, so that its
 // decisions read one key (lua/helpers.lua, split_block); these tests look at those bytes and TTLs.
 #include "support/fixture.hpp"
@@ -104,6 +105,51 @@ TEST_F(BlockTest, ABlockIsNeverShortened) {
   EXPECT_EQ(tb.block("u", 1s).retry_after, 1h);
   at(30min);
   EXPECT_EQ(tb.consume("u", 1).retry_after, 30min);
+}
+
+// Strategy::unblock (block.lua with a duration of 0): the block goes from both places it is kept,
+// what was counted before and during it stays, and so does the state key's TTL.
+TEST_F(BlockTest, UnblockLiftsTheBlockAndKeepsTheCount) {
+  for (const auto& s : all_strategies(rl(), "lift", 5, 1h)) {
+    SCOPED_TRACE(s.name);
+    at(0s);
+    ASSERT_TRUE(s.consume("u", 2).allowed);
+    s.block("u", 10s);
+    EXPECT_TRUE(s.refund("u", 1).allowed);  // counted during the block: 1 used
+    at(4s);
+    EXPECT_TRUE(s.unblock("u"));
+    EXPECT_EQ(server().integer({"EXISTS", s.block_key_for("u")}), 0);
+    const Decision d = s.consume("u", 1);
+    EXPECT_TRUE(d.allowed) << d;
+    if (s.name != "leaky_shaper") EXPECT_EQ(d.remaining, 3) << d;
+    EXPECT_GT(pttl(s.key_for("u")), 0);
+    EXPECT_FALSE(s.unblock("u")) << "none left";
+    // A subject with no state: a string state that held the block alone is deleted.
+    s.block("new", 10s);
+    EXPECT_TRUE(s.unblock("new"));
+    EXPECT_EQ(server().integer({"EXISTS", s.key_for("new"), s.block_key_for("new")}), 0);
+    EXPECT_EQ(s.consume("new", 1).remaining, 4);
+    // A block that ended, still in the state until the next write: nothing in force, cut all the same.
+    s.block("old", 1s);
+    at(6s);
+    EXPECT_FALSE(s.unblock("old"));
+    if (holds_its_block(s)) EXPECT_EQ(server().integer({"EXISTS", s.key_for("old")}), 0);
+  }
+}
+
+TEST_F(BlockTest, UnblockForgetsTheLocalRejectCachesEntry) {
+  redlimit::Options o = options();
+  o.local_reject_cache = true;
+  const auto cached = redlimit::RateLimiter::connect(server().url(), o);
+  const auto fw = cached.fixed_window("cached", Limit(5, 1h));
+  at(0s);
+  fw.block("u", 1h);
+  EXPECT_FALSE(fw.consume("u", 1).allowed);  // remembered for an hour
+  const std::uint64_t hits = cached.counters().local_cache_hits;
+  EXPECT_FALSE(fw.consume("u", 1).allowed);
+  EXPECT_EQ(cached.counters().local_cache_hits, hits + 1);
+  EXPECT_TRUE(fw.unblock("u"));
+  EXPECT_TRUE(fw.consume("u", 1).allowed);
 }
 
 // A marker alone (what a block set by an earlier version leaves) is read by the strategies that

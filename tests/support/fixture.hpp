@@ -73,6 +73,8 @@ struct AnyStrategy {
   std::function<std::string(std::string_view)> key_for;
   std::function<Decision(std::string_view, std::int64_t)> refund;
   std::function<Decision(std::string_view, Micros)> block;
+  std::function<bool(std::string_view)> unblock;
+  std::function<std::string(std::string_view)> block_key_for;
   std::function<Decision(std::string_view, std::int64_t, Micros)> acquire;
   std::function<std::vector<Decision>(const std::vector<redlimit::Request>&)> consume_many;
 };
@@ -88,6 +90,8 @@ AnyStrategy wrap(std::string name, std::int64_t limit, S s) {
   a.key_for = [s](std::string_view subject) { return s.key_for(subject); };
   a.refund = [s](std::string_view subject, std::int64_t cost) { return s.refund(subject, cost); };
   a.block = [s](std::string_view subject, Micros duration) { return s.block(subject, duration); };
+  a.unblock = [s](std::string_view subject) { return s.unblock(subject); };
+  a.block_key_for = [s](std::string_view subject) { return s.block_key_for(subject); };
   a.acquire = [s](std::string_view subject, std::int64_t cost, Micros max_wait) {
     return s.acquire(subject, cost, max_wait);
   };

@@ -96,18 +96,20 @@ TEST_F(ResilienceTest, MetricsSinkSeesEveryCall) {
       .WillOnce(Return(decision_reply(1, 5, 0, 0)))
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000)))
       .WillOnce(Return(Reply::make_integer(1)))
+      .WillOnce(Return(decision_reply(1, 0, 0, 0)))  // unblock: a block was in force
       .WillOnce(Throw(ConnectionError("broken pipe")));
   fw.consume("u");
   fw.peek("u");
   fw.refund("u");
   fw.block("u", 1s);
   fw.reset("u");
+  EXPECT_TRUE(fw.unblock("u"));
   EXPECT_THROW(fw.consume("u"), ConnectionError);
 
-  ASSERT_EQ(sink->events.size(), 6u);
-  const Operation ops[] = {Operation::consume, Operation::peek, Operation::refund, Operation::block, Operation::reset,
-                           Operation::consume};
-  for (std::size_t i = 0; i < 6; ++i) {
+  ASSERT_EQ(sink->events.size(), 7u);
+  const Operation ops[] = {Operation::consume, Operation::peek,  Operation::refund, Operation::block,
+                           Operation::reset,   Operation::unblock, Operation::consume};
+  for (std::size_t i = 0; i < 7; ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(sink->events[i].resource, "api");
     EXPECT_EQ(sink->events[i].operation, ops[i]);
@@ -121,8 +123,10 @@ TEST_F(ResilienceTest, MetricsSinkSeesEveryCall) {
   EXPECT_EQ(sink->events[0].decision.remaining, 4);
   EXPECT_FALSE(sink->events[3].decision.allowed);
   EXPECT_TRUE(sink->events[4].error.empty());  // reset: no decision, no error
-  EXPECT_FALSE(sink->events[5].has_decision);
-  EXPECT_THAT(sink->events[5].error, ::testing::HasSubstr("broken pipe"));
+  EXPECT_FALSE(sink->events[5].has_decision);   // unblock: neither
+  EXPECT_TRUE(sink->events[5].error.empty());
+  EXPECT_FALSE(sink->events[6].has_decision);
+  EXPECT_THAT(sink->events[6].error, ::testing::HasSubstr("broken pipe"));
 }
 
 TEST_F(ResilienceTest, MetricsSinkSeesFailurePolicyDecisions) {

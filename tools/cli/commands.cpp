@@ -86,24 +86,11 @@ int run_block(const Args& args, Output& out) {
   return kOk;
 }
 
-// Lifts a block from both places it is kept (docs/keys.md, Blocks), in one script so that no
-// decision runs in between: the marker, and the suffix a string state (fw, tb, lb) carries, which
-// is cut off with the state's TTL kept. Returns the number of markers deleted.
-constexpr const char* kUnblock = R"lua(
-local was = redis.call('DEL', KEYS[2])
-local v = redis.call('MGET', KEYS[1])[1]
-local blocked_lengths = {[9] = true, [21] = true, [24] = true, [29] = true, [36] = true, [37] = true}
-if v and blocked_lengths[#v] and string.sub(v, -2) == 'BK' then
-  if #v == 9 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], string.sub(v, 1, -10), 'KEEPTTL') end
-end
-return was
-)lua";
-
+// Strategy::unblock: the marker and the block a string state (fw, tb, lb) holds, lifted in one
+// script call (docs/keys.md, Blocks), the state and its TTL kept.
 int run_unblock(const Args& args, Output& out) {
   const Target t = target(args, "unblock");
-  const Reply r = call(*t.session.connection,
-                       {"EVAL", kUnblock, "2", t.strategy.key_for(t.subject), t.strategy.block_key_for(t.subject)});
-  out.boolean("was_blocked", r.integer > 0);
+  out.boolean("was_blocked", t.strategy.unblock(t.subject));
   return kOk;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Bodies of redlimit/strategy.hpp (see redlimit/detail/config.hpp). Every operation checks its input
 // (before any I/O), prepares one script call per request and hands them to the decision path
-// (detail/decision_path.hpp); reset() is a plain DEL.
+// (detail/decision_path.hpp); reset() is a plain DEL, unblock() one call of the block script, both
+// outside the decision path (maintain()).
 #include <algorithm>
 #include <mutex>
 
@@ -250,28 +251,54 @@ REDLIMIT_INLINE std::future<Decision> Strategy::consume_future(std::string_view 
 
 REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
   const std::vector<std::string> argv{"DEL", key_for(subject), block_key_for(subject)};
+  maintain(Operation::reset, argv[1], [&](Connection& conn) {
+    const Reply r = conn.command(argv);
+    if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", detail::printable(r.str)));
+    return r;
+  });
+}
+
+REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
+  // lua/block.lua with a duration of "0" lifts the block: the marker deleted, a string state's
+  // block cut off it (ARGV[5] "1"), its bytes and TTL kept. Reply {1 when a block was in force, 0...}.
+  const std::vector<std::string> keys{key_for(subject), block_key_for(subject)};
+  const char* string_state = detail::scripts::keeps_string_state(*spec_->script) ? "1" : "0";
+  const std::vector<std::string> args{ctx_->now_arg(), "1", "3", "0", string_state};
+  bool was_blocked = false;
+  maintain(Operation::unblock, keys[0], [&](Connection& conn) {
+    Reply r = detail::run_script(conn, detail::scripts::block(), keys, args);
+    if (r.type != Reply::Type::array || r.elements.empty() || r.elements[0].type != Reply::Type::integer) {
+      throw ReplyError("block script: unexpected reply to an unblock");
+    }
+    was_blocked = r.elements[0].integer == 1;
+    return r;
+  });
+  return was_blocked;
+}
+
+REDLIMIT_INLINE void Strategy::maintain(Operation op, const std::string& state_key,
+                                        const std::function<Reply(Connection&)>& send) const {
   const auto started = std::chrono::steady_clock::now();
   const auto report = [&](const std::exception* error) {
     if (!ctx_->options.metrics) return;
     MetricsEvent e;
     e.resource = spec_->resource;
     e.strategy = spec_->kind;
-    e.operation = Operation::reset;
+    e.operation = op;
     e.exception = error;
     if (error != nullptr) e.error = error->what();
     e.latency = std::chrono::steady_clock::now() - started;
     ctx_->options.metrics->on_event(e);
   };
   // The local copies first, so that an outage cannot leave them stale: the reject cache, and the
-  // fallback's state (which decides while Redis is down). Redis's own copy is reset only if it
-  // answers; otherwise the call throws and that state stays until its TTL or the next reset.
-  if (ctx_->reject_cache) ctx_->reject_cache->forget(argv[1]);
-  if (ctx_->fallback) ctx_->fallback->command(argv);
+  // fallback's state (which decides while Redis is down). Redis's own copy changes only if it
+  // answers; otherwise the call throws and that state stays until its TTL or the next call.
+  if (ctx_->reject_cache) ctx_->reject_cache->forget(state_key);
+  if (ctx_->fallback) send(*ctx_->fallback);  // unblock(): Redis's answer, sent next, is the one returned
   try {
     std::unique_lock<std::mutex> lock(ctx_->mutex, std::defer_lock);
     if (!ctx_->connection->thread_safe()) lock.lock();
-    const Reply r = ctx_->connection->command(argv);
-    if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", detail::printable(r.str)));
+    send(*ctx_->connection);
   } catch (const std::exception& e) {
     ++ctx_->counters.errors;
     report(&e);
