@@ -53,7 +53,7 @@ std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef* state) {
 }  // namespace
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef* state) {
-  if (c.num(4) == 0) return lift(c, marker, state);
+  if (c.arg(4) == std::optional<std::string_view>("0")) return lift(c, marker, state);  // ARGV[4] == '0'
   std::int64_t blocked_until = c.now + c.num(4);
   // tonumber(redis.pcall('GET', KEYS[2])): nil for a pack2 string or a key of another type (which
   // PSETEX then replaces). A block is never shortened.
