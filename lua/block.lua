@@ -18,31 +18,28 @@
 -- (helpers.lua, bucket_ttl), and a 0.2 state or a bucket without a lease, which say neither, as
 -- long as its key's TTL does (PTTL, read on Redis's clock: such states are gone a window or a
 -- refill after an upgrade).
+-- Both records are read first, for a block and a lift alike: the marker with GET (a key of another
+-- type is no block: epilogue.lua, foreign keys), a string state with MGET, as the batches read
+-- states (another type reads as none, and a block replaces it).
+local marker = tonumber(redis.pcall('GET', KEYS[2]))
+local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
+if ARGV[5] == '1' then
+  state = redis.call('MGET', KEYS[1])[1]
+  if state then state, held = split_block(state) end
+end
 if ARGV[4] == '0' then
-  -- The marker deleted (a key of another type is no block: left alone); a string state's block cut
-  -- off, its own bytes kept with the key's TTL (which outlives them: see above), or the key deleted
-  -- when it held the block alone. A block that ended and was not yet dropped by a write goes too.
-  local marker = tonumber(redis.pcall('GET', KEYS[2]))
-  local was = marker ~= nil and marker > now
+  -- Lifted: the marker deleted; a string state's block cut off, its own bytes kept with the key's
+  -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
+  -- that ended and was not yet dropped by a write goes too.
   if marker then redis.call('DEL', KEYS[2]) end
-  if ARGV[5] == '1' then
-    local v, state, held = redis.call('MGET', KEYS[1])[1], nil, nil
-    if v then state, held = split_block(v) end
-    if held then
-      was = was or held > now
-      if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
-    end
+  if held then
+    if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
   end
+  local was = (marker and marker > now) or (held and held > now)
   return {was and 1 or 0, 0, 0, 0, 0}
 end
-local blocked_until = now + tonumber(ARGV[4])
-local current = tonumber(redis.pcall('GET', KEYS[2])) -- another type: no block (epilogue.lua, foreign keys)
-if current and current > blocked_until then blocked_until = current end
+local blocked_until = max(now + tonumber(ARGV[4]), marker or 0, held or 0) -- never shortened
 if ARGV[5] == '1' then
-  -- MGET, as the batches read states: a key of another type reads as none, and is replaced
-  local state, was = redis.call('MGET', KEYS[1])[1], nil
-  if state then state, was = split_block(state) end
-  if was and was > blocked_until then blocked_until = was end
   local len = state and #state
   local lives_until = blocked_until
   if len == 20 then

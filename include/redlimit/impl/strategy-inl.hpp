@@ -190,9 +190,7 @@ REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::
   if (duration.count() <= 0 || duration > std::chrono::hours(24 * 365 * 10)) {
     throw InvalidArgument(detail::message("block duration must be in (0, 10 years], got {}us", duration.count()));
   }
-  const char* string_state = detail::scripts::keeps_string_state(*spec_->script) ? "1" : "0";  // lua/block.lua
-  Decision d =
-      run(Operation::block, detail::scripts::block(), subject, 1, {std::to_string(duration.count()), string_state});
+  Decision d = run(Operation::block, detail::scripts::block(), block_call(subject, std::to_string(duration.count())), 1);
   d.limit = spec_->least_limit;
   return d;
 }
@@ -254,30 +252,31 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
   maintain(Operation::reset, argv[1], [&](Connection& conn) {
     const Reply r = conn.command(argv);
     if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", detail::printable(r.str)));
-    return r;
   });
 }
 
-REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
-  // lua/block.lua with a duration of "0" lifts the block: the marker deleted, a string state's
-  // block cut off it (ARGV[5] "1"), its bytes and TTL kept. Reply {1 when a block was in force, 0...}.
-  const std::vector<std::string> keys{key_for(subject), block_key_for(subject)};
+REDLIMIT_INLINE detail::ScriptCall Strategy::block_call(std::string_view subject, std::string duration) const {
   const char* string_state = detail::scripts::keeps_string_state(*spec_->script) ? "1" : "0";
-  const std::vector<std::string> args{ctx_->now_arg(), "1", "3", "0", string_state};
+  return prepare(subject, 1, strategy_impl::mode_of(Operation::block), {std::move(duration), string_state});
+}
+
+REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
+  // A duration of "0" lifts the block: the marker deleted, a string state's block cut off it, its
+  // bytes and TTL kept. Reply {1 when a block was in force, else 0, 0, 0, 0, 0}.
+  const detail::ScriptCall call = block_call(subject, "0");
   bool was_blocked = false;
-  maintain(Operation::unblock, keys[0], [&](Connection& conn) {
-    Reply r = detail::run_script(conn, detail::scripts::block(), keys, args);
+  maintain(Operation::unblock, call.keys[0], [&](Connection& conn) {
+    const Reply r = detail::run_script(conn, detail::scripts::block(), call.keys, call.args);
     if (r.type != Reply::Type::array || r.elements.empty() || r.elements[0].type != Reply::Type::integer) {
       throw ReplyError("block script: unexpected reply to an unblock");
     }
     was_blocked = r.elements[0].integer == 1;
-    return r;
   });
   return was_blocked;
 }
 
 REDLIMIT_INLINE void Strategy::maintain(Operation op, const std::string& state_key,
-                                        const std::function<Reply(Connection&)>& send) const {
+                                        const std::function<void(Connection&)>& send) const {
   const auto started = std::chrono::steady_clock::now();
   const auto report = [&](const std::exception* error) {
     if (!ctx_->options.metrics) return;
