@@ -1116,16 +1116,17 @@ main-thread CPU time does not. {cpu_spreads}
 What each script calls (`redis.call`) for one decision, counted by `INFO commandstats` and held to
 these bounds by `tests/integration/command_count_test.cpp` (which prints the table). One call decides
 one request, or a whole `consume_many` batch (one script call for up to 256 requests on one server):
-the read of every state (or, for the sliding strategies, every block marker) is then one command,
-and each admission is one write. A fixed window's or a bucket's state holds its subject's block
-itself (`docs/keys.md`, Blocks), so their decisions read one key: an `MGET` of state and marker
-until 0.3.
+the read of every string state (or, for the sliding log, every block marker) is then one command,
+and each admission is one write. Every state but the sliding log's holds its subject's block itself
+(`docs/keys.md`, Blocks), so their decisions read one key: a fixed window and the buckets made an
+`MGET` of state and marker until 0.3, and a sliding window and a policy a `GET` of the marker
+before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek) until this change.
 
 | strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
 |---|---|---:|---:|---:|
 | fixed window | 2: `GET` state, `PSETEX` | 2 (the write `SET … KEEPTTL`: the window's TTL holds) | 1 | 1.01 |
 | token bucket, leaky bucket (meter, shaper) | 2: `GET` state, `PSETEX` | 2 (the write `SET … KEEPTTL` within the key's lease) | 1 | 1.01 |
-| sliding window, and a policy of any number of limits | 4: `GET` marker, `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 3 (no `PEXPIRE` while every limit's newest bucket is its current one: the TTL set with it holds) | 2 | 3.01 (128 new subjects) |
+| sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (no `PEXPIRE` while every limit's newest bucket is its current one: the TTL set with it holds) | 1 | 3.00 (128 new subjects) |
 | sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 6 (the trim and the count join) | 4 | 3.01 |
 
 A policy wrote one `HINCRBY` per limit before (6 commands for 3 limits, 5.01 per decision in a

@@ -1,38 +1,65 @@
 -- Block: deny a subject outright until now + duration, whatever its quota.
 --
--- KEYS[1]  the strategy's state: a string state (ARGV[5] "1") holds the block too; any other is
---          untouched (named so the call routes to the subject's slot)
+-- KEYS[1]  the strategy's state: a string state (ARGV[5] "1") or a policy's hash (ARGV[5] "2")
+--          holds the block too; a sorted set is untouched (named so the call routes to the
+--          subject's slot)
 -- KEYS[2]  the block marker: string "blocked until" (us), expiring with the block
 -- ARGV[1..3] now, cost (unused), mode "3" (prologue)
 -- ARGV[4]  duration of the block (us); "0" lifts the block instead (Strategy::unblock)
--- ARGV[5]  "1" when the strategy keeps a string state (fixed window, token and leaky buckets);
---          missing or anything else: it does not
+-- ARGV[5]  "1" when the strategy keeps a string state (fixed window, token and leaky buckets), "2"
+--          a hash (sliding window, policies); missing or anything else: neither (sliding log)
 -- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block. Lifting:
 -- {1, 0, 0, 0, 0} when a block was in force, {0, 0, 0, 0, 0} when none was.
 --
--- A string state's decisions read the block from the state (helpers.lua, split_block), not the
--- marker: one key read a decision instead of two. The marker is still written for every strategy,
--- for the decisions of the others and of earlier redlimit versions, which read it. A block is
--- never shortened, by either record. The state's key gets a TTL that outlives both the block and
--- the state itself: a fixed window's lives until its window ends, a bucket's until its lease does
--- (helpers.lua, bucket_ttl), and a 0.2 state or a bucket without a lease, which say neither, as
--- long as its key's TTL does (PTTL, read on Redis's clock: such states are gone a window or a
--- refill after an upgrade).
--- Both records are read first, for a block and a lift alike: the marker with GET (a key of another
+-- A string state's decisions read the block from the state (helpers.lua, split_block), a hash's
+-- from its field BLOCK_FIELD (policy.lua, read), not the marker: one key read a decision instead
+-- of two. The marker is still written for every strategy, for the decisions of the sliding log
+-- and of earlier redlimit versions, which read it. A block is never shortened, by any record. The
+-- state's key gets a TTL that outlives both the block and the state itself: a fixed window's lives
+-- until its window ends, a bucket's until its lease does (helpers.lua, bucket_ttl), a hash until
+-- its newest bucket stops weighing anything (below), and a 0.2 state or a bucket without a lease,
+-- which say neither, as long as its key's TTL does (PTTL, read on Redis's clock: such states are
+-- gone a window or a refill after an upgrade).
+-- Every record is read first, for a block and a lift alike: the marker with GET (a key of another
 -- type is no block: epilogue.lua, foreign keys), a string state with MGET, as the batches read
--- states (another type reads as none, and a block replaces it).
+-- states (another type reads as none, and a block replaces it), a hash with HGETALL (another type:
+-- no block, and a block deletes the key first, as a decision's write would).
 local marker = tonumber(redis.pcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
+local foreign, lives = false, nil -- a hash's key holds another type; its state's life (below)
 if ARGV[5] == '1' then
   state = redis.call('MGET', KEYS[1])[1]
   if state then state, held = split_block(state) end
+elseif ARGV[5] == '2' then
+  -- The hash read whole: its block, and the time its own state stops mattering, `lives`: when its
+  -- newest bucket stops weighing anything, (bucket + n + 1) * P with n = window / P (policy.lua,
+  -- conclude), the latest over its fields. A field no client wrote (a life past the longest
+  -- block and window, 20 years on) is ignored, as a decision ignores it.
+  local h = redis.pcall('HGETALL', KEYS[1])
+  if h.err then foreign = true else lives = 0 end
+  for i = 1, lives and #h or 0, 2 do
+    local f = h[i]
+    if f == BLOCK_FIELD then
+      held = tonumber(h[i + 1])
+    else
+      local tag, idx = match(f, '^([^:]*):(%d+)$')
+      local w, P
+      if tag then w, P = parse_tag(tag) end
+      if w and P > 0 then
+        local t = (tonumber(idx) + floor_div(w, P) + 1) * P
+        if t > lives and t - now < 20 * 366 * 86400000000 then lives = t end
+      end
+    end
+  end
 end
 if ARGV[4] == '0' then
   -- Lifted: the marker deleted; a string state's block cut off, its own bytes kept with the key's
   -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
   -- that ended and was not yet dropped by a write goes too.
   if marker then redis.call('DEL', KEYS[2]) end
-  if held then
+  if held and ARGV[5] == '2' then
+    redis.call('HDEL', KEYS[1], BLOCK_FIELD) -- a hash left empty is deleted by Redis
+  elseif held then
     if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
   end
   local was = (marker and marker > now) or (held and held > now)
@@ -54,6 +81,10 @@ if ARGV[5] == '1' then
     if state and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
   end
   redis.call('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
+elseif ARGV[5] == '2' then
+  if foreign then redis.call('DEL', KEYS[1]) end
+  redis.call('HSET', KEYS[1], BLOCK_FIELD, fmt(blocked_until))
+  redis.call('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))
 end
 redis.call('PSETEX', KEYS[2], ttl_text(ttl_ms(blocked_until - now)), fmt(blocked_until))
 return {0, 0, blocked_until - now, blocked_until - now, 0}

@@ -9,6 +9,8 @@
 --       other states read and write their own keys. `each` (policies only): every limit's own
 --       remaining and reset_after, one pair a limit.
 --   state_is_string: whether the state is such a string;
+--   reads_marker: whether the block marker (KEYS[2i]) is read for the state's block: the sliding
+--       log's; a string state holds its block, and so does a policy's hash (its decide() answers);
 --   params_n: the number of the script's parameters (ARGV[4 .. 3 + params_n]), after which come
 --       the costs of requests 2..n, if they are not all ARGV[2]'s (prologue.lua);
 --   width: the length of a decision (5, or 6 + 2m for a policy of m limits: the deciding limit,
@@ -103,7 +105,7 @@ if n == 1 then
     value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
     if value and value.err then value = nil end
     if value and BLOCKED[#value] then value, blocked_until, wait = unblock(value) end
-  else
+  elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
     local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
   end
@@ -116,13 +118,15 @@ if n == 1 then
 end
 
 -- A batch. One MGET reads every request's one key, whatever n is: a string state (which holds its
--- own block), or else the block marker. Its reply is read by position (request i's at i), and
--- each admission is written as it is decided and kept in `written`, so a later request of the same
--- subject reads the value the earlier one wrote, and a TTL 0 (keep the key's) always finds the key
--- in Redis. Filing every key read in a table by name instead costs two table inserts a request;
--- writing once per key at the end (its last value) saves the writes of a subject repeated in a
--- batch, but its bookkeeping (three tables keyed by the keys, grown and rehashed as they fill) cost
--- more than half a microsecond of Redis's time per request of every batch (measured on 7.0).
+-- own block), or else the block marker (a sliding log's; a policy's hash holds its block, and its
+-- decide() reads it: no MGET, unless the call is spread, below). Its reply is read by position
+-- (request i's at i), and each admission is written as it is decided and kept in `written`, so a
+-- later request of the same subject reads the value the earlier one wrote, and a TTL 0 (keep the
+-- key's) always finds the key in Redis. Filing every key read in a table by name instead costs two
+-- table inserts a request; writing once per key at the end (its last value) saves the writes of a
+-- subject repeated in a batch, but its bookkeeping (three tables keyed by the keys, grown and
+-- rehashed as they fill) cost more than half a microsecond of Redis's time per request of every
+-- batch (measured on 7.0).
 -- A spread call (requests of many slots, helpers.lua) reads each request's key with an MGET of its
 -- own: one command may not span slots, even in a script allowed to. A request's two keys share
 -- its slot (one hash tag), so either way every slot of the call is read before anything is
@@ -133,7 +137,7 @@ local got = {}
 local read_from = state_is_string and 1 or 0 -- KEYS[2i - 1], the state, or KEYS[2i], the marker
 if spread then
   for i = 1, n do got[i] = redis.call('MGET', KEYS[2 * i - read_from])[1] end
-else
+elseif state_is_string or reads_marker then
   for i = 1, n do got[i] = KEYS[2 * i - read_from] end
   got = redis.call('MGET', unpack(got))
 end
@@ -170,7 +174,7 @@ for i = 1, n do
       if v == nil then v = got[i] end
       v = v or nil -- MGET's and the delete's false: no state
       if v and BLOCKED[#v] then v, blocked_until, wait = unblock(v) end
-    else
+    elseif reads_marker then
       local marker = got[i]
       wait = marker and blocked(marker)
     end

@@ -20,7 +20,7 @@
 -- (what was consumed stays consumed), and is then rewritten as the current window's.
 local limit, window, current -- this call's: limit, window length (us), start of the current window
 local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
-local state_is_string, width, params_n = true, 5, 2
+local state_is_string, reads_marker, width, params_n = true, false, 5, 2
 
 local function decide(_, cost, v)
   local start, used = current, 0

@@ -141,6 +141,25 @@ local function split_block(v)
   return sub(v, 1, len - BLOCK_LEN), blocked_until
 end
 local function block_suffix(blocked_until) return pack('<I7', blocked_until) .. BLOCK_TAG end
+-- A hash's block (policy.lua: a sliding window's, a policy's) is its field BLOCK_FIELD, the block's
+-- end (us) in decimal: a name without ':', so never a bucket's, and read by the HGETALL a decision
+-- makes anyway.
+local BLOCK_FIELD = 'blk'
+
+-- A policy's tag: its window and precision in us ("1h@1m", "90s"), as the client writes them with
+-- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else. A hash's field is
+-- "<tag>:<bucket>" (policy.lua).
+local unit_us = {d = 86400000000, h = 3600000000, m = 60000000, s = 1000000, ms = 1000, us = 1}
+local function parse_tag(tag)
+  local wn, wu, pn, pu = match(tag, '^(%d+)(%a+)@(%d+)(%a+)$')
+  if not wn then
+    wn, wu = match(tag, '^(%d+)(%a+)$')
+    pn, pu = wn, wu
+  end
+  local a, b = unit_us[wu], unit_us[pu]
+  if not (a and b) then return nil end
+  return tonumber(wn) * a, tonumber(pn) * b
+end
 -- What a write of a blocked state (a refund: nothing else writes during a block) becomes: the new
 -- state with the block kept, and a TTL that outlives the block (0 keeps the key's, which block.lua
 -- made to). A delete leaves the block alone.

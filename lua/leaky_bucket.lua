@@ -26,7 +26,7 @@
 -- rescaled to a new rate, rounded up.
 local capacity, unit, leak, shaper -- this call's: ARGV[4..7]
 local capacity_arg, unit_arg, leak_arg -- the strings they were parsed from (helpers.lua, params)
-local state_is_string, width, params_n = true, 5, 4
+local state_is_string, reads_marker, width, params_n = true, false, 5, 4
 
 -- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).
 local function time_to_empty(whole, frac)

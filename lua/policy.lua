@@ -42,7 +42,7 @@ local limits, by_tag, width
 -- ARGV[4 .. 4 + 4m] of the call that built `limits`, and their number, 1 + 4m (params_n: the
 -- epilogue reads it too, to find the costs of a batch)
 local limit_args, params_n = {}, 0
-local state_is_string = false
+local state_is_string, reads_marker = false, false -- the hash holds its block (read, below)
 
 -- Whether this call's limits are given by the strings that built `limits`.
 local function same_limits(ARGV)
@@ -52,20 +52,6 @@ local function same_limits(ARGV)
     if ARGV[3 + j] ~= limit_args[j] then return false end
   end
   return true
-end
-
--- A tag's window and precision in us ("1h@1m", "90s"): the client writes them with
--- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else.
-local unit_us = {d = 86400000000, h = 3600000000, m = 60000000, s = 1000000, ms = 1000, us = 1}
-local function parse_tag(tag)
-  local wn, wu, pn, pu = match(tag, '^(%d+)(%a+)@(%d+)(%a+)$')
-  if not wn then
-    wn, wu = match(tag, '^(%d+)(%a+)$')
-    pn, pu = wn, wu
-  end
-  local a, b = unit_us[wu], unit_us[pu]
-  if not (a and b) then return nil end
-  return tonumber(wn) * a, tonumber(pn) * b
 end
 
 -- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
@@ -154,8 +140,12 @@ end
 -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
 -- no longer in the policy, is stale and deleted when we next write. Then limits without buckets
 -- adopt those of the longest window that left (ties: the finer precision, then the tag).
+-- `blocked_until`: the end of the block the hash holds (field BLOCK_FIELD, block.lua), when it
+-- has not ended; one that has is stale like an old bucket.
+local blocked_until
 local function read(key)
   local stale, gone -- made when their first field turns up
+  blocked_until = nil
   local h = redis.pcall('HGETALL', key)
   if h.err then -- a key of another type: no state (epilogue.lua, foreign keys)
     if record or refund then redis.call('DEL', key) end
@@ -165,7 +155,9 @@ local function read(key)
   for i = 1, #h, 2 do
     local tag, idx = parse_field(h[i])
     local l = tag and by_tag[tag]
-    if l and idx >= l.oldest then
+    if not tag and h[i] == BLOCK_FIELD and (tonumber(h[i + 1]) or 0) > now then
+      blocked_until = tonumber(h[i + 1]) -- in force: kept, and decide() answers for it
+    elseif l and idx >= l.oldest then
       local c = count_of[h[i + 1]] or parse_count(h[i + 1])
       if idx == l.oldest then l.old = c else l.full = l.full + c end -- buckets ahead of b: clock skew
       if idx == l.b then l.cur = c end
@@ -334,6 +326,16 @@ local function decide(key, cost)
     l.full, l.old, l.newest, l.cur, l.counts, l.adopted = 0, 0, nil, 0, nil, false
   end
   local stale = read(key)
+  if blocked_until and not refund then
+    -- Blocked (block.lua): nothing left of any limit until the block ends, whatever the quota;
+    -- nothing written. A refund goes through.
+    local wait = blocked_until - now
+    for i = 1, #limits do
+      each_out[2 * i - 1] = 0
+      each_out[2 * i] = wait
+    end
+    return 0, 0, wait, wait, 0, 1, nil, nil, each_out
+  end
 
   local allowed, ttl_holds = true, true
   for i = 1, #limits do

@@ -33,7 +33,7 @@ local function cutoff_text()
   if not cutoff_str then cutoff_str = fmt(cutoff) end
   return cutoff_str
 end
-local state_is_string, width, params_n = false, 5, 2
+local state_is_string, reads_marker, width, params_n = false, true, 5, 2
 
 -- An entry's member: its cum (and its cost, unless only the cum is wanted), or nil for a 0.2
 -- member "<time>:<seq>". The cum's digits (16, more past 10^16) end at the member's one '/': a

@@ -22,7 +22,7 @@
 -- the part of a token already refilled is rescaled to a new rate, rounded down.
 local capacity, unit, refill -- this call's: capacity (tokens), ticks per token, ticks per us
 local capacity_arg, unit_arg, refill_arg -- the strings they were parsed from (helpers.lua, params)
-local state_is_string, width, params_n = true, 5, 3
+local state_is_string, reads_marker, width, params_n = true, false, 5, 3
 
 local function decide(_, cost, v)
   local whole, frac, at, t0, ahead, lease = read_bucket(now, v, capacity, capacity, unit, false)

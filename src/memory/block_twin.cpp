@@ -25,9 +25,42 @@ std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
   return 0;
 }
 
+// ARGV[5] "2": a policy's hash, read whole (redis.pcall('HGETALL')): its block, and when its newest
+// bucket stops weighing anything, (bucket + n + 1) * P, the latest over its fields (none past 20
+// years on: a field no client wrote). `foreign`: the key holds another type (no block; a block
+// deletes it first).
+struct HashBlock {
+  BucketHash* hash = nullptr;
+  std::optional<std::int64_t> held;
+  std::int64_t lives = 0;
+  bool foreign = false;
+};
+
+HashBlock hash_block(const Call& c, KeyRef& state) {
+  HashBlock b;
+  Entry* e = state.get();
+  if (e == nullptr) return b;
+  b.hash = std::get_if<BucketHash>(&e->state);
+  b.foreign = b.hash == nullptr;
+  if (b.hash == nullptr) return b;
+  for (const auto& [field, value] : b.hash->fields) {
+    std::string_view tag;
+    std::int64_t idx = 0, w = 0, p = 0;
+    if (field == kBlockField) {
+      b.held = value;
+    } else if (split_field(field, tag, idx) && parse_tag(tag, w, p) && p > 0) {
+      __extension__ using i128 = __int128;
+      const i128 t = (static_cast<i128>(idx) + w / p + 1) * p;
+      if (t > b.lives && t - c.now < i128{20} * 366 * 86'400'000'000) b.lives = static_cast<std::int64_t>(t);
+    }
+  }
+  return b;
+}
+
 // ARGV[4] "0": the block lifted (Strategy::unblock). The marker deleted; a string state's block cut
-// off, the state kept with its deadline (SET KEEPTTL), or deleted when it held the block alone.
-std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef* state) {
+// off, the state kept with its deadline (SET KEEPTTL), or deleted when it held the block alone; a
+// hash's block field deleted (HDEL: Redis deletes a hash left empty).
+std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef& state, std::string_view holder) {
   bool was = false;
   if (const Entry* e = marker.get()) {
     if (const auto* m = std::get_if<Marker>(&e->state)) {
@@ -35,44 +68,69 @@ std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef* state) {
       marker.erase();
     }
   }
-  const Entry* e = state != nullptr ? state->get() : nullptr;
+  if (holder == "2") {
+    const HashBlock b = hash_block(c, state);
+    if (b.held) {
+      was = was || *b.held > c.now;
+      b.hash->fields.erase(std::string(kBlockField));
+      if (b.hash->fields.empty()) state.erase();
+    }
+    return {was ? 1 : 0, 0, 0, 0, 0};
+  }
+  const Entry* e = holder == "1" ? state.get() : nullptr;
   const auto* v = e != nullptr ? std::get_if<Packed>(&e->state) : nullptr;
   if (v != nullptr && v->blocked_until != 0) {
     was = was || v->blocked_until > c.now;
     if (v->layout == Packed::Layout::none) {
-      state->erase();
+      state.erase();
     } else {
       Packed kept = *v;
       kept.blocked_until = 0;
-      state->set_keep_ttl(kept);
+      state.set_keep_ttl(kept);
     }
   }
   return {was ? 1 : 0, 0, 0, 0, 0};
 }
 
+// ARGV[5] "1": the block written into the string state (MGET: another type reads as none), whose
+// key lives until both the block and the state have ended.
+void block_string(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
+  Packed v{0, 0, 0, 0, Packed::Layout::none};
+  std::int64_t lives_until = 0;
+  if (const Entry* e = state.get()) {
+    if (const auto* p = std::get_if<Packed>(&e->state)) {
+      v = *p;
+      blocked_until = std::max(blocked_until, v.blocked_until);
+      lives_until = state_lives_until(c, v, *e);
+    }
+  }
+  v.blocked_until = blocked_until;
+  state.set(v, c.now, ttl_ms(std::max(lives_until, blocked_until) - c.now));  // PSETEX
+}
+
+// ARGV[5] "2": HSET of the block field, and a TTL that outlives both the block and the hash's buckets.
+void block_hash(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
+  HashBlock b = hash_block(c, state);
+  if (b.held) blocked_until = std::max(blocked_until, *b.held);
+  if (b.foreign) state.erase();  // DEL
+  if (b.hash == nullptr) b.hash = &std::get<BucketHash>(state.create(BucketHash{}).state);
+  b.hash->fields[std::string(kBlockField)] = blocked_until;
+  state.expire_ms(c.now, ttl_ms(std::max(blocked_until, b.lives) - c.now));  // PEXPIRE
+}
+
 }  // namespace
 
-std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef* state) {
-  if (c.arg(4) == std::optional<std::string_view>("0")) return lift(c, marker, state);  // ARGV[4] == '0'
+std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
+  const std::string_view holder = c.arg(5).value_or(std::string_view{});
+  if (c.arg(4) == std::optional<std::string_view>("0")) return lift(c, marker, state, holder);  // ARGV[4] == '0'
   std::int64_t blocked_until = c.now + c.num(4);
   // tonumber(redis.pcall('GET', KEYS[2])): nil for a pack2 string or a key of another type (which
   // PSETEX then replaces). A block is never shortened.
   if (const Entry* e = marker.get()) {
     if (const auto* m = std::get_if<Marker>(&e->state)) blocked_until = std::max(blocked_until, m->until);
   }
-  if (state != nullptr) {  // ARGV[5] "1": a string state, read with MGET (another type reads as none)
-    Packed v{0, 0, 0, 0, Packed::Layout::none};
-    std::int64_t lives_until = 0;
-    if (const Entry* e = state->get()) {
-      if (const auto* p = std::get_if<Packed>(&e->state)) {
-        v = *p;
-        blocked_until = std::max(blocked_until, v.blocked_until);
-        lives_until = state_lives_until(c, v, *e);
-      }
-    }
-    v.blocked_until = blocked_until;
-    state->set(v, c.now, ttl_ms(std::max(lives_until, blocked_until) - c.now));  // PSETEX
-  }
+  if (holder == "1") block_string(c, state, blocked_until);
+  if (holder == "2") block_hash(c, state, blocked_until);
   marker.set(Marker{blocked_until}, c.now, ttl_ms(blocked_until - c.now));  // PSETEX
   const std::int64_t wait = blocked_until - c.now;
   return {0, 0, wait, wait, 0};

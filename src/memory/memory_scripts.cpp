@@ -274,14 +274,14 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   return out.done();
 }
 
-// A sorted set or a hash: decide() reads and writes the state itself. One request reads its marker
-// with GET (redis.pcall: a marker key of another type reads as none); a batch reads all markers
-// first with one MGET.
+// A sorted set or a hash: decide() reads and writes the state itself. A sliding log's request reads
+// its marker (`reads_marker`) with GET (redis.pcall: a marker key of another type reads as none); a
+// batch reads all markers first with one MGET. A policy's hash holds its block: decide() answers.
 template <class Twin>
 Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
-                Tables& tables) {
+                Tables& tables, bool reads_marker) {
   std::vector<std::optional<Entry>> markers(n);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; reads_marker && i < n; ++i) {
     KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);
     if (const Entry* e = marker.get(); e != nullptr && is_string(e->state)) markers[i] = *e;
   }
@@ -320,16 +320,16 @@ Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t 
       return run_strings(LeakyBucketTwin(c), c, keys, n, 4, tables);
     case ScriptId::sliding_log: {
       SlidingLogTwin twin(c);
-      return run_keyed(twin, c, keys, n, 2, tables);
+      return run_keyed(twin, c, keys, n, 2, tables, /*reads_marker=*/true);
     }
     case ScriptId::policy: {
       PolicyTwin twin(c);
-      return run_keyed(twin, c, keys, n, 1 + 4 * static_cast<std::size_t>(c.num(4)), tables);
+      return run_keyed(twin, c, keys, n, 1 + 4 * static_cast<std::size_t>(c.num(4)), tables, /*reads_marker=*/false);
     }
     case ScriptId::block: {
       KeyRef marker(tables.of(keys[1]), keys[1], c.now);
       KeyRef state(tables.of(keys[0]), keys[0], c.now);
-      const auto r = block(c, marker, c.arg(5) == std::optional<std::string_view>("1") ? &state : nullptr);
+      const auto r = block(c, marker, state);
       Reply reply = Reply::make_array({});
       for (const auto v : r) reply.elements.push_back(Reply::make_integer(v));
       return reply;

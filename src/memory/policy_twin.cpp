@@ -21,20 +21,6 @@ std::int64_t& PolicyTwin::Limit::count_ref(std::int64_t idx) {
 
 namespace {
 
-// string.match(field, '^(.*):(%d+)$'): the greedy (.*) ends at the last ':' that only digits follow.
-bool split_field(std::string_view field, std::string_view& tag, std::int64_t& idx) {
-  const std::size_t colon = field.rfind(':');
-  if (colon == std::string_view::npos) return false;
-  const std::string_view digits = field.substr(colon + 1);
-  if (digits.empty()) return false;
-  for (const char ch : digits) {
-    if (ch < '0' || ch > '9') return false;
-  }
-  if (!parse_int(digits, idx)) return false;
-  tag = field.substr(0, colon);
-  return true;
-}
-
 std::string field_name(std::string_view tag, std::int64_t idx) {
   std::string f;
   f.reserve(tag.size() + 21);
@@ -75,16 +61,6 @@ bool number_unit(std::string_view s, std::int64_t& us) {
   return false;
 }
 
-bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p) {
-  const std::size_t at = tag.find('@');
-  if (at == std::string_view::npos) {
-    if (!number_unit(tag, w)) return false;
-    p = w;
-    return true;
-  }
-  return number_unit(tag.substr(0, at), w) && number_unit(tag.substr(at + 1), p);
-}
-
 // retry_after(l): the earliest time the limit has room for `cost`, walking forward one bucket
 // interval at a time (see policy.lua for the derivation).
 std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int64_t now) {
@@ -105,6 +81,30 @@ std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int
 }
 
 }  // namespace
+
+// string.match(field, '^(.*):(%d+)$'): the greedy (.*) ends at the last ':' that only digits follow.
+bool split_field(std::string_view field, std::string_view& tag, std::int64_t& idx) {
+  const std::size_t colon = field.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view digits = field.substr(colon + 1);
+  if (digits.empty()) return false;
+  for (const char ch : digits) {
+    if (ch < '0' || ch > '9') return false;
+  }
+  if (!parse_int(digits, idx)) return false;
+  tag = field.substr(0, colon);
+  return true;
+}
+
+bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p) {
+  const std::size_t at = tag.find('@');
+  if (at == std::string_view::npos) {
+    if (!number_unit(tag, w)) return false;
+    p = w;
+    return true;
+  }
+  return number_unit(tag.substr(0, at), w) && number_unit(tag.substr(at + 1), p);
+}
 
 // The limits are read once per call, as the script does; decide() resets what depends on the request.
 PolicyTwin::PolicyTwin(const Call& c) : c_(c) {
@@ -169,6 +169,10 @@ void PolicyTwin::read(KeyRef& key, std::vector<std::string>& stale) {
     std::int64_t idx = 0;
     Limit* l = nullptr;
     const bool parsed = split_field(field, tag, idx);
+    if (!parsed && field == kBlockField && count > c_.now) {  // a block in force: kept
+      blocked_until_ = count;
+      continue;
+    }
     if (parsed) {
       for (auto& cand : limits_) {
         if (cand.tag == tag) l = &cand;
@@ -310,7 +314,17 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
     l.adopted = false;
   }
   std::vector<std::string> stale;
+  blocked_until_.reset();
   read(key, stale);
+  if (blocked_until_ && !c_.refund) {  // blocked: nothing left of any limit until it ends; no write
+    Decided d;
+    d.retry_after = d.reset_after = *blocked_until_ - c_.now;
+    for (std::size_t i = 0; i < limits_.size(); ++i) {
+      d.each.push_back(0);
+      d.each.push_back(d.reset_after);
+    }
+    return d;
+  }
 
   bool allowed = true;
   bool ttl_holds = true;

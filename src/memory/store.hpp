@@ -82,10 +82,12 @@ class EntryLog {
   std::size_t head_ = 0;
 };
 
-// policy.lua's hash: field "<tag>:<bucket>" -> units admitted in that bucket.
+// policy.lua's hash: field "<tag>:<bucket>" -> units admitted in that bucket, and kBlockField ->
+// the end of a block (us), when block.lua wrote one.
 struct BucketHash {
   std::unordered_map<std::string, std::int64_t> fields;
 };
+inline constexpr std::string_view kBlockField = "blk";  // helpers.lua's BLOCK_FIELD
 
 // Packed, Marker and Text are Redis strings (GET and MGET read them); the other two are not.
 using State = std::variant<Packed, Marker, Text, EntryLog, BucketHash>;

@@ -199,11 +199,17 @@ class PolicyTwin {
 
   const Call& c_;
   std::vector<Limit> limits_;
+  std::optional<std::int64_t> blocked_until_;  // read(): the block the hash holds, if in force
 };
 
-// block.lua (no decide(): one answer). `state`: the string state that holds the block too (ARGV[5]
-// "1"), or nullptr.
-std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef* state);
+// A policy's hash field "<tag>:<bucket>" split (the tag's last ':' before digits), and a tag's window
+// and precision in us (helpers.lua, parse_tag); false for anything else.
+bool split_field(std::string_view field, std::string_view& tag, std::int64_t& idx);
+bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p);
+
+// block.lua (no decide(): one answer). `state`: the strategy's state, which holds the block too
+// when ARGV[5] says so ("1": a string state, "2": a policy's hash).
+std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state);
 
 // The block a string state holds (helpers.lua, split_block): true when `v` is blocked now.
 bool blocked_in(const Call& c, const Packed* v);

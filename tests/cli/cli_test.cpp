@@ -123,6 +123,22 @@ TEST_F(CliTest, BlockUnblockAndReset) {
   EXPECT_EQ(redis.dbsize(), 0);
 }
 
+// A sliding window's hash holds its block in the field "blk": inspect shows it apart from the
+// buckets, and unblock deletes it.
+TEST_F(CliTest, InspectShowsTheBlockAHashHolds) {
+  const auto sw = limiter.sliding_window("win", redlimit::Limit::per_minute(5));
+  sw.consume("ann");
+  Result r = on_server({"block", "sw", "win", "ann", "--for", "10m"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = on_server({"inspect", "sw", "win", "ann", "--limit", "5/min", "--json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.out, MatchesRegex(R"(.*"type":"hash","blocked_until_us":"[0-9]+","buckets":\{"1m:[0-9]+":"1"\}.*)"));
+  r = on_server({"unblock", "sw", "win", "ann", "--json"});
+  EXPECT_EQ(r.out, "{\"was_blocked\":true}\n");
+  EXPECT_EQ(redis.command({"HEXISTS", sw.key_for("ann"), "blk"}).integer, 0);
+  EXPECT_EQ(sw.peek("ann").remaining, 4);
+}
+
 TEST_F(CliTest, ScanCountsSubjectsKindsAndMemory) {
   const auto fw = limiter.fixed_window("scan*me", redlimit::Limit::per_minute(5));
   const auto sl = limiter.sliding_log("scan*me", redlimit::Limit::per_minute(5));

@@ -1,8 +1,8 @@
 // Blocks (Strategy::block, lua/block.lua) on a real server: every strategy rejects a blocked subject
 // until the block ends or unblock() lifts it, refunds go through, and the count from before the
-// block survives it. A
-// string state (fixed window, token and leaky buckets) holds its block itself, so that its
-// decisions read one key (lua/helpers.lua, split_block); these tests look at those bytes and TTLs.
+// block survives it. A string state (fixed window, token and leaky buckets) holds its block itself
+// (lua/helpers.lua, split_block), and a hash (sliding windows, policies) in its field "blk", so that
+// their decisions read one key; these tests look at those bytes, fields and TTLs.
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -17,6 +17,7 @@ class BlockTest : public StrictRedisTest {
 bool holds_its_block(const AnyStrategy& s) {
   return s.name == "fixed_window" || s.name == "token_bucket" || s.name == "leaky_meter" || s.name == "leaky_shaper";
 }
+bool hash_holds_its_block(const AnyStrategy& s) { return s.name == "sliding_window"; }
 
 TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBefore) {
   at(0s);
@@ -45,6 +46,9 @@ TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBef
     if (holds_its_block(s)) {
       const std::int64_t own = s.name == "fixed_window" ? 20 : 28;
       EXPECT_EQ(strlen(s.key_for("u")), own) << "the write after the block drops it";
+    }
+    if (hash_holds_its_block(s)) {
+      EXPECT_EQ(server().integer({"HEXISTS", s.key_for("u"), "blk"}), 0) << "the write after the block drops it";
     }
   }
 }
@@ -133,7 +137,7 @@ TEST_F(BlockTest, UnblockLiftsTheBlockAndKeepsTheCount) {
     s.block("old", 1s);
     at(6s);
     EXPECT_FALSE(s.unblock("old"));
-    if (holds_its_block(s)) EXPECT_EQ(server().integer({"EXISTS", s.key_for("old")}), 0);
+    if (holds_its_block(s) || hash_holds_its_block(s)) EXPECT_EQ(server().integer({"EXISTS", s.key_for("old")}), 0);
   }
 }
 
@@ -155,16 +159,71 @@ TEST_F(BlockTest, UnblockForgetsTheLocalRejectCachesEntry) {
 // A marker alone (what a block set by an earlier version leaves) is read by the strategies that
 // keep no string state, and no longer by those that do: docs/keys.md (Blocks) says to block again
 // after upgrading.
-TEST_F(BlockTest, AMarkerAloneBlocksOnlyTheStrategiesWithoutAStringState) {
+// What an earlier version's block() wrote, the marker alone: only the sliding log still reads it.
+TEST_F(BlockTest, AMarkerAloneBlocksOnlyTheSlidingLog) {
   at(0s);
   const auto fw = rl().fixed_window("m", Limit(5, 1h));
   const auto sl = rl().sliding_log("m", Limit(5, 1h));
+  const auto sw = rl().sliding_window("m", Limit(5, 1h));
+  const auto pol = rl().policy("m", redlimit::parse_limits("5/h; 50/d"));
   const std::string until = std::to_string((kT0 + 1h).count());
-  for (const std::string& key : {fw.block_key_for("u"), sl.block_key_for("u")}) {
+  for (const std::string& key : {fw.block_key_for("u"), sl.block_key_for("u"), sw.block_key_for("u"),
+                                 pol.block_key_for("u")}) {
     server().command({"SET", key, until, "PX", "3600000"});
   }
   EXPECT_FALSE(sl.consume("u", 1).allowed);
   EXPECT_TRUE(fw.consume("u", 1).allowed);
+  EXPECT_TRUE(sw.consume("u", 1).allowed);
+  EXPECT_TRUE(pol.consume("u", 1).allowed);
+}
+
+// A sliding window's or a policy's block is the hash's field "blk" (lua/helpers.lua, BLOCK_FIELD):
+// the block's end in us, read by the HGETALL a decision makes anyway; the key lives until both the
+// block and the newest bucket have ended.
+TEST_F(BlockTest, AHashHoldsItsBlockInAField) {
+  at(0s);
+  const auto pol = rl().policy("hb", redlimit::parse_limits("5/h; 50/d"));
+  const std::string key = pol.key_for("u");
+  ASSERT_TRUE(pol.consume("u", 2).allowed);
+  const std::int64_t before = pttl(key);  // the day's bucket: about 24 h
+  EXPECT_GT(before, 23 * 3'600'000);
+  pol.block("u", 10s);
+  EXPECT_EQ(server().command({"HGET", key, "blk"}).str, std::to_string((kT0 + 10s).count()));
+  EXPECT_EQ(server().command({"GET", pol.block_key_for("u")}).str, std::to_string((kT0 + 10s).count()))
+      << "the marker is written too, for the decisions of older versions";
+  EXPECT_GE(pttl(key), before - 1000) << "a short block never shortens the hash's life";
+  const Decision d = pol.consume("u", 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 10s);
+  ASSERT_EQ(d.limits.size(), 2u);
+  for (const auto& l : d.limits) {
+    EXPECT_EQ(l.remaining, 0);
+    EXPECT_EQ(l.reset_after, 10s);
+  }
+  // A block longer than the buckets live: the key lives until the block ends.
+  const auto sw = rl().sliding_window("hb", Limit(5, 1s));
+  sw.consume("u", 1);
+  sw.block("u", 1h);
+  EXPECT_GT(pttl(sw.key_for("u")), 3'600'000);
+  EXPECT_LE(pttl(sw.key_for("u")), 3'601'001);
+  // A subject never seen: a hash of the block alone, gone with it.
+  sw.block("new", 10s);
+  EXPECT_EQ(server().integer({"HLEN", sw.key_for("new")}), 1);
+  EXPECT_GT(pttl(sw.key_for("new")), 10'000);
+  EXPECT_LE(pttl(sw.key_for("new")), 11'001);
+  // A key of another type under the name (another program's): the block replaces it.
+  server().command({"SET", sw.key_for("foreign"), "x"});
+  sw.block("foreign", 10s);
+  EXPECT_EQ(server().command({"TYPE", sw.key_for("foreign")}).str, "hash");
+  EXPECT_FALSE(sw.consume("foreign", 1).allowed);
+  // Refunds go through and keep the block; the admission after it ends drops the field.
+  EXPECT_TRUE(pol.refund("u", 1).allowed);
+  EXPECT_EQ(server().integer({"HEXISTS", key, "blk"}), 1);
+  at(10s);
+  const Decision after = pol.consume("u", 1);
+  EXPECT_TRUE(after.allowed) << after;
+  EXPECT_EQ(after.remaining, 3) << "1 kept from before the block, and this one";
+  EXPECT_EQ(server().integer({"HEXISTS", key, "blk"}), 0);
 }
 
 }  // namespace

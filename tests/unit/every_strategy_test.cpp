@@ -110,10 +110,12 @@ TEST_P(EveryStrategyTest, RefundSendsMode2) {
   EXPECT_EQ(d.limit, c().limit);
 }
 
-// ARGV[5] of block.lua: "1" for the strategies whose state is one string, which holds the block.
+// ARGV[5] of block.lua: where the strategy's state holds the block. "1" a string state, "2" a
+// hash (sliding windows and policies), "0" nowhere (the sliding log reads the marker).
 std::string holds_block(const Case& c) {
   const std::string kind = c.kind;
-  return kind == "fw" || kind == "tb" || kind == "lb" ? "1" : "0";
+  if (kind == "fw" || kind == "tb" || kind == "lb") return "1";
+  return kind == "sl" ? "0" : "2";
 }
 
 TEST_P(EveryStrategyTest, BlockRunsTheBlockScriptWithMode3AndTheDuration) {

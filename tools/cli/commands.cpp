@@ -86,7 +86,7 @@ int run_block(const Args& args, Output& out) {
   return kOk;
 }
 
-// Strategy::unblock: the marker and the block a string state (fw, tb, lb) holds, lifted in one
+// Strategy::unblock: the marker and the block a state holds (a string state's suffix, a hash's field), lifted in one
 // script call (docs/keys.md, Blocks), the state and its TTL kept.
 int run_unblock(const Args& args, Output& out) {
   const Target t = target(args, "unblock");

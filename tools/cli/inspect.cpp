@@ -63,10 +63,17 @@ Output decode_state(redlimit::Connection& conn, const std::string& kind, const s
       o.text("newest", newest.elements[0].str);
       o.text("newest_at_us", newest.elements[1].str);
     }
-  } else if (type == "hash") {  // sliding window: "<window>[@<precision>]:<bucket>" -> units
+  } else if (type == "hash") {  // sliding window, policy: "<window>[@<precision>]:<bucket>" -> units
     Output fields;
     const Reply all = call(conn, {"HGETALL", key});
-    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) fields.text(all.elements[i].str, all.elements[i + 1].str);
+    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
+      const std::string& name = all.elements[i].str;
+      if (name == "blk") {  // the block the hash holds (docs/keys.md, Blocks)
+        o.text("blocked_until_us", all.elements[i + 1].str);
+      } else {
+        fields.text(name, all.elements[i + 1].str);
+      }
+    }
     o.object("buckets", fields);
   }
   return o;

@@ -13,9 +13,11 @@ const Script& token_bucket();
 const Script& leaky_bucket();
 const Script& block();
 
-// True for the scripts whose state is one string (fixed window, token and leaky buckets): block.lua
-// writes a block into that state, where their decisions read it (lua/helpers.lua, split_block).
-bool keeps_string_state(const Script& script);
+// Where a strategy's decisions read its block, as block.lua's ARGV[5] names it: "1" the state is
+// one string that holds it (fixed window, token and leaky buckets: lua/helpers.lua, split_block),
+// "2" a hash that holds it in a field (sliding window and policies: lua/policy.lua, read), "0" only
+// the marker (sliding log).
+const char* block_holder(const Script& script);
 
 // The Redis Functions library that holds every script above (cmake/embed_lua.cmake), and its name,
 // which carries a hash of its code: two redlimit versions on one Redis never replace each other's.

@@ -19,8 +19,9 @@ REDLIMIT_SCRIPT(leaky_bucket)
 REDLIMIT_SCRIPT(block)
 #undef REDLIMIT_SCRIPT
 
-REDLIMIT_INLINE bool keeps_string_state(const Script& script) {
-  return &script == &fixed_window() || &script == &token_bucket() || &script == &leaky_bucket();
+REDLIMIT_INLINE const char* block_holder(const Script& script) {
+  if (&script == &fixed_window() || &script == &token_bucket() || &script == &leaky_bucket()) return "1";
+  return &script == &policy() ? "2" : "0";
 }
 
 REDLIMIT_INLINE std::string_view library() { return lua::library; }

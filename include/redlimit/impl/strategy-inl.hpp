@@ -256,13 +256,13 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
 }
 
 REDLIMIT_INLINE detail::ScriptCall Strategy::block_call(std::string_view subject, std::string duration) const {
-  const char* string_state = detail::scripts::keeps_string_state(*spec_->script) ? "1" : "0";
-  return prepare(subject, 1, strategy_impl::mode_of(Operation::block), {std::move(duration), string_state});
+  return prepare(subject, 1, strategy_impl::mode_of(Operation::block),
+                 {std::move(duration), detail::scripts::block_holder(*spec_->script)});
 }
 
 REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
-  // A duration of "0" lifts the block: the marker deleted, a string state's block cut off it, its
-  // bytes and TTL kept. Reply {1 when a block was in force, else 0, 0, 0, 0, 0}.
+  // A duration of "0" lifts the block: the marker deleted, a string state's block cut off it (its
+  // bytes and TTL kept), a hash's block field deleted. Reply {1 when a block was in force, else 0, 0, 0, 0, 0}.
   const detail::ScriptCall call = block_call(subject, "0");
   bool was_blocked = false;
   maintain(Operation::unblock, call.keys[0], [&](Connection& conn) {
