@@ -14,6 +14,12 @@
 -- clock lags cannot date units before others already in the log — so time order and cum order
 -- agree, and the zero padding makes the member order of entries of one microsecond the cum order too.
 -- Units in the window = cum(newest) - (cum(oldest live) - cost(oldest live)).
+-- The oldest live entry is the first scored past the cutoff (ZRANGEBYSCORE ... LIMIT 0 1), whether
+-- or not the entries that left are still there: they are trimmed (ZREMRANGEBYSCORE) by the
+-- admission whose cum crosses a multiple of trim_every = floor(limit / 8) units (every admission
+-- when that is 1 or less), not by every one. Between two trims at most trim_every - 1 units are
+-- admitted, so the set holds at most what was live at the last trim (<= limit units) and those:
+-- never more than 9/8 of the entries of a full window, and a command less per admission.
 -- Work per decision is bounded by the requests, never the cost: the trim removes entries once each
 -- (amortised O(log n)), the sums are two rank reads, an admission is one ZADD whatever its cost,
 -- and a rejection's wait is a binary search over ranks (O(log^2 n), one probe when every cost is 1).
@@ -21,10 +27,11 @@
 -- follows the request it refunds. A log written by 0.2 (members without '/') is restarted.
 local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
                             -- have left the window)
+local trim_every -- this call's: units between two trims (see above)
 local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
 -- now and cutoff as text, made once a call, when a request first needs them: every request of a
 -- batch shares them (fmt() is a call into the C library's printf)
-local now_str, cutoff_str
+local now_str, cutoff_str, after_cutoff_str
 local function now_text()
   if not now_str then now_str = fmt(now) end
   return now_str
@@ -32,6 +39,10 @@ end
 local function cutoff_text()
   if not cutoff_str then cutoff_str = fmt(cutoff) end
   return cutoff_str
+end
+local function after_cutoff_text() -- ZRANGEBYSCORE's exclusive bound: scores > cutoff
+  if not after_cutoff_str then after_cutoff_str = '(' .. cutoff_text() end
+  return after_cutoff_str
 end
 local state_is_string, reads_marker, width, params_n = false, true, 5, 2
 
@@ -79,8 +90,8 @@ local function rank_reaching(key, lo, hi, target, base)
 end
 
 local function decide(key, cost)
-  -- The newest entry; a write first trims what has left the window (a peek counts past it).
-  local cum, newest_t, first, base, used = nil, nil, 0, 0, 0
+  -- The newest entry, then the oldest live one (past the entries that left and are still there).
+  local cum, newest_t, base, used = nil, nil, 0, 0
   local newest = redis.pcall('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if newest.err then -- a key of another type: no state (epilogue.lua, foreign keys)
     if record or refund then redis.call('DEL', key) end
@@ -95,12 +106,7 @@ local function decide(key, cost)
       if record or refund then redis.call('DEL', key) end -- every entry has left the window
       cum = nil
     else
-      if record or refund then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff_text())
-      else
-        first = redis.call('ZCOUNT', key, '-inf', cutoff_text())
-      end
-      local c, k = at_rank(key, first)
+      local c, k = parse(redis.call('ZRANGEBYSCORE', key, after_cutoff_text(), '+inf', 'LIMIT', '0', '1')[1])
       base = c - k
       used = cum - base
     end
@@ -124,6 +130,9 @@ local function decide(key, cost)
   elseif allowed and record then
     local t = now
     if cum then t = max(now, newest_t) end
+    if cum and (trim_every <= 1 or floor_div(cum, trim_every) ~= floor_div(cum + cost, trim_every)) then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff_text())
+    end
     cum = (cum or 0) + cost
     newest_t = t
     redis.call('ZADD', key, t == now and now_text() or fmt(t), member(cum, cost))
@@ -134,7 +143,9 @@ local function decide(key, cost)
   if not allowed then
     -- Room for `cost` once every unit up to cum + cost - limit has left: it is live (used + cost >
     -- limit) and at most cum (cost <= limit); the entry holding it leaves at its time + window.
+    -- The ranks count the entries that left and are still there: `first` is the oldest live one's.
     local card = redis.call('ZCARD', key)
+    local first = redis.call('ZCOUNT', key, '-inf', cutoff_text())
     local r = rank_reaching(key, first, card - 1, cum + cost - limit, base)
     local _, _, t = at_rank(key, r, true)
     retry_after = t + window - now
@@ -153,6 +164,7 @@ end
 -- Per call: -------------------------------------------------------------------------------------
 if ARGV[4] ~= limit_arg or ARGV[5] ~= window_arg then
   limit_arg, window_arg, limit, window = ARGV[4], ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[5])
+  trim_every = floor_div(limit, 8)
 end
 cutoff = now - window
-now_str, cutoff_str = nil, nil
+now_str, cutoff_str, after_cutoff_str = nil, nil, nil

@@ -4,7 +4,7 @@
 namespace redlimit::detail::memory {
 
 SlidingLogTwin::SlidingLogTwin(const Call& c)
-    : c_(c), limit_(c.num(4)), window_(c.num(5)), cutoff_(c.now - window_) {}
+    : c_(c), limit_(c.num(4)), window_(c.num(5)), cutoff_(c.now - window_), trim_every_(floor_div(limit_, 8)) {}
 
 namespace {
 
@@ -36,7 +36,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   if (const Entry* e = key.get(); e != nullptr && !std::holds_alternative<EntryLog>(e->state) && write) key.erase();
   EntryLog* log = key.get() != nullptr ? std::get_if<EntryLog>(&key.get()->state) : nullptr;
   std::optional<std::int64_t> cum;
-  std::int64_t newest_t = 0, first = 0, base = 0, used = 0;
+  std::int64_t newest_t = 0, base = 0, used = 0;
   if (log != nullptr) {  // never empty: Redis deletes an emptied sorted set, and so does this twin
     newest_t = log->at(-1)->time;
     if (newest_t <= cutoff_) {
@@ -45,12 +45,8 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
         log = nullptr;
       }
     } else {
-      if (write) {
-        log->remove_through(cutoff_);
-      } else {
-        first = static_cast<std::int64_t>(log->count_through(cutoff_));
-      }
-      const LogEntry* oldest = log->at(first);
+      // ZRANGEBYSCORE (cutoff +inf LIMIT 0 1: the oldest live entry, past those that left.
+      const LogEntry* oldest = log->at(static_cast<std::int64_t>(log->count_through(cutoff_)));
       cum = log->at(-1)->cum;
       base = oldest->cum - oldest->cost;
       used = *cum - base;
@@ -73,6 +69,10 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
     if (log != nullptr && log->empty()) key.erase();
   } else if (allowed && c_.record) {
     const std::int64_t t = cum ? std::max(now, newest_t) : now;
+    // The trim, by the admission whose cum crosses a multiple of trim_every (sliding_log.lua).
+    if (cum && (trim_every_ <= 1 || floor_div(*cum, trim_every_) != floor_div(*cum + cost, trim_every_))) {
+      log->remove_through(cutoff_);
+    }
     if (log == nullptr) log = &std::get<EntryLog>(key.create(EntryLog{}).state);
     cum = cum.value_or(0) + cost;
     newest_t = t;
@@ -85,6 +85,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   d.remaining = std::max<std::int64_t>(0, limit_ - used);  // a lowered limit: nothing left
   if (!allowed) {
     const auto card = static_cast<std::int64_t>(log->size());
+    const auto first = static_cast<std::int64_t>(log->count_through(cutoff_));  // ZCOUNT -inf cutoff
     const std::int64_t r = rank_reaching(*log, first, card - 1, *cum + cost - limit_, base);
     d.retry_after = log->at(r)->time + window_ - now;
   }

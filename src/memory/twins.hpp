@@ -167,6 +167,7 @@ class SlidingLogTwin {
  private:
   const Call& c_;
   std::int64_t limit_, window_, cutoff_;
+  std::int64_t trim_every_;  // units between two trims of the entries that left (sliding_log.lua)
 };
 
 class PolicyTwin {

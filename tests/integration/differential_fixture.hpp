@@ -176,6 +176,11 @@ inline std::vector<Config> configs() {
   c.push_back({"sliding_log", 10, {1s}, [](const redlimit::RateLimiter& l) {
                  return target(l.sliding_log("diff", Limit(10, 1s)));
                }});
+  // limit / 8 = 5: the entries that left are trimmed by every admission that crosses a multiple of 5
+  // units (sliding_log.lua), not by each one.
+  c.push_back({"sliding_log_lazy_trim", 10, {1s}, [](const redlimit::RateLimiter& l) {
+                 return target(l.sliding_log("diff", Limit(40, 1s)));
+               }});
   c.push_back({"sliding_window_precision_eq_window", 10, {1s}, [](const redlimit::RateLimiter& l) {
                  return target(l.sliding_window("diff", Limit(10, 1s)));
                }});

@@ -95,6 +95,46 @@ TEST_F(SlidingLogTest, AFloodNeverGrowsTheSetBeyondTheLimit) {
   EXPECT_EQ(zcard(sl, "u"), 5);  // units of 6..9 ms and the new one
 }
 
+// The entries that left are trimmed by the admission whose cum crosses a multiple of limit / 8, not by
+// each one (sliding_log.lua): the decisions are the same, and the set never holds more than 9/8 of a
+// full window's entries.
+TEST_F(SlidingLogTest, TheEntriesThatLeftAreTrimmedEveryEighthOfTheLimit) {
+  auto sl = rl().sliding_log("lazy", Limit(80, 1s));
+  for (int i = 0; i < 80; ++i) {
+    at(Micros{i * 1000});
+    ASSERT_TRUE(sl.consume("u").allowed);
+  }
+  at(1s + 50ms);  // the entries of 0..50 ms have left: 29 live
+  Decision d = sl.consume("u");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 50) << d;
+  EXPECT_EQ(zcard(sl, "u"), 81) << "cum 80 -> 81 crosses no multiple of 10: nothing trimmed";
+  EXPECT_EQ(sl.peek("u").remaining, 50);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(sl.consume("u").allowed);  // cum 89
+  EXPECT_EQ(zcard(sl, "u"), 89);
+  EXPECT_TRUE(sl.consume("u").allowed);  // cum 90: the trim
+  EXPECT_EQ(zcard(sl, "u"), 39);
+  // A flood over the window's length: the set stays within 80 + 10 entries, and every rejection's
+  // wait is exact (when the oldest live unit leaves).
+  std::int64_t most = 0;
+  for (int i = 0; i < 3000; ++i) {
+    at(2s + Micros{i * 1000});
+    const Decision f = sl.consume("u");
+    if (!f.allowed) {
+      const std::int64_t t = (2s + Micros{i * 1000}).count();
+      const std::string oldest = server()
+                                     .command({"ZRANGEBYSCORE", sl.key_for("u"), "(" + std::to_string(kT0.count() + t - 1'000'000),
+                                               "+inf", "WITHSCORES", "LIMIT", "0", "1"})
+                                     .elements.at(1)
+                                     .str;
+      ASSERT_EQ(f.retry_after.count(), std::stoll(oldest) + 1'000'000 - (kT0.count() + t)) << i;
+    }
+    most = std::max(most, zcard(sl, "u"));
+  }
+  EXPECT_GT(most, 80);
+  EXPECT_LE(most, 90);
+}
+
 TEST_F(SlidingLogTest, KeyLivesUntilItsNewestUnitLeaves) {
   auto sl = rl().sliding_log("sl", Limit(5, 1h));
   at(0s);
