@@ -1127,7 +1127,7 @@ before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek) until
 | fixed window | 2: `GET` state, `PSETEX` | 2 (the write `SET … KEEPTTL`: the window's TTL holds) | 1 | 1.01 |
 | token bucket, leaky bucket (meter, shaper) | 2: `GET` state, `PSETEX` | 2 (the write `SET … KEEPTTL` within the key's lease) | 1 | 1.01 |
 | sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (no `PEXPIRE` while every limit's newest bucket is its current one: the TTL set with it holds) | 1 | 3.00 (128 new subjects) |
-| sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 5 (`ZRANGEBYSCORE` of the oldest live entry joins; the trim only every `limit / 8` units) | 3 | 3.01 |
+| sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 4 (`ZRANGEBYSCORE` of the oldest live entry joins; `PEXPIRE` only by the first admission of each half-second, the trim only every `limit / 8` units) | 3 | 3.01 |
 
 A policy wrote one `HINCRBY` per limit before (6 commands for 3 limits, 5.01 per decision in a
 batch); one `HSET` now writes them all. `TIME` is called only with `TimeSource::redis`; with the

@@ -20,6 +20,10 @@
 -- when that is 1 or less), not by every one. Between two trims at most trim_every - 1 units are
 -- admitted, so the set holds at most what was live at the last trim (<= limit units) and those:
 -- never more than 9/8 of the entries of a full window, and a command less per admission.
+-- The key's TTL is the newest entry's time plus the window (plus ttl_ms's margin), set by the first
+-- admission whose entry falls in a new RENEW_SLOT (half a second, aligned to the epoch), not by each:
+-- the admissions of that slot end at most RENEW_SLOT after the one that set it, which the margin
+-- (a second) covers with half a second to spare. A refund sets it too (it may pop the newest entry).
 -- Work per decision is bounded by the requests, never the cost: the trim removes entries once each
 -- (amortised O(log n)), the sums are two rank reads, an admission is one ZADD whatever its cost,
 -- and a rejection's wait is a binary search over ranks (O(log^2 n), one probe when every cost is 1).
@@ -28,6 +32,7 @@
 local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
                             -- have left the window)
 local trim_every -- this call's: units between two trims (see above)
+local RENEW_SLOT = TTL_MARGIN_MS * 500 -- us: half the TTL's margin (see above)
 local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
 -- now and cutoff as text, made once a call, when a request first needs them: every request of a
 -- batch shares them (fmt() is a call into the C library's printf)
@@ -92,6 +97,7 @@ end
 local function decide(key, cost)
   -- The newest entry, then the oldest live one (past the entries that left and are still there).
   local cum, newest_t, base, used = nil, nil, 0, 0
+  local renew -- an admission sets the key's TTL (see above)
   local newest = redis.pcall('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if newest.err then -- a key of another type: no state (epilogue.lua, foreign keys)
     if record or refund then redis.call('DEL', key) end
@@ -130,6 +136,7 @@ local function decide(key, cost)
   elseif allowed and record then
     local t = now
     if cum then t = max(now, newest_t) end
+    renew = not cum or floor_div(t, RENEW_SLOT) ~= floor_div(newest_t, RENEW_SLOT)
     if cum and (trim_every <= 1 or floor_div(cum, trim_every) ~= floor_div(cum + cost, trim_every)) then
       redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff_text())
     end
@@ -156,7 +163,7 @@ local function decide(key, cost)
     reset_after = max(0, newest_t + window - now)
     -- A refund too: shortening the only entry pops it (Redis deletes the emptied set) and adds it
     -- back, a new key without a TTL.
-    if (allowed and record) or refund then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset_after))) end
+    if (allowed and record and renew) or refund then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset_after))) end
   end
   return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1
 end

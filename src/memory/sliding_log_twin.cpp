@@ -8,6 +8,8 @@ SlidingLogTwin::SlidingLogTwin(const Call& c)
 
 namespace {
 
+constexpr std::int64_t kRenewSlot = kTtlMarginMs * 500;  // sliding_log.lua's RENEW_SLOT (us)
+
 // rank_reaching(lo, hi, target, base): the first rank in [lo, hi] whose cum reaches `target`.
 std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi, std::int64_t target,
                            std::int64_t base) {
@@ -37,6 +39,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   EntryLog* log = key.get() != nullptr ? std::get_if<EntryLog>(&key.get()->state) : nullptr;
   std::optional<std::int64_t> cum;
   std::int64_t newest_t = 0, base = 0, used = 0;
+  bool renew = false;
   if (log != nullptr) {  // never empty: Redis deletes an emptied sorted set, and so does this twin
     newest_t = log->at(-1)->time;
     if (newest_t <= cutoff_) {
@@ -69,6 +72,8 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
     if (log != nullptr && log->empty()) key.erase();
   } else if (allowed && c_.record) {
     const std::int64_t t = cum ? std::max(now, newest_t) : now;
+    // The TTL is set by the first admission of each RENEW_SLOT (sliding_log.lua).
+    renew = !cum || floor_div(t, kRenewSlot) != floor_div(newest_t, kRenewSlot);
     // The trim, by the admission whose cum crosses a multiple of trim_every (sliding_log.lua).
     if (cum && (trim_every_ <= 1 || floor_div(*cum, trim_every_) != floor_div(*cum + cost, trim_every_))) {
       log->remove_through(cutoff_);
@@ -92,7 +97,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   if (used > 0) {
     if (c_.refund) newest_t = log->at(-1)->time;
     d.reset_after = std::max<std::int64_t>(0, newest_t + window_ - now);
-    if ((allowed && c_.record) || c_.refund) key.expire_ms(now, ttl_ms(d.reset_after));  // as the script
+    if ((allowed && c_.record && renew) || c_.refund) key.expire_ms(now, ttl_ms(d.reset_after));  // as the script
   }
   return d;
 }

@@ -55,16 +55,17 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
   // The most commands one decision may call. A string state: one GET of the state (which holds its
   // block), one write (PSETEX, or a fixed window's SET KEEPTTL within a window it has started). A hash
   // (sliding window, policies of any number of limits), which holds its block too: HGETALL, one
-  // HSET, PEXPIRE. The sliding log: the marker, the newest entry, the oldest live one, the ZADD, the
-  // PEXPIRE (the trim of the entries that left only every limit / 8 units: sliding_log.lua).
+  // HSET, PEXPIRE. The sliding log: the marker, the newest entry, the ZADD, the PEXPIRE, and the next
+  // consumes the oldest live entry instead of the PEXPIRE (set once per half-second slot; the trim of
+  // the entries that left only every limit / 8 units: sliding_log.lua).
   const std::map<std::string, std::int64_t> most = {
       {"fixed_window", 2},   {"token_bucket", 2}, {"leaky_meter", 2}, {"leaky_shaper", 2},
-      {"sliding_window", 3}, {"sliding_log", 5},  {"policy_3", 3},
+      {"sliding_window", 3}, {"sliding_log", 4},  {"policy_3", 3},
   };
   // The next consume of the same subject, in the same buckets: a hash's TTL still holds (no PEXPIRE).
   const std::map<std::string, std::int64_t> most_next = {
       {"fixed_window", 2},   {"token_bucket", 2}, {"leaky_meter", 2}, {"leaky_shaper", 2},
-      {"sliding_window", 2}, {"sliding_log", 5},  {"policy_3", 2},
+      {"sliding_window", 2}, {"sliding_log", 4},  {"policy_3", 2},
   };
   std::vector<redlimit::Request> batch;
   std::vector<std::string> subjects;
@@ -121,6 +122,32 @@ TEST_F(CommandCountTest, BucketsSetTheirTtlOncePerLease) {
     ASSERT_TRUE(s.consume("u", 1).allowed);
     EXPECT_EQ(commands_since_reset()["psetex"], 1);
   }
+}
+
+// A sliding log's key gets its TTL (the newest entry's time plus the window, plus the margin) from
+// the first admission of each half-second slot (sliding_log.lua, RENEW_SLOT), not from each one: the
+// TTL's one-second margin covers the later admissions of the slot, and a refund sets it again.
+TEST_F(CommandCountTest, ASlidingLogSetsItsTtlOncePerHalfSecond) {
+  const auto sl = rl().sliding_log("renew", redlimit::Limit(100, std::chrono::seconds(10)));
+  at(std::chrono::seconds(0));  // kT0 starts a slot
+  ASSERT_RESET();
+  ASSERT_TRUE(sl.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset()["pexpire"], 1) << "a new key";
+  ASSERT_RESET();
+  for (const auto t : {100, 250, 499}) {
+    at(std::chrono::milliseconds(t));
+    ASSERT_TRUE(sl.consume("u", 1).allowed);
+  }
+  EXPECT_EQ(commands_since_reset().count("pexpire"), 0u);
+  // The entry of 0.499 s counts until 10.499 s: the key, given 11.001 s at 0 s, outlives it.
+  EXPECT_GT(server().integer({"PTTL", sl.key_for("u")}), 10'499 + 100);
+  ASSERT_RESET();
+  at(std::chrono::milliseconds(500));
+  ASSERT_TRUE(sl.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset()["pexpire"], 1) << "the next slot";
+  ASSERT_RESET();
+  ASSERT_TRUE(sl.refund("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset()["pexpire"], 1) << "a refund";
 }
 
 }  // namespace
