@@ -42,11 +42,11 @@ elseif ARGV[5] == '2' then
     if f == BLOCK_FIELD then
       held = tonumber(h[i + 1])
     else
-      local tag, idx = match(f, '^([^:]*):(%d+)$')
+      local tag, idx = split_field(f)
       local w, P
       if tag then w, P = parse_tag(tag) end
       if w and P > 0 then
-        local t = (tonumber(idx) + floor_div(w, P) + 1) * P
+        local t = (idx + floor_div(w, P) + 1) * P
         if t > lives and t - now < 20 * 366 * 86400000000 then lives = t end
       end
     end

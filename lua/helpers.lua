@@ -146,6 +146,13 @@ local function block_suffix(blocked_until) return pack('<I7', blocked_until) .. 
 -- makes anyway.
 local BLOCK_FIELD = 'blk'
 
+-- A hash field's name "<tag>:<bucket>" (policy.lua): its tag and bucket, or nil for any other name.
+local function split_field(f)
+  local tag, idx = match(f, '^([^:]*):(%d+)$')
+  if not tag then return nil, nil end
+  return tag, tonumber(idx)
+end
+
 -- A policy's tag: its window and precision in us ("1h@1m", "90s"), as the client writes them with
 -- format_duration (include/redlimit/impl/limit-inl.hpp). nil for anything else. A hash's field is
 -- "<tag>:<bucket>" (policy.lua).

@@ -89,10 +89,9 @@ local field_tag, field_idx, fields_known = {}, {}, 0
 local function parse_field(f)
   local tag = field_tag[f]
   if tag then return tag, field_idx[f] end
-  local t, idx = match(f, '^([^:]*):(%d+)$')
+  local t, idx = split_field(f)
   if not t then return nil, nil end
   if fields_known >= 4096 then field_tag, field_idx, fields_known = {}, {}, 0 end
-  idx = tonumber(idx)
   field_tag[f], field_idx[f], fields_known = t, idx, fields_known + 1
   return t, idx
 end

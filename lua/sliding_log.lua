@@ -25,7 +25,7 @@
 -- the admissions of that slot end at most RENEW_SLOT after the one that set it, which the margin
 -- (a second) covers with half a second to spare. A refund sets it too (it may pop the newest entry).
 -- Work per decision is bounded by the requests, never the cost: the trim removes entries once each
--- (amortised O(log n)), the sums are two rank reads, an admission is one ZADD whatever its cost,
+-- (amortised O(log n)), the sums are two reads of one entry, an admission is one ZADD whatever its cost,
 -- and a rejection's wait is a binary search over ranks (O(log^2 n), one probe when every cost is 1).
 -- A refund removes the newest `cost` units (whole entries, the last one shortened), exact when it
 -- follows the request it refunds. A log written by 0.2 (members without '/') is restarted.

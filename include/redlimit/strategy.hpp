@@ -127,8 +127,8 @@ class Strategy {
   // reset() and unblock(): `send` run on the fallback (if any) and then on Redis, after the reject
   // cache forgets `state_key`; one MetricsEvent of `op`; an error counted and thrown.
   void maintain(Operation op, const std::string& state_key, const std::function<void(Connection&)>& send) const;
-  // block.lua's call for `subject`: ARGV[4] the duration in us ("0" lifts the block), ARGV[5] "1" when
-  // this strategy's state is one string, which holds the block too.
+  // block.lua's call for `subject`: ARGV[4] the duration in us ("0" lifts the block), ARGV[5] where
+  // this strategy's state holds the block too (detail::scripts::block_holder).
   detail::ScriptCall block_call(std::string_view subject, std::string duration) const;
   // A path for consume_many's requests, every one checked (throws before any I/O).
   std::shared_ptr<detail::DecisionPath> batch_path(const std::vector<Request>& requests, bool keep_alive) const;

@@ -110,9 +110,8 @@ class Out {
   bool cut_ = false;
 };
 
-// The decision a block imposes until `until`, if it has not ended: nothing is left, and for a
-// policy (width 6 + 2m), blocked_each(): every limit has nothing left until the block ends. A refund
-// goes through.
+}  // namespace
+
 bool blocked_until(const Call& c, std::int64_t until, int width, Decided& d) {
   if (c.refund || until <= c.now) return false;
   d = Decided{};
@@ -123,6 +122,8 @@ bool blocked_until(const Call& c, std::int64_t until, int width, Decided& d) {
   }
   return true;
 }
+
+namespace {
 
 // blocked(marker): only a number blocks (tonumber() of a pack2 string is nil).
 bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {

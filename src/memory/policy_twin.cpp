@@ -82,10 +82,10 @@ std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int
 
 }  // namespace
 
-// string.match(field, '^(.*):(%d+)$'): the greedy (.*) ends at the last ':' that only digits follow.
+// helpers.lua's split_field, string.match(field, '^([^:]*):(%d+)$'): the field's one ':', digits after it.
 bool split_field(std::string_view field, std::string_view& tag, std::int64_t& idx) {
-  const std::size_t colon = field.rfind(':');
-  if (colon == std::string_view::npos) return false;
+  const std::size_t colon = field.find(':');
+  if (colon == std::string_view::npos || field.find(':', colon + 1) != std::string_view::npos) return false;
   const std::string_view digits = field.substr(colon + 1);
   if (digits.empty()) return false;
   for (const char ch : digits) {
@@ -316,15 +316,8 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   std::vector<std::string> stale;
   blocked_until_.reset();
   read(key, stale);
-  if (blocked_until_ && !c_.refund) {  // blocked: nothing left of any limit until it ends; no write
-    Decided d;
-    d.retry_after = d.reset_after = *blocked_until_ - c_.now;
-    for (std::size_t i = 0; i < limits_.size(); ++i) {
-      d.each.push_back(0);
-      d.each.push_back(d.reset_after);
-    }
-    return d;
-  }
+  Decided blocked;  // nothing left of any limit until the block ends; nothing written
+  if (blocked_until_ && blocked_until(c_, *blocked_until_, width(), blocked)) return blocked;
 
   bool allowed = true;
   bool ttl_holds = true;

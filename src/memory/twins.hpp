@@ -203,7 +203,12 @@ class PolicyTwin {
   std::optional<std::int64_t> blocked_until_;  // read(): the block the hash holds, if in force
 };
 
-// A policy's hash field "<tag>:<bucket>" split (the tag's last ':' before digits), and a tag's window
+// The decision a block imposes until `until`, if it has not ended (false: none, or a refund, which
+// goes through): nothing is left, and for a policy (width 6 + 2m) every limit has nothing left until
+// the block ends (epilogue.lua's blocked_each, and policy.lua's decide() for the block its hash holds).
+bool blocked_until(const Call& c, std::int64_t until, int width, Decided& d);
+
+// A policy's hash field "<tag>:<bucket>" split (helpers.lua, split_field), and a tag's window
 // and precision in us (helpers.lua, parse_tag); false for anything else.
 bool split_field(std::string_view field, std::string_view& tag, std::int64_t& idx);
 bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p);

@@ -86,8 +86,8 @@ int run_block(const Args& args, Output& out) {
   return kOk;
 }
 
-// Strategy::unblock: the marker and the block a state holds (a string state's suffix, a hash's field), lifted in one
-// script call (docs/keys.md, Blocks), the state and its TTL kept.
+// Strategy::unblock: the marker and the block a state holds (a string state's suffix, a hash's
+// field), lifted in one script call (docs/keys.md, Blocks), the state and its TTL kept.
 int run_unblock(const Args& args, Output& out) {
   const Target t = target(args, "unblock");
   out.boolean("was_blocked", t.strategy.unblock(t.subject));
