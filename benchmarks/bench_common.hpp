@@ -352,5 +352,6 @@ void suite_largest(const Config& c, Admin& admin);
 void suite_lease(const Config& c, Admin& admin);
 void suite_functions(const Config& c, Admin& admin);
 void suite_flood(const Config& c, Admin& admin);
+void suite_failover(const Config& c);
 
 }  // namespace redlimit_bench

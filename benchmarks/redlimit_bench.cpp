@@ -5,12 +5,13 @@
 //   redlimit_bench --port P [--host H] [--suite all|throughput|raw|memory|growth|flood|largest|lease|functions]
 //                  [--seconds S] [--max-ops N] [--sizes 1,1000,100000,1000000]
 //                  [--growth-budget S] [--flood-limit L] [--strategies id,id,...] [--modes m,m,...]
-//   redlimit_bench --url redis-cluster://host:port[,host:port...] [--suite cluster] [--seconds S] ...
+//   redlimit_bench --url redis-cluster://host:port[,host:port...] [--suite cluster|failover] [--seconds S] ...
 //
-// --url redis://... or unix://... replaces --host/--port. With a redis-cluster:// URL the only
-// suite is `cluster`: the throughput suite over a ClusterConnection, its rows tagged
-// "suite": "cluster", with the Redis-side figures (commandstats, main-thread CPU) summed over the
-// masters. The async modes are reported as missing there: AsyncRedis connects to one server.
+// --url redis://... or unix://... replaces --host/--port. With a redis-cluster:// URL the suites
+// are `cluster`: the throughput suite over a ClusterConnection (the async modes over AsyncCluster),
+// its rows tagged "suite": "cluster", with the Redis-side figures (commandstats, main-thread CPU)
+// summed over the masters; and `failover` (bench_failover.cpp): the fixed window's rate through a
+// CLUSTER FAILOVER, which changes the cluster's masters, so it runs last and only when asked for.
 //
 // Workload: every strategy allows 1000 units per minute per subject and the requests cycle over
 // 10,000 subjects, so nearly every decision is an admission (the full read-modify-write path of
@@ -52,18 +53,20 @@ int main(int argc, char** argv) {
   if (is_cluster(c)) {
     // The other suites read one server's keys and memory (MEMORY USAGE, DBSIZE, a raw connection).
     if (c.suite == "all") c.suite = "cluster";
-    if (c.suite != "cluster") {
-      fmt::print(stderr, "redlimit_bench: with a redis-cluster:// URL the only suite is cluster, not {}\n", c.suite);
+    if (c.suite != "cluster" && c.suite != "failover") {
+      fmt::print(stderr, "redlimit_bench: with a redis-cluster:// URL the suites are cluster and failover, not {}\n",
+                 c.suite);
       return 2;
     }
-  } else if (c.suite == "cluster") {
-    fmt::print(stderr, "redlimit_bench: --suite cluster needs --url redis-cluster://host:port[,host:port...]\n");
+  } else if (c.suite == "cluster" || c.suite == "failover") {
+    fmt::print(stderr, "redlimit_bench: --suite {} needs --url redis-cluster://host:port[,host:port...]\n", c.suite);
     return 2;
   }
   try {
     Admin admin(c);
     const bool all = c.suite == "all";
     if (c.suite == "cluster") suite_throughput(c, admin, "cluster");
+    if (c.suite == "failover") suite_failover(c);
     if (all || c.suite == "raw") suite_raw(c, admin);
     if (all || c.suite == "throughput") suite_throughput(c, admin);
     if (all || c.suite == "memory") suite_memory(c, admin);

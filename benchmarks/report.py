@@ -20,6 +20,8 @@ import re
 import subprocess
 from collections import defaultdict, namedtuple
 
+import report_failover
+
 STRATEGIES = [
     ("fixed_window", "fixed window"),
     ("sliding_log", "sliding log"),
@@ -1092,6 +1094,10 @@ every strategy is held to it. Target 7's pipelined figure is the main-thread CPU
 
 {cluster}
 
+### Through a planned failover
+
+{failover}
+
 ## The ceiling and the peers
 
 {ceiling}
@@ -1280,7 +1286,8 @@ ratio in instructions.
            issue13=issue13_table, issue13_summary=issue13_summary, throughput_spreads=spread_note(res, "Each cell"),
            cpu_spreads=spread_note(res, "Each figure of the table"),
            once="Measured once in the run (not repeated): no spread.",
-           throughput=throughput_table, async_note=async_note, cluster=cluster_section, ceiling=ceiling_table, cpu=cpu_table,
+           throughput=throughput_table, async_note=async_note, cluster=cluster_section,
+           failover=report_failover.section(res, cluster_absent(a)), ceiling=ceiling_table, cpu=cpu_table,
            memory=memory_table, growth_note=growth_note, growth=growth_table, flood=flood_table, largest=largest_table, lease=lease_table,
            functions=functions_table, capacity=capacity_table, micro=micro_table, pool_table=pool_table,
            pool_summary=pool_summary)

@@ -218,6 +218,13 @@ for rep in $(seq 1 "$REPS"); do
     --reps 1 --phase throughput | sed "s/\"rep\": 0/\"rep\": $rep/" >>"$RESULTS" || failed "limits_bench.py"
   rcli FLUSHALL >/dev/null
 done
+# The fixed window's rate through a planned failover (CLUSTER FAILOVER to a replica, then back): last
+# on the cluster, as it changes which nodes are masters.
+if [[ -n "$CLUSTER_URL" ]]; then
+  step "The cluster through a planned failover (CLUSTER FAILOVER)"
+  timeout 120 "${CLIENT_CPU[@]}" "$BUILD/benchmarks/redlimit_bench" --url "$CLUSTER_URL" --suite failover >>"$RESULTS" ||
+    failed "redlimit_bench --suite failover"
+fi
 if [[ -f "$CLUSTER_STATE" ]]; then
   step "Stopping the cluster (the suites below run on the one server)"
   bash "$ROOT/scripts/cluster.sh" stop "$CLUSTER_STATE" >/dev/null 2>&1 || true

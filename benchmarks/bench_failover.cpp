@@ -1,0 +1,260 @@
+// The cluster through a failover (suite `failover`, a redis-cluster:// URL only): decisions per
+// second in 100 ms steps while a replica takes over its master with CLUSTER FAILOVER, the planned
+// failover an upgrade or a host's maintenance makes. The old master pauses its writers until its
+// replica has caught up, the replica takes the slots, and every client's next call to those slots
+// meets MOVED and follows it. So the figure is what a planned failover costs a busy client: how far
+// the rate falls, for how long, and whether any call fails.
+//
+// One row per mode, each with a failover of its own: `batch128` (consume_many of 128, one thread,
+// ClusterConnection: a script call per master), then `async64` (64 consume_async in flight over
+// AsyncCluster), whose failover hands the slots back, so the cluster ends as it began. The strategy
+// is the fixed window; the subjects and their quota are the throughput suite's.
+#include "bench_common.hpp"
+#include "redlimit/detail/keys.hpp"
+
+namespace redlimit_bench {
+namespace {
+
+constexpr auto kStep = 100ms;            // one point of the timeline
+constexpr auto kBefore = 2s;              // steady state before the failover
+constexpr auto kAfter = 3s;               // measured after the replica answers ROLE as a master
+constexpr auto kPromotionLimit = 10s;     // a failover not done by then is reported as such
+
+struct Node {
+  redlimit::Endpoint endpoint;
+  std::string id;
+  std::string master_id;  // empty for a master
+};
+
+// Every node of the cluster, from CLUSTER NODES on its first seed ("<id> <ip:port@bus> <flags>
+// <master id or -> ..."); failed or handshaking nodes are left out.
+std::vector<Node> cluster_nodes(const Config& c) {
+  const redlimit::ClusterEndpoint ce = redlimit::parse_cluster_url(c.url);
+  redlimit::RedisConnection conn(ce.seeds.front(), 2000ms, 2000ms);
+  const redlimit::Reply r = conn.command({"CLUSTER", "NODES"});
+  if (r.type != redlimit::Reply::Type::string) throw std::runtime_error("CLUSTER NODES: " + r.str);
+  std::vector<Node> out;
+  std::istringstream lines(r.str);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const std::vector<std::string> f = split(line, ' ');
+    if (f.size() < 4 || f[2].find("fail") != std::string::npos || f[2].find("handshake") != std::string::npos) continue;
+    const std::string addr = f[1].substr(0, f[1].find('@'));
+    const auto colon = addr.rfind(':');
+    Node n;
+    n.endpoint = ce.seeds.front();  // credentials apply to every node
+    n.endpoint.host = addr.substr(0, colon);
+    n.endpoint.port = std::stoi(addr.substr(colon + 1));
+    n.id = f[0];
+    if (f[3] != "-") n.master_id = f[3];
+    out.push_back(n);
+  }
+  return out;
+}
+
+// The replica that takes over: that of the master now serving the first subject's keys (a third of
+// the subjects move with it). Both modes pick by the same key, so the second failover hands the
+// slots back to the node that served them first.
+Node pick_replica(const Config& c, const std::string& subject) {
+  const redlimit::ClusterEndpoint ce = redlimit::parse_cluster_url(c.url);
+  redlimit::ClusterConnection cluster(ce, redlimit::Options{});
+  const std::string key = redlimit::detail::make_key("redlimit:", "fo", subject, "fw");
+  const std::string owner = cluster.node_for_slot(redlimit::detail::key_slot(key));
+  const std::vector<Node> nodes = cluster_nodes(c);
+  for (const Node& n : nodes) {
+    if (fmt::format("{}:{}", n.endpoint.host, n.endpoint.port) != owner) continue;
+    for (const Node& r : nodes) {
+      if (r.master_id == n.id) return r;
+    }
+  }
+  throw std::runtime_error("no replica of the master of " + key + " (" + owner + ")");
+}
+
+bool answers_as_master(const redlimit::Endpoint& e) {
+  try {
+    redlimit::RedisConnection conn(e, 500ms, 500ms);
+    const redlimit::Reply r = conn.command({"ROLE"});
+    return r.type == redlimit::Reply::Type::array && !r.elements.empty() && r.elements[0].str == "master";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// What a load thread counts; the timeline samples `decided` every step.
+struct Counters {
+  std::atomic<long long> decided{0}, failed{0};
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::map<std::string, long long> errors;  // what() of each failure -> calls it failed
+
+  void fail(long long calls, const std::exception_ptr& e) {
+    failed += calls;
+    std::string what = "unknown";
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    errors[what] += calls;
+  }
+};
+
+struct Timeline {
+  std::vector<long long> steps;  // decisions made in each step
+  double failover_at_ms = -1;    // CLUSTER FAILOVER sent
+  double promoted_at_ms = -1;    // the replica answers ROLE as a master
+};
+
+// Runs the load (started by the caller) through a failover of `replica`, sampling `k` every step.
+Timeline through_failover(Counters& k, const Node& replica) {
+  Timeline t;
+  const auto t0 = Clock::now();
+  const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+  long long last = k.decided.load();
+  auto next = t0 + kStep;
+  auto end = t0 + kBefore + kPromotionLimit;
+  redlimit::RedisConnection admin(replica.endpoint, 2000ms, 2000ms);
+  while (Clock::now() < end) {
+    std::this_thread::sleep_until(next);
+    next += kStep;
+    const long long now = k.decided.load();
+    t.steps.push_back(now - last);
+    last = now;
+    if (t.failover_at_ms < 0 && Clock::now() - t0 >= kBefore) {
+      t.failover_at_ms = ms();
+      const redlimit::Reply r = admin.command({"CLUSTER", "FAILOVER"});
+      if (r.is_error()) throw std::runtime_error("CLUSTER FAILOVER: " + r.str);
+    } else if (t.failover_at_ms >= 0 && t.promoted_at_ms < 0 && answers_as_master(replica.endpoint)) {
+      t.promoted_at_ms = ms();
+      end = Clock::now() + kAfter;
+    }
+  }
+  k.stop = true;
+  return t;
+}
+
+void emit_failover(const std::string& mode, const Timeline& t, Counters& k) {
+  std::string steps;
+  for (long long s : t.steps) steps += (steps.empty() ? "" : " ") + std::to_string(s);
+  std::string errors;
+  {
+    std::lock_guard<std::mutex> lock(k.mutex);
+    for (const auto& [what, calls] : k.errors) errors += (errors.empty() ? "" : "; ") + fmt::format("{} x {}", calls, what);
+  }
+  Json()
+      .str("suite", "failover")
+      .str("strategy", "fixed_window")
+      .str("mode", mode)
+      .integer("step_ms", static_cast<long long>(kStep.count()))
+      .num("failover_at_ms", t.failover_at_ms)
+      .num("promoted_at_ms", t.promoted_at_ms)
+      .integer("decided", k.decided.load())
+      .integer("failed", k.failed.load())
+      .str("steps", steps)
+      .str("errors", errors)
+      .emit();
+  progress("failover {}: promoted {:.0f} ms after CLUSTER FAILOVER, {} decided, {} failed", mode,
+           t.promoted_at_ms - t.failover_at_ms, k.decided.load(), k.failed.load());
+}
+
+void failover_batch128(const Config& c, const std::vector<std::string>& subjects) {
+  const std::string resource = "fo";
+  auto limiter = connect(c, 1);
+  const auto strategy = all_specs().front().make(limiter, resource);
+  const Node replica = pick_replica(c, subjects.front());
+  Counters k;
+  std::thread load([&] {
+    std::vector<redlimit::Request> reqs;
+    std::size_t i = 0;
+    while (!k.stop.load(std::memory_order_relaxed)) {
+      reqs.clear();
+      for (int n = 0; n < 128; ++n) reqs.push_back({subjects[i++ % subjects.size()], 1});
+      try {
+        k.decided += static_cast<long long>(strategy->consume_many(reqs).size());
+      } catch (const redlimit::Error&) {
+        k.fail(128, std::current_exception());
+      }
+    }
+  });
+  Timeline t;
+  try {
+    t = through_failover(k, replica);
+  } catch (...) {
+    k.stop = true;
+    load.join();
+    throw;
+  }
+  load.join();
+  emit_failover("batch128", t, k);
+}
+
+#ifdef REDLIMIT_BENCH_HAVE_ASYNC
+void failover_async64(const Config& c, const std::vector<std::string>& subjects) {
+  const std::string resource = "fo";
+  event_base* base = event_base_new();
+  if (base == nullptr) throw std::runtime_error("event_base_new failed");
+  std::shared_ptr<redlimit::AsyncConnection> redis =
+      redlimit::AsyncCluster::attach_libevent(base, redlimit::parse_cluster_url(c.url));
+  std::thread loop([base] { event_base_dispatch(base); });
+  Timeline t;
+  Counters k;
+  std::exception_ptr error;
+  {
+    auto limiter = connect(c, 1);
+    limiter.attach_async(redis);
+    const auto strategy = all_specs().front().make(limiter, resource);
+    for (int s = 0; s < 32; ++s) strategy->consume_future(subjects[static_cast<std::size_t>(s)]).get();
+    const Node replica = pick_replica(c, subjects.front());
+    std::atomic<long long> issued{0}, done{0};
+    std::function<void()> issue = [&] {
+      const long long i = issued.fetch_add(1);
+      strategy->consume_async(subjects[static_cast<std::size_t>(i) % subjects.size()], 1,
+                              [&](const redlimit::Decision&, std::exception_ptr e) {
+                                if (e) k.fail(1, e);
+                                else ++k.decided;
+                                if (!k.stop.load()) issue();
+                                ++done;
+                              });
+    };
+    for (int n = 0; n < 64; ++n) issue();
+    try {
+      t = through_failover(k, replica);
+    } catch (...) {
+      k.stop = true;
+      error = std::current_exception();
+    }
+    // Every callback has run before the strategy and the counters it uses go out of scope; a reply
+    // that never comes is the deadline's to end (AsyncOptions::command_timeout), so this is bounded.
+    const auto give_up = Clock::now() + 10s;
+    while (done.load() < issued.load() && Clock::now() < give_up) std::this_thread::sleep_for(1ms);
+    if (!error && done.load() < issued.load()) {
+      error = std::make_exception_ptr(std::runtime_error("async replies still missing after 10 s"));
+    }
+  }
+  redis.reset();  // the limiter and the strategy are gone: this releases the loop, which returns
+  loop.join();
+  event_base_free(base);
+  if (error) std::rethrow_exception(error);
+  emit_failover("async64", t, k);
+}
+#endif
+
+}  // namespace
+
+// No FLUSHALL at the end, unlike the other suites: the masters are no longer those the Admin read
+// at the start, and bench.sh stops the cluster right after this suite.
+void suite_failover(const Config& c) {
+  std::vector<std::string> subjects;
+  for (long i = 0; i < c.subjects; ++i) subjects.push_back(subject_name(i));
+  if (wanted(c.modes, "batch128")) failover_batch128(c, subjects);
+  if (!wanted(c.modes, "async64")) return;
+#ifdef REDLIMIT_BENCH_HAVE_ASYNC
+  failover_async64(c, subjects);
+#else
+  Json().str("suite", "failover").str("mode", "async64").str("missing", "built without libevent").emit();
+#endif
+}
+
+}  // namespace redlimit_bench

@@ -1,0 +1,96 @@
+"""The section "Through a planned failover" of docs/performance.md (report.py imports it): the rows of
+redlimit_bench's failover suite (benchmarks/bench_failover.cpp), one per mode, each a timeline of
+the decisions made in 100 ms steps while a replica took over its master with CLUSTER FAILOVER."""
+
+LABELS = {"batch128": "consume_many 128, 1 thread", "async64": "async, 64 in flight"}
+
+
+def _k(x):
+    """A rate in decisions/s, short."""
+    if x >= 1e6:
+        return "{:.2f}M".format(x / 1e6)
+    if x >= 1e3:
+        return "{:.1f}k".format(x / 1e3)
+    return "{:.0f}".format(x)
+
+
+def figures(row):
+    """What one failover row says, as numbers: rates in decisions/s, times in ms from the command."""
+    step = row["step_ms"]
+    per_s = 1000.0 / step
+    steps = [int(s) for s in row.get("steps", "").split()]
+    cmd = row["failover_at_ms"]
+    promoted = row["promoted_at_ms"]
+    # Step i covers (i * step, (i + 1) * step] ms from the start; the command went at the end of
+    # the step that crossed 2 s, so the steps before it are the steady state.
+    first_after = int(round(cmd / step))
+    before = steps[:first_after]
+    steady = sum(before) / len(before) * per_s if before else 0
+    end_of_gap = len(steps) if promoted < 0 else min(len(steps), int(round(promoted / step)) + 10)
+    during = steps[first_after:end_of_gap]
+    low = min(during) * per_s if during else 0
+    below_half = sum(step for s in steps[first_after:] if s * per_s < steady / 2)
+    tail = steps[-10:] if promoted >= 0 else []
+    after = sum(tail) / len(tail) * per_s if tail else 0
+    return {
+        "steady": steady,
+        "promotion_ms": promoted - cmd if promoted >= 0 else None,
+        "low": low,
+        "below_half_ms": below_half,
+        "after": after,
+        "decided": row.get("decided", 0),
+        "failed": row.get("failed", 0),
+        "errors": row.get("errors", ""),
+        "timeline": [s * per_s for s in steps[max(0, first_after - 3):end_of_gap]],
+    }
+
+
+def section(res, absent):
+    rows = [r for r in res.select(suite="failover") if "steps" in r]
+    missing = [r for r in res.select(suite="failover") if "missing" in r]
+    if not rows:
+        return "_Not measured in this run: {}._".format(absent)
+    t = ["| mode | before (decisions/s) | replica promoted after | lowest 100 ms, as decisions/s | "
+         "time below half the rate before | calls failed | last second, vs before |",
+         "|---|---:|---:|---:|---:|---:|---:|"]
+    lines, notes, promos = [], [], []
+    for r in rows:
+        f = figures(r)
+        promo = "{:.0f} ms".format(f["promotion_ms"]) if f["promotion_ms"] is not None else "not within 10 s"
+        promos.append("{} for {}".format(promo, LABELS.get(r["mode"], r["mode"])))
+        vs = "{:.2f}x".format(f["after"] / f["steady"]) if f["steady"] and f["after"] else "-"
+        t.append("| {} | {} | {} | {} | {} ms | {:,} of {:,} | {} |".format(
+            LABELS.get(r["mode"], r["mode"]), _k(f["steady"]), promo, _k(f["low"]), f["below_half_ms"],
+            f["failed"], f["decided"] + f["failed"], vs))
+        lines.append("- {}: {}".format(LABELS.get(r["mode"], r["mode"]), " ".join(_k(x) for x in f["timeline"])))
+        if f["errors"]:
+            notes.append("- {}: {}".format(LABELS.get(r["mode"], r["mode"]), f["errors"]))
+    for r in missing:
+        t.append("| {} | {} | | | | | |".format(LABELS.get(r["mode"], r["mode"]), "missing: " + r["missing"]))
+    return """The fixed window on the same cluster, after the throughput rows: `redlimit_bench --suite failover`
+(`benchmarks/bench_failover.cpp`) runs the load for 2 s, sends `CLUSTER FAILOVER` to the replica of
+one master (a planned failover, as an upgrade makes), and goes on until 3 s after that replica
+answers `ROLE` as a master (polled every 100 ms, so the promotion time is rounded up to it). The
+old master pauses its writers until the replica has caught up with it, the replica takes over, and
+each client's next call to its slots meets MOVED and follows it. The second mode's failover hands
+the slots back. The options are the defaults: `OnFailure::raise`, a 1 s deadline, the breaker of 5
+failures with its 1 s cooldown. One run each, not repeated.
+
+{table}
+
+The rate in each 100 ms step (decisions/s), from 0.3 s before the command to 1 s after the
+promotion:
+
+{lines}
+{errors}
+What it shows: the promotion takes as long as the replica needs to catch up with its master ({promos}
+in this run; on these 2 cores, with 6 nodes and the client on them, a replica under load falls behind
+by up to a few seconds). While the master is paused, the calls that reach it wait; a batch holds requests of every master, and
+64 calls in flight soon all wait on the paused one, so the whole rate falls, not only a third of it.
+A pause longer than the call's deadline (`Options::command_timeout`) fails the calls waiting on it;
+the master's breaker then opens, and under `raise` every batch with requests of that master throws
+until the breaker's probe finds the new owner (`fail_open`, `fail_closed` and `fallback` answer those
+requests and decide the others; docs/cluster.md, "One master down"). A failover that finishes inside
+the deadline costs no call at all. Either way the rate is back to where it was once the slots have
+moved.""".format(table="\n".join(t), lines="\n".join(lines), promos=", ".join(promos) or "-",
+                 errors=("\nWhat the failed calls were:\n\n" + "\n".join(notes) + "\n") if notes else "")
