@@ -34,6 +34,8 @@ struct AsyncCluster::Call {
   ErrorCallback on_error;
   Deadline deadline;
   int redirects = 0;
+  int retries = 0;      // TRYAGAIN / CLUSTERDOWN met so far
+  bool keyed = true;    // false: one master's share of a command sent to every master
 };
 
 AsyncCluster::AsyncCluster(ClusterEndpoint seeds, Connect connect, AsyncOptions options)
@@ -118,6 +120,7 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
   // The reply of the command, or its redirect followed (it did not run where it was sent).
   auto on_reply = [self, call](Reply reply) {
     try {
+      if (ClusterConnection::asks_to_wait(reply) && self->retry_later(call)) return;
       bool ask = false;
       std::optional<Endpoint> next;
       if (call->redirects < ClusterConnection::max_redirects())
@@ -158,6 +161,31 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       call->on_error(std::current_exception());
     }
   });
+}
+
+// TRYAGAIN / CLUSTERDOWN: the command did not run. As on the synchronous path, it is sent again from
+// the slot's owner (which says where the keys are by then) after 10, 20, 40, 80, then 100 ms, at most
+// ClusterConnection::max_retries() times, and never when the wait would end past the call's deadline;
+// the wait is on the loop's timer (post_after), so the loop goes on meanwhile. The map is not read
+// again here (that is a blocking CLUSTER SLOTS): a slot whose owner changed answers MOVED, which the
+// map learns. False: the reply is the call's, an outage for its failure policy.
+bool AsyncCluster::retry_later(const std::shared_ptr<Call>& call) {
+  if (!call->keyed || call->retries >= ClusterConnection::max_retries()) return false;
+  const auto wait = ClusterConnection::retry_wait(call->retries + 1);
+  if (call->deadline != Deadline{} && std::chrono::steady_clock::now() + wait >= call->deadline) return false;
+  auto loop = any_connection();
+  if (!loop) return false;
+  ++call->retries;
+  call->redirects = 0;
+  auto self = shared_from_this();
+  loop->post_after(wait, [self, call] {
+    try {
+      self->route(call, self->map_->master_endpoint(call->slot), false);
+    } catch (...) {  // nothing of this call is queued any more
+      call->on_error(std::current_exception());
+    }
+  });
+  return true;
 }
 
 // Every master's answer is awaited; the reply is the first error, else the first answer; when no
@@ -204,6 +232,7 @@ void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_rep
     auto call = std::make_shared<Call>();
     call->argv = argv;
     call->redirects = ClusterConnection::max_redirects();  // keyless: nothing to follow
+    call->keyed = false;
     call->on_reply = [settle](Reply r) { settle(&r, nullptr); };
     call->on_error = [settle](std::exception_ptr x) { settle(nullptr, std::move(x)); };
     call->deadline = deadline;
@@ -230,6 +259,15 @@ void AsyncCluster::post(std::function<void()> task) {
   if (!task) throw InvalidArgument("post needs a task");
   if (auto conn = any_connection()) {
     conn->post(std::move(task));
+    return;
+  }
+  task();
+}
+
+void AsyncCluster::post_after(std::chrono::milliseconds delay, std::function<void()> task) {
+  if (!task) throw InvalidArgument("post_after needs a task");
+  if (auto conn = any_connection()) {
+    conn->post_after(delay, std::move(task));
     return;
   }
   task();

@@ -98,7 +98,9 @@ bool AsyncRedis::Core::take_queue() {
   }
   // A call left in the backlog (behind max_in_flight) is bounded by its deadline there too.
   std::optional<TimePoint> earliest;
+  const TimePoint now = SteadyClock::now();
   for (Item& item : batch) {
+    if (keep_for_later(item, now)) continue;
     if (has_deadline(item.deadline) && (!earliest || item.deadline < *earliest)) earliest = item.deadline;
     backlog_.push_back(std::move(item));
   }
@@ -214,6 +216,7 @@ void AsyncRedis::Core::maybe_finish() {
     released_ = true;  // from now on submit() runs things on the caller's thread
     left.swap(queue_);
   }
+  move_due(TimePoint{}, true);  // post_after's tasks that were still waiting run now
   for (Item& item : backlog_) run_inline(item);
   backlog_.clear();
   for (Item& item : left) run_inline(item);

@@ -36,6 +36,8 @@
 // later, so the user still gets exactly one callback. While the oldest command hiredis holds is
 // expired, nothing more is handed to that connection (at_capacity()). Separately, a connection that
 // answers nothing for command_timeout while commands wait is dropped (the health rule, reply_due()).
+// The same timer runs post_after's tasks as they fall due (later_), and the shutdown runs those
+// still waiting.
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
@@ -47,6 +49,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +98,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     ErrorCallback on_error;
     TimePoint deadline{};  // the command's call's; TimePoint{} = none
     std::function<void()> task;
+    TimePoint not_before{};  // a task's (post_after): it waits in later_ until then
     bool close = false;
   };
 
@@ -209,6 +213,10 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   std::optional<TimePoint> reply_due(const Conn& conn) const;
   std::optional<TimePoint> earliest_call_deadline() const;
   void schedule_deadline(TimePoint fired);
+  // post_after's tasks: a task not due yet waits in later_ (the timer fires when it is due); those
+  // due by `now`, or all of them when the connection is closing, go to the front of the backlog.
+  bool keep_for_later(Item& item, TimePoint now);
+  void move_due(TimePoint now, bool all);
   void arm_by(TimePoint at);
   void arm(TimePoint at);
 
@@ -245,6 +253,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   // Loop thread only.
   std::deque<Item> backlog_;  // taken from queue_, not yet handed to hiredis
+  std::multimap<TimePoint, std::function<void()>> later_;  // post_after's tasks, by when they are due
   std::unique_ptr<Conn> conn_;
   std::vector<std::unique_ptr<Conn>> graveyard_;
   bool timer_armed_ = false;

@@ -21,6 +21,7 @@ void AsyncRedis::Core::on_timer() {
   const TimePoint now = SteadyClock::now();
   expire_calls(now);
   check_connection(now);
+  move_due(now, shutting_down_);
   pump();
   schedule_deadline(now);
   maybe_finish();
@@ -122,7 +123,29 @@ void AsyncRedis::Core::schedule_deadline(TimePoint fired) {
     if (!conn_->connected) consider(conn_->connect_deadline);
     consider(reply_due(*conn_));
   }
+  if (!later_.empty()) consider(later_.begin()->first);
   if (next) arm_by(std::max(*next, fired + std::chrono::milliseconds(1)));
+}
+
+bool AsyncRedis::Core::keep_for_later(Item& item, TimePoint now) {
+  if (!item.task || !has_deadline(item.not_before) || item.not_before <= now || shutting_down_) return false;
+  later_.emplace(item.not_before, std::move(item.task));
+  arm_by(item.not_before);
+  return true;
+}
+
+// In the order they were due, ahead of what the backlog holds: a task never waits behind commands
+// held back by max_in_flight (pump() runs the tasks at its front whatever the connection's state).
+void AsyncRedis::Core::move_due(TimePoint now, bool all) {
+  const auto end = all ? later_.end() : later_.upper_bound(now);
+  std::vector<Item> due;
+  for (auto it = later_.begin(); it != end; ++it) {
+    Item item;
+    item.task = std::move(it->second);
+    due.push_back(std::move(item));
+  }
+  later_.erase(later_.begin(), end);
+  for (auto it = due.rbegin(); it != due.rend(); ++it) backlog_.push_front(std::move(*it));
 }
 
 // Arms the timer for `at` unless it fires earlier already (on_timer re-arms for what is left).

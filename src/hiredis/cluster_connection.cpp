@@ -205,21 +205,18 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t 
   return slots_[slot];
 }
 
-namespace {
-
-bool must_wait(const std::string& err) { return starts_with(err, "TRYAGAIN") || starts_with(err, "CLUSTERDOWN"); }
-
-}  // namespace
+bool ClusterConnection::asks_to_wait(const Reply& r) {
+  return r.is_error() && (starts_with(r.str, "TRYAGAIN") || starts_with(r.str, "CLUSTERDOWN"));
+}
 
 bool ClusterConnection::redirected(const Reply& r) {
-  return r.is_error() && (starts_with(r.str, "MOVED ") || starts_with(r.str, "ASK ") || must_wait(r.str));
+  return r.is_error() && (starts_with(r.str, "MOVED ") || starts_with(r.str, "ASK ") || asks_to_wait(r));
 }
 
 Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_t slot) {
   auto target = route_fresh(slot);
   bool asking = false;
   int redirects = 0, retries = 0;
-  std::chrono::milliseconds backoff{10};
   while (true) {
     Reply reply;
     try {
@@ -251,15 +248,15 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
         refresh_quietly();
         target = route(slot);
       }
-    } else if (must_wait(reply.str)) {
+    } else if (asks_to_wait(reply)) {
       // TRYAGAIN: a multi-key command (ours: a state key and a block marker) on a slot mid-migration
       // whose keys are split between the two nodes, or not all there yet; it can run once the
       // migration ends. Bounded: max_retries, 10..100 ms apart, never past the call's deadline
       // (then the reply goes to the caller as it is: an outage, for the failure policy).
       const auto left = left_in_call(options_.command_timeout);
-      if (++retries > max_retries() || left <= std::chrono::nanoseconds(backoff)) return reply;
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+      const auto wait = retry_wait(++retries);
+      if (retries > max_retries() || left <= std::chrono::nanoseconds(wait)) return reply;
+      std::this_thread::sleep_for(wait);
       redirects = 0;
       if (starts_with(reply.str, "CLUSTERDOWN")) refresh_quietly();
       // From the slot's owner again, not from the node that said TRYAGAIN: after ASK that node does

@@ -46,6 +46,15 @@ void AsyncRedis::post(std::function<void()> task) {
   core_->submit(std::move(item));
 }
 
+void AsyncRedis::post_after(std::chrono::milliseconds delay, std::function<void()> task) {
+  if (!task) throw InvalidArgument("post_after needs a task");
+  if (delay.count() < 0) throw InvalidArgument("post_after: negative delay");
+  Core::Item item;
+  item.task = std::move(task);
+  item.not_before = std::chrono::steady_clock::now() + delay;
+  core_->submit(std::move(item));
+}
+
 void AsyncRedis::send_now() { core_->send_now(); }
 
 void AsyncRedis::close() {

@@ -169,6 +169,47 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
               answered_by_policy, static_cast<long long>(da.remaining));
 }
 
+#ifdef REDLIMIT_HAVE_LIBEVENT
+// Over AsyncCluster, a call caught by a migration waits for it, as a synchronous one does: TRYAGAIN
+// is sent again 10 to 100 ms apart within the call's deadline, on the loop's timer. Before, the
+// first TRYAGAIN was the call's reply, an outage at once for the failure policy.
+TEST_F(ClusterMigration, AnAsyncCallCaughtByAMigrationIsDecidedOnceItEnds) {
+  at(0s);
+  constexpr std::int64_t L = 5;
+  redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
+  redlimit::AsyncOptions ao;
+  ao.command_timeout = 2s;  // the retries' bound: ten of them take about 0.75 s
+  auto cluster_async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+  loop.start();
+  auto closed = limiter(OnFailure::fail_closed);
+  closed.attach_async(cluster_async);
+  const auto fw = closed.fixed_window("amig", Limit(L, 1h));
+  const std::string a = "amig-a";
+  const int slot = redlimit::detail::key_slot(fw.key_for(a));
+  const int from = owner_port(slot);
+  const auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const int to = masters[0].port != from ? masters[0].port : masters[1].port;
+  auto first = fw.consume_future(a);
+  ASSERT_EQ(redlimit_test::get_within(first).remaining, L - 1);  // a state, no block marker
+
+  ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
+  ASSERT_NO_FATAL_FAILURE(migrate(fw.key_for(a)));  // split: the target answers TRYAGAIN
+  const auto sent = std::chrono::steady_clock::now();
+  auto caught = fw.consume_future(a);
+  std::this_thread::sleep_for(100ms);  // the call meets TRYAGAIN meanwhile (its retries span 0.75 s)
+  finish_migration();
+  const Decision d = redlimit_test::get_within(caught);
+  const auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_EQ(d.source, Source::primary) << d;
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, L - 2) << d;
+  EXPECT_EQ(owner_port(slot), to);
+  std::printf("[ migration ] async call caught by a migration decided by Redis %lld ms after it was made\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+#endif
+
 // A batch call of one master's many slots (Options::batch_per_master) that meets a slot mid-migration:
 // the master refuses the whole call at its read of the moved key, before it writes anything, and
 // the router sends it again slot by slot. The caught request is an outage for the failure policy;

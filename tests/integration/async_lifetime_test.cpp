@@ -1,7 +1,8 @@
 // Behaviours held under issue 18, on both loops: repeated kills lose or double no callback, and every
 // way of letting go of the client with calls in flight (dropping the limiter and the AsyncRedis,
 // close(), releasing the last reference inside a callback) still runs every callback exactly once
-// (fixture: async_fixture.hpp).
+// (fixture: async_fixture.hpp). And post_after's tasks: due in order, and run at close when still
+// waiting.
 #include "integration/async_fixture.hpp"
 
 namespace redlimit_test {
@@ -121,6 +122,57 @@ class AsyncLifetimeTest : public AsyncTest {
       EXPECT_EQ(f.wait_for(kWait), std::future_status::ready);
     });
   }
+
+  // post_after (the wait between the tries of a command a cluster asked to send again,
+  // AsyncCluster): each task runs on the loop's thread, no sooner than its delay, in the order they
+  // fall due whatever order they were queued in; a task still waiting when the connection closes
+  // runs then, once.
+  template <class Loop>
+  void delayed_tasks() {
+    using Clock = std::chrono::steady_clock;
+    Loop loop;
+    auto redis = loop.attach(endpoint_of(server()));
+    loop.start();
+    struct Ran {
+      std::mutex mutex;
+      std::vector<int> order;
+      std::vector<Clock::duration> after;
+      bool off_main = true;
+      std::promise<void> three;
+    };
+    auto ran = std::make_shared<Ran>();
+    const auto main_thread = std::this_thread::get_id();
+    const auto t0 = Clock::now();
+    const auto task = [ran, t0, main_thread](int id) {
+      return [ran, t0, main_thread, id] {
+        std::lock_guard<std::mutex> lock(ran->mutex);
+        ran->order.push_back(id);
+        ran->after.push_back(Clock::now() - t0);
+        ran->off_main = ran->off_main && std::this_thread::get_id() != main_thread;
+        if (ran->order.size() == 3) ran->three.set_value();
+      };
+    };
+    auto three = ran->three.get_future();
+    redis->post_after(120ms, task(2));
+    redis->post_after(40ms, task(1));
+    redis->post(task(0));
+    ASSERT_EQ(three.wait_for(kWait), std::future_status::ready);
+    {
+      std::lock_guard<std::mutex> lock(ran->mutex);
+      EXPECT_EQ(ran->order, (std::vector<int>{0, 1, 2}));
+      EXPECT_GE(ran->after[1], 40ms);
+      EXPECT_GE(ran->after[2], 120ms);
+      EXPECT_TRUE(ran->off_main) << "a task ran on the thread that queued it";
+    }
+    EXPECT_THROW(redis->post_after(-1ms, [] {}), redlimit::InvalidArgument);
+    auto late = std::make_shared<std::promise<Clock::duration>>();
+    auto late_ran = late->get_future();
+    const auto t1 = Clock::now();
+    redis->post_after(std::chrono::hours(1), [late, t1] { late->set_value(Clock::now() - t1); });
+    redis->close();
+    ASSERT_EQ(late_ran.wait_for(kWait), std::future_status::ready) << "a waiting task was lost at close";
+    loop.stop();
+  }
 };
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -128,6 +180,7 @@ TEST_F(AsyncLifetimeTest, LibeventKillCyclesLoseOrDoubleNoCallback) { kill_cycle
 TEST_F(AsyncLifetimeTest, LibeventDropCloseAndReleaseInCallbackRunEveryCallbackOnce) {
   drop_close_release<LibeventLoop>();
 }
+TEST_F(AsyncLifetimeTest, LibeventDelayedTasksRunWhenDueInOrderAndAtClose) { delayed_tasks<LibeventLoop>(); }
 #endif
 
 #ifdef REDLIMIT_HAVE_LIBUV
@@ -135,6 +188,7 @@ TEST_F(AsyncLifetimeTest, LibuvKillCyclesLoseOrDoubleNoCallback) { kill_cycles<L
 TEST_F(AsyncLifetimeTest, LibuvDropCloseAndReleaseInCallbackRunEveryCallbackOnce) {
   drop_close_release<LibuvLoop>();
 }
+TEST_F(AsyncLifetimeTest, LibuvDelayedTasksRunWhenDueInOrderAndAtClose) { delayed_tasks<LibuvLoop>(); }
 #endif
 
 }  // namespace

@@ -9,11 +9,12 @@
 // Routing. The slot map is a ClusterConnection's of its own (read at attach, and again when a slot's
 // owner is unknown). MOVED is followed to the new owner, which the map learns for the next calls;
 // ASK is followed behind ASKING; at most ClusterConnection::max_redirects() in a row, after which the
-// redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are the reply
-// at once: the asynchronous path does not wait and retry (the synchronous one does). A command
-// MOVED/ASK answered did not run, so sending it again never replays a call. FUNCTION LOAD and
-// SCRIPT LOAD go to every master; their reply is the first error any master gave, else the first
-// answer. Each call keeps its one deadline across its redirects.
+// redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are retried as
+// on the synchronous path (10 to 100 ms apart, at most ClusterConnection::max_retries() times, within
+// the call's deadline), the waits on the loop's timer (post_after); what is left is the reply. A
+// command answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN did not run, so sending it again never replays
+// a call. FUNCTION LOAD and SCRIPT LOAD go to every master; their reply is the first error any master
+// gave, else the first answer. Each call keeps its one deadline across its redirects and retries.
 //
 // Threads. As for AsyncRedis: callbacks run on the loop's thread, and attach_* must be called on the
 // loop's thread or before the loop runs; the masters known then get their connection at once. A
@@ -56,6 +57,7 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   Deadline call_deadline() const override;
   // On the loop's thread, through a master's connection (at once, here, when there is none).
   void post(std::function<void()> task) override;
+  void post_after(std::chrono::milliseconds delay, std::function<void()> task) override;
   bool routes_by_slot() const override { return true; }
   // Every master's AsyncRedis::send_now.
   void send_now() override;
@@ -68,6 +70,7 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
  private:
   struct Call;  // one command on its way, with what a redirect needs to send it again
   void route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking);
+  bool retry_later(const std::shared_ptr<Call>& call);
   void broadcast(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error, Deadline deadline);
   // The master's connection, or null when it has none yet (it is then made on the loop's thread).
   std::shared_ptr<AsyncConnection> connection_to(const Endpoint& e);

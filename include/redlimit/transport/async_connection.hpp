@@ -55,6 +55,15 @@ class AsyncConnection {
   // with an event loop overrides it (AsyncRedis runs `task` on the loop's thread).
   virtual void post(std::function<void()> task) { task(); }
 
+  // post(), no sooner than `delay` from now: the wait between the tries of a command the server
+  // asked to send again later (AsyncCluster: TRYAGAIN, CLUSTERDOWN). A connection that closes
+  // meanwhile runs the task then. This default runs it at once, through post(): a connection with
+  // no event loop has nothing to wait on.
+  virtual void post_after(std::chrono::milliseconds delay, std::function<void()> task) {
+    (void)delay;
+    post(std::move(task));
+  }
+
   // Called on the thread where this connection's callbacks run, from inside one of them: sends now
   // what was queued since (posted tasks, and the commands they and the caller queued) instead of
   // when the callback returns. A callback that starts many calls in a row (a merged call's reply

@@ -84,6 +84,13 @@ class ClusterConnection final : public Connection {
   // TRYAGAIN/CLUSTERDOWN retries of one command (10, 20, 40, 80, then 100 ms apart), fewer when the
   // call's deadline comes first.
   static constexpr int max_retries() { return 10; }
+  // TRYAGAIN (a multi-key command on a slot mid-migration whose keys are split) or CLUSTERDOWN: the
+  // command did not run, and may once the slot settles.
+  static bool asks_to_wait(const Reply& r);
+  // The wait before retry `n` (1, 2, ...) of such a command: 10, 20, 40, 80, then 100 ms.
+  static std::chrono::milliseconds retry_wait(int n) {
+    return n >= 5 ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10 << (n - 1));
+  }
 
  private:
   struct Node {

@@ -105,6 +105,10 @@ class AsyncRedis final : public AsyncConnection {
   // on the calling thread when the loop resources are already released. Throws InvalidArgument for
   // an empty task. An exception escaping `task` is caught and dropped, as for callbacks.
   void post(std::function<void()> task) override;
+  // post(), on the loop's timer: `task` runs no sooner than `delay` from now, or when the connection
+  // closes, whichever is first (then in the order they were due). Throws InvalidArgument for an
+  // empty task or a negative delay.
+  void post_after(std::chrono::milliseconds delay, std::function<void()> task) override;
 
   // From one of this loop's callbacks: runs the tasks and commands queued since, and writes the
   // commands to the socket at once (AsyncConnection::send_now). Anywhere else: nothing.
