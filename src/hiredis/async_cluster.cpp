@@ -135,12 +135,23 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       call->on_error(std::current_exception());
     }
   };
-  auto send = [call, asking, on_reply](AsyncConnection& conn) {
+  // A failure in transit (the master stopped answering, its connection broke): the call's outcome
+  // is unknown and it is not sent again, but the map is read again for the calls that follow.
+  auto on_error = [self, call, to](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const ConnectionError&) {
+      self->relearn(to);
+    } catch (...) {
+    }
+    call->on_error(std::move(e));
+  };
+  auto send = [call, asking, on_reply, on_error](AsyncConnection& conn) {
     // ASKING applies to the next command on its connection: queued right before it.
     if (asking)
       conn.command_async_until(
           {"ASKING"}, [](const Reply&) {}, [](const std::exception_ptr&) {}, call->deadline);
-    conn.command_async_until(call->argv, on_reply, call->on_error, call->deadline);
+    conn.command_async_until(call->argv, on_reply, on_error, call->deadline);
   };
   if (auto conn = connection_to(to)) {
     send(*conn);
@@ -161,6 +172,47 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       call->on_error(std::current_exception());
     }
   });
+}
+
+// A master that failed a call in transit may have been replaced: a failover promotes its replica,
+// which no reply of the old master will ever name when that master is down (MOVED comes only from
+// a master that answers). So the map is read again, with a CLUSTER SLOTS sent like any command to
+// another master, never a blocking read on the loop's thread; one at a time, at most one every
+// 100 ms (a dead master fails every call routed to it, and until its replica is promoted the map
+// stays as it is). The calls made after the answer go to the slots' owners it names.
+void AsyncCluster::relearn(const Endpoint& failed) {
+  const auto now = std::chrono::steady_clock::now();
+  std::shared_ptr<AsyncConnection> ask;
+  std::string host;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (relearning_ || now < next_relearn_) return;
+    for (const auto& [name, conn] : masters_) {
+      if (name == name_of(failed)) continue;
+      ask = conn;
+      host = name.substr(0, name.rfind(':'));
+      break;
+    }
+    if (!ask) return;
+    relearning_ = true;
+    next_relearn_ = now + std::chrono::milliseconds(100);
+  }
+  auto self = shared_from_this();
+  const auto done = [self] {
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->relearning_ = false;
+  };
+  try {
+    ask->command_async_until(
+        {"CLUSTER", "SLOTS"},
+        [self, host, done](const Reply& slots) {
+          self->map_->learn_slots(slots, host);
+          done();
+        },
+        [done](const std::exception_ptr&) { done(); }, call_deadline());
+  } catch (...) {  // the command was refused before it was queued: the next failure tries again
+    done();
+  }
 }
 
 // TRYAGAIN / CLUSTERDOWN: the command did not run. As on the synchronous path, it is sent again from

@@ -132,6 +132,12 @@ bool ClusterConnection::lock_refresh(std::unique_lock<std::timed_mutex>& one_at_
   return true;
 }
 
+bool ClusterConnection::learn_slots(const Reply& slots, const std::string& answered_by) {
+  if (slots.type != Reply::Type::array || slots.elements.empty()) return false;
+  apply_slots(slots, answered_by);
+  return true;
+}
+
 void ClusterConnection::apply_slots(const Reply& slots, const std::string& answered_by) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   for (const auto& range : slots.elements) {

@@ -7,7 +7,9 @@
 //   limiter.attach_async(redlimit::AsyncCluster::attach_libevent(base, redlimit::parse_cluster_url(url)));
 //
 // Routing. The slot map is a ClusterConnection's of its own (read at attach, and again when a slot's
-// owner is unknown). MOVED is followed to the new owner, which the map learns for the next calls;
+// owner is unknown), and read again with an asynchronous CLUSTER SLOTS to another master after a
+// master fails a call in transit, so that the slots of a master replaced by a failover go to its
+// promoted replica. MOVED is followed to the new owner, which the map learns for the next calls;
 // ASK is followed behind ASKING; at most ClusterConnection::max_redirects() in a row, after which the
 // redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are retried as
 // on the synchronous path (10 to 100 ms apart, at most ClusterConnection::max_retries() times, within
@@ -21,6 +23,7 @@
 // master met later (a failover, resharding) gets its connection on the loop's thread. Finding a
 // slot's owner when it is unknown asks the cluster with a blocking CLUSTER SLOTS (bounded by
 // connect_timeout and command_timeout) on the thread that sent the command.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -71,6 +74,7 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   struct Call;  // one command on its way, with what a redirect needs to send it again
   void route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking);
   bool retry_later(const std::shared_ptr<Call>& call);
+  void relearn(const Endpoint& failed);
   void broadcast(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error, Deadline deadline);
   // The master's connection, or null when it has none yet (it is then made on the loop's thread).
   std::shared_ptr<AsyncConnection> connection_to(const Endpoint& e);
@@ -82,6 +86,8 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   AsyncOptions options_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<AsyncConnection>> masters_;  // by "host:port"
+  bool relearning_ = false;  // a CLUSTER SLOTS of relearn() is on its way
+  std::chrono::steady_clock::time_point next_relearn_{};
 };
 
 }  // namespace redlimit

@@ -78,6 +78,10 @@ class ClusterConnection final : public Connection {
   // A reply of a command sent for `slot`: when it is MOVED (the map learns the slot's new owner,
   // with no I/O) or ASK (`ask` set: this command only, behind ASKING), where to send it again.
   std::optional<Endpoint> redirected_to(const Reply& reply, std::uint16_t slot, bool& ask);
+  // A CLUSTER SLOTS reply that a node on `answered_by` (its host) gave, read by the router itself
+  // (AsyncCluster reads it asynchronously): the map takes what it says. False, and the map as it
+  // was, for a reply that is not a slot map.
+  bool learn_slots(const Reply& slots, const std::string& answered_by);
 
   // MOVED/ASK followed in a row before the redirect is returned as the reply (an outage).
   static constexpr int max_redirects() { return 5; }
