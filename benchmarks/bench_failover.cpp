@@ -1,14 +1,23 @@
 // The cluster through a failover (suite `failover`, a redis-cluster:// URL only): decisions per
-// second in 100 ms steps while a replica takes over its master with CLUSTER FAILOVER, the planned
-// failover an upgrade or a host's maintenance makes. The old master pauses its writers until its
-// replica has caught up, the replica takes the slots, and every client's next call to those slots
-// meets MOVED and follows it. So the figure is what a planned failover costs a busy client: how far
-// the rate falls, for how long, and whether any call fails.
+// second in 100 ms steps while a replica takes over its master.
+// - Planned: CLUSTER FAILOVER to the replica, as an upgrade or a host's maintenance makes. The old
+//   master pauses its writers until its replica has caught up, the replica takes the slots, and
+//   every client's next call to those slots meets MOVED and follows it.
+// - Unplanned: the master stops answering (SIGSTOP: a hung host; bench.sh started the cluster, and
+//   the node is let go once its replica has been promoted, so it rejoins as a replica). The cluster
+//   marks it failed after cluster-node-timeout and promotes the replica; a client learns the new
+//   owner by reading the slot map again.
+// So the figure is what a failover costs a busy client: how far the rate falls, for how long, and how
+// many calls fail.
 //
 // One row per mode, each with a failover of its own: `batch128` (consume_many of 128, one thread,
-// ClusterConnection: a script call per master), then `async64` (64 consume_async in flight over
-// AsyncCluster), whose failover hands the slots back, so the cluster ends as it began. The strategy
-// is the fixed window; the subjects and their quota are the throughput suite's.
+// ClusterConnection: a script call per master) and `async64` (64 consume_async in flight over
+// AsyncCluster), planned (the second hands the slots back) and then unplanned (`_stop`, each on a
+// master of its own, whose replica is in sync). The strategy is the fixed window; the subjects and
+// their quota are the throughput suite's.
+#include <signal.h>
+#include <sys/types.h>
+
 #include "bench_common.hpp"
 #include "redlimit/detail/keys.hpp"
 
@@ -52,23 +61,88 @@ std::vector<Node> cluster_nodes(const Config& c) {
   return out;
 }
 
-// The replica that takes over: that of the master now serving the first subject's keys (a third of
-// the subjects move with it). Both modes pick by the same key, so the second failover hands the
-// slots back to the node that served them first.
-Node pick_replica(const Config& c, const std::string& subject) {
+// A master and the replica that takes over from it.
+struct Shard {
+  Node master, replica;
+  bool planned = true;  // CLUSTER FAILOVER; false: the master is stopped
+};
+
+// Every master that has a replica, with its first.
+std::vector<Shard> shards(const Config& c) {
+  const std::vector<Node> nodes = cluster_nodes(c);
+  std::vector<Shard> out;
+  for (const Node& m : nodes) {
+    if (!m.master_id.empty()) continue;
+    for (const Node& r : nodes) {
+      if (r.master_id != m.id) continue;
+      out.push_back({m, r});
+      break;
+    }
+  }
+  return out;
+}
+
+std::string name_of(const Node& n) { return fmt::format("{}:{}", n.endpoint.host, n.endpoint.port); }
+
+// The planned failovers take the master now serving the first subject's keys (a third of the
+// subjects move with it): both pick by the same key, so the second hands the slots back. The
+// unplanned ones each take another master: the first not in `used` (master ids).
+Shard pick_shard(const Config& c, bool planned, const std::string& subject, std::vector<std::string>& used) {
   const redlimit::ClusterEndpoint ce = redlimit::parse_cluster_url(c.url);
   redlimit::ClusterConnection cluster(ce, redlimit::Options{});
   const std::string key = redlimit::detail::make_key("redlimit:", "fo", subject, "fw");
   const std::string owner = cluster.node_for_slot(redlimit::detail::key_slot(key));
-  const std::vector<Node> nodes = cluster_nodes(c);
-  for (const Node& n : nodes) {
-    if (fmt::format("{}:{}", n.endpoint.host, n.endpoint.port) != owner) continue;
-    for (const Node& r : nodes) {
-      if (r.master_id == n.id) return r;
-    }
+  for (Shard s : shards(c)) {
+    const bool fits = planned ? name_of(s.master) == owner
+                              : std::find(used.begin(), used.end(), s.master.id) == used.end() && name_of(s.master) != owner;
+    if (!fits) continue;
+    s.planned = planned;
+    used.push_back(s.master.id);
+    used.push_back(s.replica.id);  // after an unplanned failover it is that shard's master
+    return s;
   }
-  throw std::runtime_error("no replica of the master of " + key + " (" + owner + ")");
+  throw std::runtime_error(planned ? "no replica of the master of " + key : "no other master with a replica");
 }
+
+// The pid of the node's process (INFO server): the node bench.sh started.
+pid_t pid_of(const Node& n) {
+  redlimit::RedisConnection conn(n.endpoint, 2000ms, 2000ms);
+  const std::string info = conn.command({"INFO", "server"}).str;
+  const auto at = info.find("process_id:");
+  if (at == std::string::npos) throw std::runtime_error("no process_id in INFO server of " + name_of(n));
+  return static_cast<pid_t>(std::stol(info.substr(at + 11)));
+}
+
+// Waits up to 20 s for the replica's link to its master: a replica takes over only once in sync.
+void wait_in_sync(const Node& replica) {
+  for (int i = 0; i < 200; ++i) {
+    try {
+      redlimit::RedisConnection conn(replica.endpoint, 500ms, 500ms);
+      if (conn.command({"INFO", "replication"}).str.find("master_link_status:up") != std::string::npos) return;
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  throw std::runtime_error("the replica " + name_of(replica) + " is not in sync with its master");
+}
+
+// Lets a stopped node go on whatever happens (an exception included): SIGCONT once.
+class Stopped {
+ public:
+  explicit Stopped(pid_t pid) : pid_(pid) {
+    if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error("SIGSTOP failed");
+  }
+  ~Stopped() { resume(); }
+  Stopped(const Stopped&) = delete;
+  Stopped& operator=(const Stopped&) = delete;
+  void resume() {
+    if (pid_ != 0) ::kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_;
+};
 
 bool answers_as_master(const redlimit::Endpoint& e) {
   try {
@@ -103,19 +177,24 @@ struct Counters {
 
 struct Timeline {
   std::vector<long long> steps;  // decisions made in each step
-  double failover_at_ms = -1;    // CLUSTER FAILOVER sent
+  double failover_at_ms = -1;    // CLUSTER FAILOVER sent, or the master stopped
   double promoted_at_ms = -1;    // the replica answers ROLE as a master
 };
 
-// Runs the load (started by the caller) through a failover of `replica`, sampling `k` every step.
-Timeline through_failover(Counters& k, const Node& replica) {
+// Runs the load (started by the caller) through a failover of `s`, sampling `k` every step. An
+// unplanned failover's master is let go kAfter past the promotion, when the timeline ends.
+Timeline through_failover(Counters& k, const Shard& s) {
   Timeline t;
+  const pid_t master_pid = s.planned ? 0 : pid_of(s.master);
+  if (!s.planned) wait_in_sync(s.replica);
+  std::unique_ptr<Stopped> stopped;
   const auto t0 = Clock::now();
   const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
   long long last = k.decided.load();
   auto next = t0 + kStep;
   auto end = t0 + kBefore + kPromotionLimit;
-  redlimit::RedisConnection admin(replica.endpoint, 2000ms, 2000ms);
+  redlimit::RedisConnection admin(s.replica.endpoint, 2000ms, 2000ms);
+  const Node& replica = s.replica;
   while (Clock::now() < end) {
     std::this_thread::sleep_until(next);
     next += kStep;
@@ -124,6 +203,10 @@ Timeline through_failover(Counters& k, const Node& replica) {
     last = now;
     if (t.failover_at_ms < 0 && Clock::now() - t0 >= kBefore) {
       t.failover_at_ms = ms();
+      if (!s.planned) {
+        stopped = std::make_unique<Stopped>(master_pid);
+        continue;
+      }
       const redlimit::Reply r = admin.command({"CLUSTER", "FAILOVER"});
       if (r.is_error()) throw std::runtime_error("CLUSTER FAILOVER: " + r.str);
     } else if (t.failover_at_ms >= 0 && t.promoted_at_ms < 0 && answers_as_master(replica.endpoint)) {
@@ -132,7 +215,7 @@ Timeline through_failover(Counters& k, const Node& replica) {
     }
   }
   k.stop = true;
-  return t;
+  return t;  // `stopped` lets the old master go: it rejoins as its replica's replica
 }
 
 void emit_failover(const std::string& mode, const Timeline& t, Counters& k) {
@@ -159,11 +242,10 @@ void emit_failover(const std::string& mode, const Timeline& t, Counters& k) {
            t.promoted_at_ms - t.failover_at_ms, k.decided.load(), k.failed.load());
 }
 
-void failover_batch128(const Config& c, const std::vector<std::string>& subjects) {
+void failover_batch128(const Config& c, const std::vector<std::string>& subjects, const Shard& shard) {
   const std::string resource = "fo";
   auto limiter = connect(c, 1);
   const auto strategy = all_specs().front().make(limiter, resource);
-  const Node replica = pick_replica(c, subjects.front());
   Counters k;
   std::thread load([&] {
     std::vector<redlimit::Request> reqs;
@@ -180,18 +262,18 @@ void failover_batch128(const Config& c, const std::vector<std::string>& subjects
   });
   Timeline t;
   try {
-    t = through_failover(k, replica);
+    t = through_failover(k, shard);
   } catch (...) {
     k.stop = true;
     load.join();
     throw;
   }
   load.join();
-  emit_failover("batch128", t, k);
+  emit_failover(shard.planned ? "batch128" : "batch128_stop", t, k);
 }
 
 #ifdef REDLIMIT_BENCH_HAVE_ASYNC
-void failover_async64(const Config& c, const std::vector<std::string>& subjects) {
+void failover_async64(const Config& c, const std::vector<std::string>& subjects, const Shard& shard) {
   const std::string resource = "fo";
   event_base* base = event_base_new();
   if (base == nullptr) throw std::runtime_error("event_base_new failed");
@@ -206,7 +288,6 @@ void failover_async64(const Config& c, const std::vector<std::string>& subjects)
     limiter.attach_async(redis);
     const auto strategy = all_specs().front().make(limiter, resource);
     for (int s = 0; s < 32; ++s) strategy->consume_future(subjects[static_cast<std::size_t>(s)]).get();
-    const Node replica = pick_replica(c, subjects.front());
     std::atomic<long long> issued{0}, done{0};
     std::function<void()> issue = [&] {
       const long long i = issued.fetch_add(1);
@@ -220,7 +301,7 @@ void failover_async64(const Config& c, const std::vector<std::string>& subjects)
     };
     for (int n = 0; n < 64; ++n) issue();
     try {
-      t = through_failover(k, replica);
+      t = through_failover(k, shard);
     } catch (...) {
       k.stop = true;
       error = std::current_exception();
@@ -237,7 +318,7 @@ void failover_async64(const Config& c, const std::vector<std::string>& subjects)
   loop.join();
   event_base_free(base);
   if (error) std::rethrow_exception(error);
-  emit_failover("async64", t, k);
+  emit_failover(shard.planned ? "async64" : "async64_stop", t, k);
 }
 #endif
 
@@ -248,13 +329,17 @@ void failover_async64(const Config& c, const std::vector<std::string>& subjects)
 void suite_failover(const Config& c) {
   std::vector<std::string> subjects;
   for (long i = 0; i < c.subjects; ++i) subjects.push_back(subject_name(i));
-  if (wanted(c.modes, "batch128")) failover_batch128(c, subjects);
-  if (!wanted(c.modes, "async64")) return;
+  std::vector<std::string> used;  // masters (and their replicas) an unplanned failover took
+  for (const bool planned : {true, false}) {
+    const std::string suffix = planned ? "" : "_stop";
+    if (wanted(c.modes, "batch128" + suffix)) failover_batch128(c, subjects, pick_shard(c, planned, subjects[0], used));
+    if (!wanted(c.modes, "async64" + suffix)) continue;
 #ifdef REDLIMIT_BENCH_HAVE_ASYNC
-  failover_async64(c, subjects);
+    failover_async64(c, subjects, pick_shard(c, planned, subjects[0], used));
 #else
-  Json().str("suite", "failover").str("mode", "async64").str("missing", "built without libevent").emit();
+    Json().str("suite", "failover").str("mode", "async64" + suffix).str("missing", "built without libevent").emit();
 #endif
+  }
 }
 
 }  // namespace redlimit_bench

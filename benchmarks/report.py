@@ -1094,7 +1094,7 @@ every strategy is held to it. Target 7's pipelined figure is the main-thread CPU
 
 {cluster}
 
-### Through a planned failover
+### Through a failover
 
 {failover}
 

@@ -1,8 +1,14 @@
-"""The section "Through a planned failover" of docs/performance.md (report.py imports it): the rows of
+"""The section "Through a failover" of docs/performance.md (report.py imports it): the rows of
 redlimit_bench's failover suite (benchmarks/bench_failover.cpp), one per mode, each a timeline of
-the decisions made in 100 ms steps while a replica took over its master with CLUSTER FAILOVER."""
+the decisions made in 100 ms steps while a replica took over its master, planned (CLUSTER FAILOVER)
+or not (the master stopped)."""
 
-LABELS = {"batch128": "consume_many 128, 1 thread", "async64": "async, 64 in flight"}
+LABELS = {
+    "batch128": "planned: consume_many 128, 1 thread",
+    "async64": "planned: async, 64 in flight",
+    "batch128_stop": "master stopped: consume_many 128, 1 thread",
+    "async64_stop": "master stopped: async, 64 in flight",
+}
 
 
 def _k(x):
@@ -50,14 +56,14 @@ def section(res, absent):
     missing = [r for r in res.select(suite="failover") if "missing" in r]
     if not rows:
         return "_Not measured in this run: {}._".format(absent)
-    t = ["| mode | before (decisions/s) | replica promoted after | lowest 100 ms, as decisions/s | "
+    t = ["| failover, mode | before (decisions/s) | replica promoted after | lowest 100 ms, as decisions/s | "
          "time below half the rate before | calls failed | last second, vs before |",
          "|---|---:|---:|---:|---:|---:|---:|"]
     lines, notes, promos = [], [], []
     for r in rows:
         f = figures(r)
         promo = "{:.0f} ms".format(f["promotion_ms"]) if f["promotion_ms"] is not None else "not within 10 s"
-        promos.append("{} for {}".format(promo, LABELS.get(r["mode"], r["mode"])))
+        promos.append("{} ({})".format(promo, LABELS.get(r["mode"], r["mode"])))
         vs = "{:.2f}x".format(f["after"] / f["steady"]) if f["steady"] and f["after"] else "-"
         t.append("| {} | {} | {} | {} | {} ms | {:,} of {:,} | {} |".format(
             LABELS.get(r["mode"], r["mode"]), _k(f["steady"]), promo, _k(f["low"]), f["below_half_ms"],
@@ -68,29 +74,40 @@ def section(res, absent):
     for r in missing:
         t.append("| {} | {} | | | | | |".format(LABELS.get(r["mode"], r["mode"]), "missing: " + r["missing"]))
     return """The fixed window on the same cluster, after the throughput rows: `redlimit_bench --suite failover`
-(`benchmarks/bench_failover.cpp`) runs the load for 2 s, sends `CLUSTER FAILOVER` to the replica of
-one master (a planned failover, as an upgrade makes), and goes on until 3 s after that replica
-answers `ROLE` as a master (polled every 100 ms, so the promotion time is rounded up to it). The
-old master pauses its writers until the replica has caught up with it, the replica takes over, and
-each client's next call to its slots meets MOVED and follows it. The second mode's failover hands
-the slots back. The options are the defaults: `OnFailure::raise`, a 1 s deadline, the breaker of 5
-failures with its 1 s cooldown. One run each, not repeated.
+(`benchmarks/bench_failover.cpp`) runs the load for 2 s, starts a failover of one master, and goes on
+until 3 s after the replica answers `ROLE` as a master (polled every 100 ms, so the promotion time is
+rounded up to it).
+
+- **Planned**: `CLUSTER FAILOVER` sent to the replica, as an upgrade makes. The old master pauses its
+  writers until the replica has caught up with it, the replica takes over, and each client's next
+  call to its slots meets MOVED and follows it. The second planned failover hands the slots back.
+- **Master stopped** (unplanned): the master gets `SIGSTOP`, a hung host; the cluster marks it failed
+  after `cluster-node-timeout` (1 s here) and promotes its replica; the calls waiting on it fail at
+  their deadline, and the client finds the new owner by reading the slot map again (docs/cluster.md,
+  "Async on a cluster"). The old master is let go at the end of its row and rejoins as a replica.
+  Each stopped master is another shard's.
+
+The options are the defaults: `OnFailure::raise`, a 1 s deadline, the breaker of 5 failures with its
+1 s cooldown. One run each, not repeated.
 
 {table}
 
-The rate in each 100 ms step (decisions/s), from 0.3 s before the command to 1 s after the
+The rate in each 100 ms step (decisions/s), from 0.3 s before the failover to 1 s after the
 promotion:
 
 {lines}
 {errors}
-What it shows: the promotion takes as long as the replica needs to catch up with its master ({promos}
-in this run; on these 2 cores, with 6 nodes and the client on them, a replica under load falls behind
-by up to a few seconds). While the master is paused, the calls that reach it wait; a batch holds requests of every master, and
-64 calls in flight soon all wait on the paused one, so the whole rate falls, not only a third of it.
-A pause longer than the call's deadline (`Options::command_timeout`) fails the calls waiting on it;
-the master's breaker then opens, and under `raise` every batch with requests of that master throws
-until the breaker's probe finds the new owner (`fail_open`, `fail_closed` and `fallback` answer those
-requests and decide the others; docs/cluster.md, "One master down"). A failover that finishes inside
-the deadline costs no call at all. Either way the rate is back to where it was once the slots have
-moved.""".format(table="\n".join(t), lines="\n".join(lines), promos=", ".join(promos) or "-",
+What it shows. The promotion took {promos} in this run: a planned one as long as the replica needs
+to catch up (on these 2 cores, with 6 nodes and the client on them, a replica under load can fall
+behind by seconds), an unplanned one `cluster-node-timeout` and an election. While a master is
+paused or stopped, the calls that reach it wait: a batch holds requests of every master, and 64 calls
+in flight soon all wait on that one, so the whole rate falls, not only a third of it. A wait longer
+than the call's deadline (`Options::command_timeout`) fails the calls waiting; the master's breaker
+then opens, and under `raise` every batch with requests of that master throws until the breaker's
+probe finds the new owner (`fail_open`, `fail_closed` and `fallback` answer those requests and decide
+the others; docs/cluster.md, "One master down"). Between the moment the cluster marks a stopped
+master failed and its replica's promotion, every master answers `CLUSTERDOWN`
+(`cluster-require-full-coverage`): retried within each call's deadline, then an outage. A planned
+failover that ends inside the deadline costs no call at all. In every case the rate is back to where
+it was once the slots have moved.""".format(table="\n".join(t), lines="\n".join(lines), promos=", ".join(promos) or "-",
                  errors=("\nWhat the failed calls were:\n\n" + "\n".join(notes) + "\n") if notes else "")
