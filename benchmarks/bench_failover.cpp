@@ -238,7 +238,7 @@ void emit_failover(const std::string& mode, const Timeline& t, Counters& k) {
       .str("steps", steps)
       .str("errors", errors)
       .emit();
-  progress("failover {}: promoted {:.0f} ms after CLUSTER FAILOVER, {} decided, {} failed", mode,
+  progress("failover {}: promoted {:.0f} ms after the failover began, {} decided, {} failed", mode,
            t.promoted_at_ms - t.failover_at_ms, k.decided.load(), k.failed.load());
 }
 

@@ -218,10 +218,10 @@ for rep in $(seq 1 "$REPS"); do
     --reps 1 --phase throughput | sed "s/\"rep\": 0/\"rep\": $rep/" >>"$RESULTS" || failed "limits_bench.py"
   rcli FLUSHALL >/dev/null
 done
-# The fixed window's rate through a planned failover (CLUSTER FAILOVER to a replica, then back): last
-# on the cluster, as it changes which nodes are masters.
+# The fixed window's rate through failovers (CLUSTER FAILOVER to a replica and back; then a master
+# stopped until its replica is promoted): last on the cluster, as it changes which nodes are masters.
 if [[ -n "$CLUSTER_URL" ]]; then
-  step "The cluster through a planned failover (CLUSTER FAILOVER)"
+  step "The cluster through failovers (CLUSTER FAILOVER; a master stopped)"
   timeout 120 "${CLIENT_CPU[@]}" "$BUILD/benchmarks/redlimit_bench" --url "$CLUSTER_URL" --suite failover >>"$RESULTS" ||
     failed "redlimit_bench --suite failover"
 fi
