@@ -301,6 +301,22 @@ std::size_t ClusterConnection::node_of(std::string_view key) const {
   return n ? n->shard : 0;
 }
 
+void ClusterConnection::shard_refused(std::string_view key) {
+  const auto now = std::chrono::steady_clock::now();
+  std::shared_ptr<Node> suspect;
+  {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    if (now < next_refused_refresh_) return;
+    next_refused_refresh_ = now + std::chrono::milliseconds(100);
+    suspect = slots_[detail::key_slot(key)];
+  }
+  CallScope call(*this, now);  // the command_timeout of a call of its own bounds it
+  try {
+    refresh_avoiding(suspect, false);
+  } catch (const Error&) {  // no node answered: the map stays, and the breaker's probe tries later
+  }
+}
+
 std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   const auto& n = slots_[slot % 16384];

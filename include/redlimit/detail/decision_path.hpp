@@ -83,6 +83,8 @@ class DecisionPath {
   // connection's scripts_span_node(), and the sending transport on ScriptPath::functions), as the
   // send step sends again what split_refused() returns.
   const std::vector<ScriptCall>& begin(bool span_node = false);
+  // After begin(): the key of a request a breaker refused, or empty (for Connection::shard_refused).
+  const std::string& refused_key() const { return refused_key_; }
   // After the send step, with its replies: each spread call (ScriptCall::spread) that its node
   // refused before running it (a slot that moved or is moving; lua/epilogue.lua reads every key
   // before it writes any) is split into one call per slot, appended to the calls begin() returned.
@@ -164,6 +166,7 @@ class DecisionPath {
   // outcome; and, only when there are several, each pending request's (parallel to pending_).
   std::vector<Breaker*> through_;
   std::vector<Breaker*> breaker_of_;
+  std::string refused_key_;  // refused_key()
 };
 
 // The whole path, synchronously, over the limiter's connection (serialised by the context's mutex

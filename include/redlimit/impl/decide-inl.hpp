@@ -34,6 +34,10 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path, std::chrono::st
   Context& ctx = path.context();
   const std::vector<ScriptCall>& calls = path.begin(ctx.connection->scripts_span_node() &&
                                                     ctx.connection->script_path() == ScriptPath::functions);
+  // A breaker short-circuited some requests: a cluster reads its map again, in case their master was
+  // replaced (a failover), so that their next calls reach the new one. Not on the asynchronous path,
+  // whose caller may be an event loop's thread (AsyncCluster reads its own map without blocking).
+  if (!path.refused_key().empty()) ctx.connection->shard_refused(path.refused_key());
   if (calls.empty()) return path.finish({});
   std::vector<Reply> replies;
   try {

@@ -91,6 +91,7 @@ REDLIMIT_INLINE void DecisionPath::consult_breakers() {
   }
   pending_.resize(kept);
   if (refused.empty()) return;
+  refused_key_ = requests_[refused.front()].keys[0];
   ++ctx.counters.breaker_short_circuits;
   const ConnectionError open("circuit breaker open: Redis failed repeatedly");
   try {

@@ -60,6 +60,8 @@ class ClusterConnection final : public Connection {
   // The master serving the key's slot in the current map: a number per node, stable for the
   // connection's life (0 while the slot's owner is unknown).
   std::size_t node_of(std::string_view key) const override;
+  // The map read again (the refused node's address asked last), at most every 100 ms.
+  void shard_refused(std::string_view key) override;
   void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 
@@ -152,6 +154,7 @@ class ClusterConnection final : public Connection {
 
   ClusterEndpoint seeds_;
   Options options_;
+  std::chrono::steady_clock::time_point next_refused_refresh_{};  // shard_refused(), under mutex_
   mutable std::shared_mutex mutex_;
   std::array<std::shared_ptr<Node>, 16384> slots_{};
   std::vector<std::shared_ptr<Node>> nodes_;  // every node we connected to, masters first

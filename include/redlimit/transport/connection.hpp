@@ -41,6 +41,13 @@ class Connection {
     return 0;
   }
 
+  // A breaker refused `key`'s requests (no I/O was made for them): a router whose shards can change
+  // hands (a cluster's failover promotes a replica, a shard of another number) may read its map
+  // again, so that the key's next calls go to the new owner, through that owner's breaker, rather
+  // than wait for the old one's cooldown. Called by synchronous decisions only, outside any call;
+  // bounded by command_timeout. This default: nothing.
+  virtual void shard_refused(std::string_view key) { (void)key; }
+
   // One call's deadline (docs/reliability.md §7): the decision path brackets each call's send step
   // (EVALSHA, the EVAL after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
   // CallScope. A transport with a command deadline starts it at begin_call() and makes every step
