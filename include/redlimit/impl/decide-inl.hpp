@@ -32,12 +32,22 @@ REDLIMIT_INLINE void resend_refused(DecisionPath& path, Connection& conn, std::v
 
 REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path, std::chrono::steady_clock::time_point started) {
   Context& ctx = path.context();
-  const std::vector<ScriptCall>& calls = path.begin(ctx.connection->scripts_span_node() &&
-                                                    ctx.connection->script_path() == ScriptPath::functions);
   // A breaker short-circuited some requests: a cluster reads its map again, in case their master was
-  // replaced (a failover), so that their next calls reach the new one. Not on the asynchronous path,
-  // whose caller may be an event loop's thread (AsyncCluster reads its own map without blocking).
-  if (!path.refused_key().empty()) ctx.connection->shard_refused(path.refused_key());
+  // replaced (a failover), so that their next calls reach the new one; under OnFailure::raise too,
+  // where begin() throws. Not on the asynchronous path, whose caller may be an event loop's thread
+  // (AsyncCluster reads its own map without blocking).
+  const auto refused = [&] {
+    if (!path.refused_key().empty()) ctx.connection->shard_refused(path.refused_key());
+  };
+  const std::vector<ScriptCall>* begun = nullptr;
+  try {
+    begun = &path.begin(ctx.connection->scripts_span_node() && ctx.connection->script_path() == ScriptPath::functions);
+  } catch (const Error&) {
+    refused();
+    throw;
+  }
+  refused();
+  const std::vector<ScriptCall>& calls = *begun;
   if (calls.empty()) return path.finish({});
   std::vector<Reply> replies;
   try {
