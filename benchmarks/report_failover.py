@@ -103,11 +103,13 @@ behind by seconds), an unplanned one `cluster-node-timeout` and an election. Whi
 paused or stopped, the calls that reach it wait: a batch holds requests of every master, and 64 calls
 in flight soon all wait on that one, so the whole rate falls, not only a third of it. A wait longer
 than the call's deadline (`Options::command_timeout`) fails the calls waiting; the master's breaker
-then opens, and under `raise` every batch with requests of that master throws until the breaker's
-probe finds the new owner (`fail_open`, `fail_closed` and `fallback` answer those requests and decide
-the others; docs/cluster.md, "One master down"). Between the moment the cluster marks a stopped
-master failed and its replica's promotion, every master answers `CLUSTERDOWN`
-(`cluster-require-full-coverage`): retried within each call's deadline, then an outage. A planned
-failover that ends inside the deadline costs no call at all. In every case the rate is back to where
-it was once the slots have moved.""".format(table="\n".join(t), lines="\n".join(lines), promos=", ".join(promos) or "-",
+then opens, and under `raise` every batch with requests of that master throws (`fail_open`,
+`fail_closed` and `fallback` answer those requests and decide the others; docs/cluster.md, "One
+master down"). Between the moment the cluster marks a stopped master failed and its replica's
+promotion, every master answers `CLUSTERDOWN` (`cluster-require-full-coverage`): retried within
+each call's deadline, then an outage, which counts against that master's breaker too. After the
+promotion, a synchronous call that a breaker short-circuits has the slot map read again, and the
+slots go to the new master at once; the asynchronous calls' breakers are keyed by the synchronous
+map, and close only when a probe after their cooldown succeeds. A planned failover that ends inside
+the deadline costs no call at all.""".format(table="\n".join(t), lines="\n".join(lines), promos=", ".join(promos) or "-",
                  errors=("\nWhat the failed calls were:\n\n" + "\n".join(notes) + "\n") if notes else "")
