@@ -132,13 +132,9 @@ class Stopped {
   explicit Stopped(pid_t pid) : pid_(pid) {
     if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error("SIGSTOP failed");
   }
-  ~Stopped() { resume(); }
+  ~Stopped() { ::kill(pid_, SIGCONT); }
   Stopped(const Stopped&) = delete;
   Stopped& operator=(const Stopped&) = delete;
-  void resume() {
-    if (pid_ != 0) ::kill(pid_, SIGCONT);
-    pid_ = 0;
-  }
 
  private:
   pid_t pid_;
@@ -194,7 +190,6 @@ Timeline through_failover(Counters& k, const Shard& s) {
   auto next = t0 + kStep;
   auto end = t0 + kBefore + kPromotionLimit;
   redlimit::RedisConnection admin(s.replica.endpoint, 2000ms, 2000ms);
-  const Node& replica = s.replica;
   while (Clock::now() < end) {
     std::this_thread::sleep_until(next);
     next += kStep;
@@ -209,7 +204,7 @@ Timeline through_failover(Counters& k, const Shard& s) {
       }
       const redlimit::Reply r = admin.command({"CLUSTER", "FAILOVER"});
       if (r.is_error()) throw std::runtime_error("CLUSTER FAILOVER: " + r.str);
-    } else if (t.failover_at_ms >= 0 && t.promoted_at_ms < 0 && answers_as_master(replica.endpoint)) {
+    } else if (t.failover_at_ms >= 0 && t.promoted_at_ms < 0 && answers_as_master(s.replica.endpoint)) {
       t.promoted_at_ms = ms();
       end = Clock::now() + kAfter;
     }

@@ -10,8 +10,9 @@
 // --url redis://... or unix://... replaces --host/--port. With a redis-cluster:// URL the suites
 // are `cluster`: the throughput suite over a ClusterConnection (the async modes over AsyncCluster),
 // its rows tagged "suite": "cluster", with the Redis-side figures (commandstats, main-thread CPU)
-// summed over the masters; and `failover` (bench_failover.cpp): the fixed window's rate through a
-// CLUSTER FAILOVER, which changes the cluster's masters, so it runs last and only when asked for.
+// summed over the masters; and `failover` (bench_failover.cpp): the fixed window's rate through
+// planned failovers (CLUSTER FAILOVER) and masters stopped until their replica takes over, which
+// change the cluster's masters, so it runs last and only when asked for.
 //
 // Workload: every strategy allows 1000 units per minute per subject and the requests cycle over
 // 10,000 subjects, so nearly every decision is an admission (the full read-modify-write path of

@@ -100,13 +100,9 @@ void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, b
       last_error = e.what();
       continue;
     }
-    if (slots.type != Reply::Type::array || slots.elements.empty()) {
-      last_error = fmt::format("{}:{} answered CLUSTER SLOTS with {}", ep.host, ep.port,
-                               slots.is_error() ? slots.str : "no slots");
-      continue;
-    }
-    apply_slots(slots, ep.host);
-    return;
+    if (learn_slots(slots, ep.host)) return;
+    last_error =
+        fmt::format("{}:{} answered CLUSTER SLOTS with {}", ep.host, ep.port, slots.is_error() ? slots.str : "no slots");
   }
   // Refused credentials or certificate say more than "no node answered": they are configuration.
   if (refused) std::rethrow_exception(refused);
