@@ -52,8 +52,9 @@ struct Health {
   // The worst state among the shards' breakers.
   BreakerState breaker = BreakerState::closed;
   // Each breaker made so far, by shard (Connection::node_of), shard 0 first: one for a single
-  // server; for a cluster, one per master met, plus shard 0 (always listed), which there stands for
-  // the slots whose owner is not known yet.
+  // server; for a cluster, one per master met that still serves slots (a master replaced by a
+  // failover is left out), plus shard 0 (always listed), which there stands for the slots whose
+  // owner is not known yet.
   std::vector<std::pair<std::size_t, BreakerState>> breakers;
   // Whether any decision was made yet, and, if so, the latest one's source.
   bool decided = false;

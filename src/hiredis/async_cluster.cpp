@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
@@ -75,7 +76,7 @@ std::shared_ptr<AsyncCluster> AsyncCluster::attach_libuv(uv_loop_s* loop, Cluste
 
 // On the caller's thread, which attach_* requires to be the loop's (or the loop not running yet).
 void AsyncCluster::connect_masters() {
-  for (const Endpoint& e : map_->master_endpoints()) {
+  for (const Endpoint& e : map()->master_endpoints()) {
     auto conn = connect_(e);
     std::lock_guard<std::mutex> lock(mutex_);
     masters_.emplace(name_of(e), std::move(conn));
@@ -107,7 +108,7 @@ void AsyncCluster::command_async_until(std::vector<std::string> argv, ReplyCallb
   call->deadline = deadline;
   Endpoint to;
   try {
-    to = map_->master_endpoint(call->slot);
+    to = map()->master_endpoint(call->slot);
   } catch (const ConnectionError&) {  // no node answered: nothing was sent
     call->on_error(std::current_exception());
     return;
@@ -124,7 +125,7 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       bool ask = false;
       std::optional<Endpoint> next;
       if (call->redirects < ClusterConnection::max_redirects())
-        next = self->map_->redirected_to(reply, call->slot, ask);
+        next = self->map()->redirected_to(reply, call->slot, ask);
       if (!next) {
         call->on_reply(std::move(reply));
         return;
@@ -141,7 +142,7 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
     try {
       std::rethrow_exception(e);
     } catch (const ConnectionError&) {
-      self->relearn(to);
+      self->relearn(name_of(to));
     } catch (...) {
     }
     call->on_error(std::move(e));
@@ -174,13 +175,34 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
   });
 }
 
+// The limiter's map from now on (RateLimiter::attach_async): the masters it names are those the
+// limiter's breakers are kept for, and what either path learns (MOVED, a re-read) serves both. A
+// connection that is not a cluster's keeps this router's own map.
+void AsyncCluster::share_routing(const std::shared_ptr<Connection>& limiter_connection) {
+  auto shared = std::dynamic_pointer_cast<ClusterConnection>(limiter_connection);
+  if (!shared) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  map_ = std::move(shared);
+}
+
+std::shared_ptr<ClusterConnection> AsyncCluster::map() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return map_;
+}
+
+// A breaker refused a call for `key`: nothing is sent to its master, so no failure in transit will
+// start a re-read (relearn, below) if a failover replaced that master. The refusals start it
+// instead, under the same bound (one at a time, at most one every 100 ms), and another master than
+// the one the map names for the slot answers it.
+void AsyncCluster::shard_refused(std::string_view key) { relearn(map()->node_for_slot(detail::key_slot(key))); }
+
 // A master that failed a call in transit may have been replaced: a failover promotes its replica,
 // which no reply of the old master will ever name when that master is down (MOVED comes only from
 // a master that answers). So the map is read again, with a CLUSTER SLOTS sent like any command to
 // another master, never a blocking read on the loop's thread; one at a time, at most one every
 // 100 ms (a dead master fails every call routed to it, and until its replica is promoted the map
 // stays as it is). The calls made after the answer go to the slots' owners it names.
-void AsyncCluster::relearn(const Endpoint& failed) {
+void AsyncCluster::relearn(const std::string& failed) {
   const auto now = std::chrono::steady_clock::now();
   std::shared_ptr<AsyncConnection> ask;
   std::string host;
@@ -188,7 +210,7 @@ void AsyncCluster::relearn(const Endpoint& failed) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (relearning_ || now < next_relearn_) return;
     for (const auto& [name, conn] : masters_) {
-      if (name == name_of(failed)) continue;
+      if (name == failed) continue;
       ask = conn;
       host = name.substr(0, name.rfind(':'));
       break;
@@ -206,7 +228,7 @@ void AsyncCluster::relearn(const Endpoint& failed) {
     ask->command_async_until(
         {"CLUSTER", "SLOTS"},
         [self, host, done](const Reply& slots) {
-          self->map_->learn_slots(slots, host);
+          self->map()->learn_slots(slots, host);
           done();
         },
         [done](const std::exception_ptr&) { done(); }, call_deadline());
@@ -232,7 +254,7 @@ bool AsyncCluster::retry_later(const std::shared_ptr<Call>& call) {
   auto self = shared_from_this();
   loop->post_after(wait, [self, call] {
     try {
-      self->route(call, self->map_->master_endpoint(call->slot), false);
+      self->route(call, self->map()->master_endpoint(call->slot), false);
     } catch (...) {  // nothing of this call is queued any more
       call->on_error(std::current_exception());
     }
@@ -246,7 +268,7 @@ void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_rep
                              Deadline deadline) {
   std::vector<Endpoint> masters;
   try {
-    masters = map_->master_endpoints();
+    masters = map()->master_endpoints();
   } catch (const ConnectionError&) {
     on_error(std::current_exception());
     return;

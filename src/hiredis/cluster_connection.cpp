@@ -297,6 +297,13 @@ std::size_t ClusterConnection::node_of(std::string_view key) const {
   return n ? n->shard : 0;
 }
 
+// A scan of the map: for RateLimiter::health(), not on any call's path.
+bool ClusterConnection::shard_serves(std::size_t shard) const {
+  if (shard == 0) return true;
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  return std::any_of(slots_.begin(), slots_.end(), [shard](const auto& n) { return n && n->shard == shard; });
+}
+
 void ClusterConnection::shard_refused(std::string_view key) {
   const auto now = std::chrono::steady_clock::now();
   std::shared_ptr<Node> suspect;

@@ -8,7 +8,9 @@
 // - Synchronously, with the master's breaker open (and kept open: the test clock does not move, so
 //   its cooldown never ends), the decision path asks the connection to read its map again
 //   (Connection::shard_refused), and the slots' next calls go to the new master and its own breaker.
-//   Before, they were short-circuited until the old master's breaker let a probe through.
+//   Before, they were short-circuited until the old master's breaker let a probe through. Async
+//   calls likewise: the AsyncCluster shares the limiter's map, and a refusal has it read the map
+//   again without blocking.
 // Each test lets the old master go at the end; it rejoins as a replica, so the cluster is whole again
 // for the suites after this one.
 #include <gtest/gtest.h>
@@ -49,6 +51,13 @@ bool wait_in_sync(int port) {
     std::this_thread::sleep_for(100ms);
   }
   return false;
+}
+
+// "shard:state ..." of every breaker health() lists.
+std::string breakers(const redlimit::Health& h) {
+  std::string out;
+  for (const auto& [shard, state] : h.breakers) out += std::to_string(shard) + ":" + redlimit::to_string(state) + " ";
+  return out;
 }
 
 class ClusterReplacedMaster : public ClusterTest {
@@ -127,6 +136,9 @@ TEST_F(ClusterReplacedMaster, AnOpenBreakerSendsTheSlotsToThePromotedReplica) {
   EXPECT_TRUE(last.remaining == 1000 - 2 || last.remaining == 1000 - 1) << last;
   const Decision other = fw.consume(elsewhere);
   EXPECT_EQ(other.source, Source::primary) << other;
+  // The old master's breaker stays open (the clock does not move), but it serves no slot any more:
+  // health() leaves it out.
+  EXPECT_EQ(rl.health().breaker, redlimit::BreakerState::closed) << breakers(rl.health());
   std::printf("[ replaced master ] sync, breaker open: decided by the promoted replica %lld ms after SIGSTOP; %d "
               "calls threw meanwhile (raise), %llu of them short-circuited\n",
               static_cast<long long>(took.count()), by_policy,
@@ -183,6 +195,60 @@ TEST_F(ClusterReplacedMaster, AsyncCallsGoToThePromotedReplica) {
     std::printf("[ replaced master ] async: the stopped master's subject decided by its promoted replica (port %d) %lld ms "
                 "after SIGSTOP; %d calls answered by fail_closed meanwhile; the other master's %d of %d by Redis\n",
                 promoted, static_cast<long long>(took.count()), by_policy, elsewhere_by_redis, rounds);
+  }
+  async.reset();
+  loop.stop();
+  ASSERT_NO_FATAL_FAILURE(resume_victim());
+}
+
+// The async twin of AnOpenBreakerSendsTheSlotsToThePromotedReplica. The limiter's breakers are
+// kept per master of the limiter's slot map, which the AsyncCluster now shares (attach_async), and a
+// refusal has the AsyncCluster read the map again. Before, async calls were refused by the breaker
+// of the master the limiter's map still named (nothing sent through it ever corrected that map), for
+// good with this frozen clock.
+TEST_F(ClusterReplacedMaster, AnOpenBreakerSendsAsyncCallsToThePromotedReplica) {
+  at(0s);
+  redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
+  redlimit::AsyncOptions ao;
+  ao.command_timeout = 300ms;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+  loop.start();
+  {  // the limiter is gone at the end of the block: the loop then returns by itself
+    redlimit::Options o = options();
+    o.on_failure = redlimit::OnFailure::fail_closed;  // the default breaker: 5 failures, then open for good
+    auto rl = redlimit::RateLimiter::connect(cluster().url, o);
+    rl.attach_async(async);
+    const auto fw = rl.fixed_window("async.breaker", Limit(1000, 1h));
+    std::string on_victim, elsewhere;
+    ASSERT_NO_FATAL_FAILURE(pick(fw, on_victim, elsewhere));
+    auto first = fw.consume_future(on_victim);
+    ASSERT_EQ(redlimit_test::get_within(first).source, Source::primary);
+    ASSERT_NO_FATAL_FAILURE(stop_victim());
+    const auto t0 = std::chrono::steady_clock::now();
+    int by_policy = 0;
+    bool opened = false;
+    Decision last;
+    while (std::chrono::steady_clock::now() - t0 < 20s) {
+      auto f = fw.consume_future(on_victim);
+      last = redlimit_test::get_within(f);
+      if (last.source == Source::primary) break;
+      by_policy += last.source == Source::failure_policy;
+      opened = opened || rl.health().breaker == redlimit::BreakerState::open;
+      std::this_thread::sleep_for(50ms);
+    }
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    EXPECT_EQ(last.source, Source::primary) << "short-circuited for good: " << last;
+    EXPECT_TRUE(opened) << "the breaker never opened: nothing was tested";
+    EXPECT_GT(rl.counters().breaker_short_circuits, 0u);
+    EXPECT_TRUE(last.remaining == 1000 - 2 || last.remaining == 1000 - 1) << last;
+    auto g = fw.consume_future(elsewhere);
+    const Decision other = redlimit_test::get_within(g);
+    EXPECT_EQ(other.source, Source::primary) << other;
+    EXPECT_EQ(rl.health().breaker, redlimit::BreakerState::closed) << breakers(rl.health());
+    std::printf("[ replaced master ] async, breaker open: decided by the promoted replica %lld ms after SIGSTOP; %d "
+                "calls answered by fail_closed meanwhile, %llu of them short-circuited\n",
+                static_cast<long long>(took.count()), by_policy,
+                static_cast<unsigned long long>(rl.counters().breaker_short_circuits));
   }
   async.reset();
   loop.stop();

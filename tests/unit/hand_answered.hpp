@@ -5,7 +5,9 @@
 // any order (sent[i].on_reply / on_error).
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,6 +59,12 @@ class HandAnswered final : public redlimit::AsyncConnection {
     for (auto& t : tasks) t();
   }
 
+  // A cluster router when a test says so (a limiter over a cluster accepts only such a one).
+  bool routes_by_slot() const override { return by_slot; }
+  // What the limiter hands over and asks (RateLimiter::attach_async, a breaker's refusal), recorded.
+  void share_routing(const std::shared_ptr<redlimit::Connection>& c) override { shared_routing = c; }
+  void shard_refused(std::string_view key) override { refused_keys.emplace_back(key); }
+
   // Answers the oldest command; returns its verb.
   std::string answer(const redlimit::Reply& r) {
     Sent s = std::move(sent.front());
@@ -65,6 +73,9 @@ class HandAnswered final : public redlimit::AsyncConnection {
     return s.argv[0] == "SCRIPT" ? "SCRIPT " + s.argv[1] : s.argv[0];
   }
 
+  bool by_slot = false;
+  std::shared_ptr<redlimit::Connection> shared_routing;
+  std::vector<std::string> refused_keys;
   std::deque<Sent> sent;
   std::string refuse;  // a verb whose sends throw
   bool defer_posts = false;

@@ -57,6 +57,9 @@ class MockConnection : public redlimit::Connection {
   // One node unless a test maps keys to nodes (a cluster's masters, each with its own breaker).
   std::size_t node_of(std::string_view key) const override { return node_for ? node_for(key) : 0; }
   std::function<std::size_t(std::string_view)> node_for;
+  // Every shard serves slots unless a test says which do (a master replaced by a failover does not).
+  bool shard_serves(std::size_t shard) const override { return serves ? serves(shard) : true; }
+  std::function<bool(std::size_t)> serves;
   MOCK_METHOD(std::vector<redlimit::Reply>, pipeline, (const std::vector<std::vector<std::string>>&), (override));
 };
 

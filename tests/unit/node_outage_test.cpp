@@ -12,6 +12,7 @@
 
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/redlimit.hpp"
+#include "unit/hand_answered.hpp"
 #include "unit/mock_connection.hpp"
 
 namespace {
@@ -210,6 +211,54 @@ TEST_F(NodeOutageTest, HealthShowsEachNodesBreaker) {
   EXPECT_EQ(h.breaker, redlimit::BreakerState::open) << "node 2 is still down";
   clock->advance(1s);
   EXPECT_EQ(limiter.health().breaker, redlimit::BreakerState::half_open);
+}
+
+// A master replaced by a failover serves no slot any more (Connection::shard_serves): its breaker,
+// which no call consults again, no longer counts in health().
+TEST_F(NodeOutageTest, HealthLeavesOutAShardThatServesNoSlot) {
+  const RateLimiter limiter = make(OnFailure::fail_open, 2);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly([&](const Argv& c) -> Reply {
+    if (to_dead(c)) throw ConnectionError("refused");
+    return decision_reply(1, 4, 0, 1'000'000);
+  });
+  fw.consume("live");
+  fw.consume("dead");
+  fw.consume("dead");
+  EXPECT_EQ(limiter.health().breaker, redlimit::BreakerState::open);
+  mock->serves = [](std::size_t shard) { return shard != 2; };
+  const redlimit::Health h = limiter.health();
+  EXPECT_EQ(h.breaker, redlimit::BreakerState::closed);
+  using State = std::pair<std::size_t, redlimit::BreakerState>;
+  EXPECT_EQ(h.breakers, (std::vector<State>{{0, redlimit::BreakerState::closed}, {1, redlimit::BreakerState::closed}}));
+}
+
+// The async path over a cluster: attach_async hands the router the limiter's connection (one slot
+// map, by which the breakers are kept), and a call a breaker refuses is reported to the router
+// (AsyncConnection::shard_refused), which may read its map again; a call let through is not.
+TEST_F(NodeOutageTest, AnAsyncCallABreakerRefusesIsReportedToTheRouter) {
+  RateLimiter limiter = make(OnFailure::fail_closed, 2);
+  auto router = std::make_shared<redlimit_test::HandAnswered>();
+  router->by_slot = true;
+  router->set_script_path(redlimit::ScriptPath::evalsha);
+  limiter.attach_async(router);
+  EXPECT_EQ(router->shared_routing, mock);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly([&](const Argv&) -> Reply { throw ConnectionError("refused"); });
+  fw.consume("dead");
+  fw.consume("dead");  // node 2's breaker opens
+  std::vector<Decision> got;
+  const auto keep = [&got](const Decision& d, const std::exception_ptr&) { got.push_back(d); };
+  fw.consume_async("dead", 1, keep);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].source, Source::failure_policy);
+  EXPECT_TRUE(router->sent.empty()) << "a refused call sends nothing";
+  ASSERT_EQ(router->refused_keys.size(), 1u);
+  EXPECT_TRUE(dead_key(router->refused_keys[0])) << router->refused_keys[0];
+  fw.consume_async("live", 1, keep);
+  EXPECT_EQ(router->sent.size(), 1u);
+  EXPECT_EQ(router->refused_keys.size(), 1u) << "a call let through is not reported";
+  router->sent.clear();  // its callbacks hold the limiter
 }
 
 }  // namespace

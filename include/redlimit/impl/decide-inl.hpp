@@ -34,8 +34,8 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path, std::chrono::st
   Context& ctx = path.context();
   // A breaker short-circuited some requests: a cluster reads its map again, in case their master was
   // replaced (a failover), so that their next calls reach the new one; under OnFailure::raise too,
-  // where begin() throws. Not on the asynchronous path, whose caller may be an event loop's thread
-  // (AsyncCluster reads its own map without blocking).
+  // where begin() throws. The asynchronous path asks its AsyncConnection instead, whose caller may
+  // be an event loop's thread (AsyncCluster reads the map without blocking).
   const auto refused = [&] {
     if (!path.refused_key().empty()) ctx.connection->shard_refused(path.refused_key());
   };
@@ -201,13 +201,20 @@ REDLIMIT_INLINE void Gathering::send(std::size_t from) {
 REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::shared_ptr<AsyncConnection> conn,
                                        BatchDecisionCallback done, std::optional<AsyncConnection::Deadline> deadline) {
   const std::vector<ScriptCall>* calls = nullptr;
+  // As in decide(): requests a breaker short-circuited have the router read its map again (on a
+  // cluster, an asynchronous CLUSTER SLOTS: AsyncConnection::shard_refused never blocks).
+  const auto refused = [&] {
+    if (!path->refused_key().empty()) conn->shard_refused(path->refused_key());
+  };
   try {
     const Connection& router = *path->context().connection;
     calls = &path->begin(router.scripts_span_node() && conn->script_path() == ScriptPath::functions);
   } catch (...) {  // breaker open under OnFailure::raise: reported already
+    refused();
     conn->post([done, error = std::current_exception()] { done({}, error); });
     return;
   }
+  refused();
   if (calls->empty()) {  // the reject cache or the failure policy answered: no Redis
     conn->post([path, done] { decide_impl::deliver(done, [&] { return path->finish({}); }); });
     return;

@@ -151,6 +151,7 @@ REDLIMIT_INLINE void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> 
         "talks to one server; attach an AsyncCluster (redlimit/transport/async_cluster.hpp)");
   }
   if (async && !ctx_->options.redis_functions) async->set_script_path(ScriptPath::evalsha);
+  if (async) async->share_routing(ctx_->connection);  // one slot map for both paths and the breakers
   std::lock_guard<std::mutex> lock(ctx_->mutex);
   ctx_->async = std::move(async);
 }
@@ -160,7 +161,11 @@ REDLIMIT_INLINE Counters RateLimiter::counters() const { return ctx_->counters.s
 REDLIMIT_INLINE Health RateLimiter::health() const {
   Health h;
   if (ctx_->breakers) {
-    h.breakers = ctx_->breakers->states(ctx_->clock->now());
+    // A master replaced by a failover keeps its breaker, which no call consults any more: it is
+    // left out, so that it does not hold the limiter's health at open or half-open for good.
+    for (const auto& [shard, state] : ctx_->breakers->states(ctx_->clock->now())) {
+      if (ctx_->connection->shard_serves(shard)) h.breakers.emplace_back(shard, state);
+    }
     for (const auto& [shard, state] : h.breakers) {
       (void)shard;
       h.breaker = std::max(h.breaker, state);  // the worst: open > half-open > closed

@@ -6,10 +6,12 @@
 //   auto limiter = redlimit::RateLimiter::connect("redis-cluster://127.0.0.1:7000,127.0.0.1:7001");
 //   limiter.attach_async(redlimit::AsyncCluster::attach_libevent(base, redlimit::parse_cluster_url(url)));
 //
-// Routing. The slot map is a ClusterConnection's of its own (read at attach, and again when a slot's
-// owner is unknown), and read again with an asynchronous CLUSTER SLOTS to another master after a
-// master fails a call in transit, so that the slots of a master replaced by a failover go to its
-// promoted replica. MOVED is followed to the new owner, which the map learns for the next calls;
+// Routing. The slot map is a ClusterConnection's: one of its own, read at attach, until a limiter
+// over a cluster attaches it (RateLimiter::attach_async), and from then on that limiter's, so that
+// the limiter's per-master breakers and both paths go by one map. The map is read when a slot's
+// owner is unknown, and again with an asynchronous CLUSTER SLOTS to another master after a master
+// fails a call in transit or a breaker refuses a call for it (shard_refused), so that the slots of
+// a master replaced by a failover go to its promoted replica. MOVED is followed to the new owner, which the map learns for the next calls;
 // ASK is followed behind ASKING; at most ClusterConnection::max_redirects() in a row, after which the
 // redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are retried as
 // on the synchronous path (10 to 100 ms apart, at most ClusterConnection::max_retries() times, within
@@ -29,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlimit/transport/async_connection.hpp"
@@ -62,6 +65,10 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   void post(std::function<void()> task) override;
   void post_after(std::chrono::milliseconds delay, std::function<void()> task) override;
   bool routes_by_slot() const override { return true; }
+  // Takes the limiter's slot map when it is a ClusterConnection's (see Routing above).
+  void share_routing(const std::shared_ptr<Connection>& limiter_connection) override;
+  // Reads the map again, asynchronously (relearn), the master now serving `key` asked last.
+  void shard_refused(std::string_view key) override;
   // Every master's AsyncRedis::send_now.
   void send_now() override;
 
@@ -74,14 +81,16 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   struct Call;  // one command on its way, with what a redirect needs to send it again
   void route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking);
   bool retry_later(const std::shared_ptr<Call>& call);
-  void relearn(const Endpoint& failed);
+  // An asynchronous CLUSTER SLOTS to a master other than `failed` ("host:port"), into the map.
+  void relearn(const std::string& failed);
+  std::shared_ptr<ClusterConnection> map() const;
   void broadcast(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error, Deadline deadline);
   // The master's connection, or null when it has none yet (it is then made on the loop's thread).
   std::shared_ptr<AsyncConnection> connection_to(const Endpoint& e);
   std::shared_ptr<AsyncConnection> any_connection() const;
   void connect_masters();
 
-  std::shared_ptr<ClusterConnection> map_;
+  std::shared_ptr<ClusterConnection> map_;  // under mutex_: share_routing() replaces it
   Connect connect_;
   AsyncOptions options_;
   mutable std::mutex mutex_;

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,8 @@
 #include "redlimit/transport/script_path.hpp"
 
 namespace redlimit {
+
+class Connection;
 
 class AsyncConnection {
  public:
@@ -75,6 +79,19 @@ class AsyncConnection {
   // True when each command goes to the Redis Cluster master that serves its key (AsyncCluster): a
   // limiter over a cluster accepts only such a connection (RateLimiter::attach_async).
   virtual bool routes_by_slot() const { return false; }
+
+  // The limiter's own connection, handed over by RateLimiter::attach_async. A router that keeps a
+  // map of where keys live (AsyncCluster) takes that connection's map from then on, so that both
+  // paths learn one map, and the limiter's breakers, kept per shard by that map
+  // (Connection::node_of), refuse and admit async calls by the master that now serves them. This
+  // default: nothing to share.
+  virtual void share_routing(const std::shared_ptr<Connection>& limiter_connection) { (void)limiter_connection; }
+
+  // A breaker of the limiter refused a call for `key` (its master failed repeatedly, and nothing is
+  // sent to it now): a router reads its map again without blocking, in case a failover replaced
+  // that master, since no reply of it will say so (Connection::shard_refused is the synchronous
+  // twin). Called on any thread. This default: nothing.
+  virtual void shard_refused(std::string_view key) { (void)key; }
 
   // The NOSCRIPT rule's bookkeeping on this connection (redlimit/detail/script.hpp): the scripts
   // whose SCRIPT LOAD is on its way, by SHA1, so that one reload serves every call that met

@@ -62,6 +62,8 @@ class ClusterConnection final : public Connection {
   std::size_t node_of(std::string_view key) const override;
   // The map read again (the refused node's address asked last), at most every 100 ms.
   void shard_refused(std::string_view key) override;
+  // Whether the current map names the shard's node for any slot.
+  bool shard_serves(std::size_t shard) const override;
   void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 

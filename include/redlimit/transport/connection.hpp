@@ -45,8 +45,17 @@ class Connection {
   // hands (a cluster's failover promotes a replica, a shard of another number) may read its map
   // again, so that the key's next calls go to the new owner, through that owner's breaker, rather
   // than wait for the old one's cooldown. Called by synchronous decisions only, outside any call;
-  // bounded by command_timeout. This default: nothing.
+  // bounded by command_timeout (an asynchronous decision asks its AsyncConnection's twin). This
+  // default: nothing.
   virtual void shard_refused(std::string_view key) { (void)key; }
+
+  // Whether node_of() may still answer `shard`: false for a cluster master that serves no slot any
+  // more (a failover replaced it), whose breaker no call consults again, so that it no longer counts
+  // in RateLimiter::health(). Shard 0 always may. This default: every shard.
+  virtual bool shard_serves(std::size_t shard) const {
+    (void)shard;
+    return true;
+  }
 
   // One call's deadline (docs/reliability.md §7): the decision path brackets each call's send step
   // (EVALSHA, the EVAL after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
