@@ -108,8 +108,8 @@ then opens, and under `raise` every batch with requests of that master throws (`
 master down"). Between the moment the cluster marks a stopped master failed and its replica's
 promotion, every master answers `CLUSTERDOWN` (`cluster-require-full-coverage`): retried within
 each call's deadline, then an outage, which counts against that master's breaker too. After the
-promotion, a synchronous call that a breaker short-circuits has the slot map read again, and the
-slots go to the new master at once; the asynchronous calls' breakers are keyed by the synchronous
-map, and close only when a probe after their cooldown succeeds. A planned failover that ends inside
+promotion, a call that a breaker short-circuits has the slot map read again (an async call's
+without blocking, on the map the `AsyncCluster` shares with the limiter), and the slots go to the
+new master, through a breaker of its own, at once. A planned failover that ends inside
 the deadline costs no call at all.""".format(table="\n".join(t), lines="\n".join(lines), promos=", ".join(promos) or "-",
                  errors=("\nWhat the failed calls were:\n\n" + "\n".join(notes) + "\n") if notes else "")
