@@ -103,6 +103,17 @@ class ClusterReplacedMaster : public ClusterTest {
     EXPECT_TRUE(wait_in_sync(victim_)) << "the old master did not resync as a replica";
   }
 
+#ifdef REDLIMIT_HAVE_LIBEVENT
+  // An AsyncCluster on `loop`, which it starts; each call bounded by 300 ms.
+  std::shared_ptr<redlimit::AsyncCluster> attach_async(redlimit_test::LibeventLoop& loop) {
+    redlimit::AsyncOptions ao;
+    ao.command_timeout = 300ms;
+    auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+    loop.start();
+    return async;
+  }
+#endif
+
   pid_t stopped_ = 0;
   int victim_ = 0;
 };
@@ -150,10 +161,7 @@ TEST_F(ClusterReplacedMaster, AnOpenBreakerSendsTheSlotsToThePromotedReplica) {
 TEST_F(ClusterReplacedMaster, AsyncCallsGoToThePromotedReplica) {
   at(0s);
   redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
-  redlimit::AsyncOptions ao;
-  ao.command_timeout = 300ms;
-  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
-  loop.start();
+  auto async = attach_async(loop);
   {  // the limiter is gone at the end of the block: the loop then returns by itself
     redlimit::Options o = options();
     o.on_failure = redlimit::OnFailure::fail_closed;
@@ -209,10 +217,7 @@ TEST_F(ClusterReplacedMaster, AsyncCallsGoToThePromotedReplica) {
 TEST_F(ClusterReplacedMaster, AnOpenBreakerSendsAsyncCallsToThePromotedReplica) {
   at(0s);
   redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
-  redlimit::AsyncOptions ao;
-  ao.command_timeout = 300ms;
-  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
-  loop.start();
+  auto async = attach_async(loop);
   {  // the limiter is gone at the end of the block: the loop then returns by itself
     redlimit::Options o = options();
     o.on_failure = redlimit::OnFailure::fail_closed;  // the default breaker: 5 failures, then open for good
