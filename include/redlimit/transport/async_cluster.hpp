@@ -65,7 +65,8 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   void post(std::function<void()> task) override;
   void post_after(std::chrono::milliseconds delay, std::function<void()> task) override;
   bool routes_by_slot() const override { return true; }
-  // Takes the limiter's slot map when it is a ClusterConnection's (see Routing above).
+  // Takes the limiter's slot map when it is a ClusterConnection's (see Routing above). Attached to
+  // several limiters, it goes by the last one's map: give each limiter an AsyncCluster of its own.
   void share_routing(const std::shared_ptr<Connection>& limiter_connection) override;
   // Reads the map again, asynchronously (relearn), the master now serving `key` asked last.
   void shard_refused(std::string_view key) override;
