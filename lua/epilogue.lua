@@ -58,10 +58,17 @@ local function reply(a, rem, retry, reset, delay, decider, each)
 end
 
 -- Writes what decide() returned for a string state: a value with its TTL in ms (0: the key's TTL
--- still holds), or false to delete the key.
-local function write(key, new, ttl)
+-- still holds), or false to delete the key. `len` is the length of the value the key holds (read
+-- by this call, or written by it earlier).
+-- Keeping the TTL: a value of the length the key holds overwrites it in place with SETRANGE, which
+-- keeps the TTL too, and costs Redis a third less than SET ... KEEPTTL inside a script (0.32 against
+-- 0.49 us, measured on 7.0): an integer reply where SET's status reply becomes a Lua table. The
+-- lengths must match, or SETRANGE would leave the old value's tail (a block that ended) behind. A
+-- TTL of 0 is only ever returned for a key this call read or wrote, so neither command creates a
+-- key without a TTL.
+local function write(key, new, ttl, len)
   if ttl == 0 then
-    redis.call('SET', key, new, 'KEEPTTL')
+    if len == #new then redis.call('SETRANGE', key, '0', new) else redis.call('SET', key, new, 'KEEPTTL') end
   elseif new then
     redis.call('PSETEX', key, ttl_text(ttl), new)
   else
@@ -100,11 +107,12 @@ local n = #KEYS / 2
 if n == 1 then
   -- One request: one read (a string state holds its own block: helpers.lua, split_block), at most
   -- one write.
-  local value, wait, blocked_until = nil, nil, nil
+  local value, wait, blocked_until, len = nil, nil, nil, nil
   if state_is_string then
     value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
     if value and value.err then value = nil end
-    if value and BLOCKED[#value] then value, blocked_until, wait = unblock(value) end
+    len = value and #value
+    if value and BLOCKED[len] then value, blocked_until, wait = unblock(value) end
   elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
     local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
@@ -112,8 +120,12 @@ if n == 1 then
   if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
-  -- write()'s common case, SET KEEPTTL, without the call (as in the batch loop below)
-  if ttl == 0 then redis.call('SET', KEYS[1], new, 'KEEPTTL') elseif new ~= nil then write(KEYS[1], new, ttl) end
+  -- write()'s common case, a value overwritten in place, without the call (as in the batch loop below)
+  if ttl == 0 and len == #new then
+    redis.call('SETRANGE', KEYS[1], '0', new)
+  elseif new ~= nil then
+    write(KEYS[1], new, ttl, len)
+  end
   return reply(a, rem, retry, reset, delay, decider, each)
 end
 
@@ -168,12 +180,13 @@ for i = 1, n do
   if memo then
     a, rem, retry, reset, delay, decider, each = 0, memo[1], memo[2], memo[3], memo[4], memo[5], memo[6]
   else
-    local v, wait, blocked_until = nil, nil, nil
+    local v, wait, blocked_until, len = nil, nil, nil, nil
     if state_is_string then
       v = written[key] -- false: deleted by this call
       if v == nil then v = got[i] end
       v = v or nil -- MGET's and the delete's false: no state
-      if v and BLOCKED[#v] then v, blocked_until, wait = unblock(v) end
+      len = v and #v
+      if v and BLOCKED[len] then v, blocked_until, wait = unblock(v) end
     elseif reads_marker then
       local marker = got[i]
       wait = marker and blocked(marker)
@@ -188,7 +201,7 @@ for i = 1, n do
       if new ~= nil then
         -- write()'s common case without the call: a Lua call costs Redis about as much as the
         -- work around it here (helpers.lua, TWO52)
-        if ttl == 0 then redis.call('SET', key, new, 'KEEPTTL') else write(key, new, ttl) end
+        if ttl == 0 and len == #new then redis.call('SETRANGE', key, '0', new) else write(key, new, ttl, len) end
         if state_is_string then written[key] = new end
       end
     end

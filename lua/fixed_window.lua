@@ -1,7 +1,7 @@
 -- Fixed window: counts the units admitted in the clock-aligned window [start, start + window).
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_window(start, used, window), see helpers.lua: <used> units admitted in the window of
+-- state: pack(WINDOW, start, used, window), see helpers.lua: <used> units admitted in the window of
 --        length <window> that starts at <start> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
 -- ARGV[4]  limit: units admitted per window
@@ -41,11 +41,11 @@ local function decide(_, cost, v)
   if refund then
     if used > 0 then
       used = max(0, used - cost)
-      new = pack_window(start, used, window)
+      new = pack(WINDOW, start, used, window)
     end
   elseif allowed and record then
     used = used + cost
-    new = pack_window(start, used, window)
+    new = pack(WINDOW, start, used, window)
   end
   if new then ttl = ttl_set and 0 or ttl_ms(window_end - now) end
 

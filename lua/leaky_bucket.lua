@@ -4,7 +4,7 @@
 --           ahead of it to leak out, so admitted work leaves at the leak rate.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_bucket(at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
+-- state: pack(BUCKET, at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
 --        frac ticks of water (whole requests and frac ticks of the next) at time <at> (us); the
 --        lease says how long the key's TTL runs (bucket_ttl)
 -- ARGV[1..3] now, cost, mode (prologue)
@@ -82,7 +82,7 @@ local function decide(_, cost, v)
   if changed then
     if to_empty > 0 then
       ttl, lease = bucket_ttl(at, lease, t0, to_empty)
-      new = pack_bucket(t0, whole, frac, unit, lease)
+      new = pack(BUCKET, t0, whole, frac, unit, lease)
     else
       new = false -- empty is what a missing key means
     end

@@ -1,7 +1,7 @@
 -- Token bucket: up to `capacity` tokens, refilled continuously; a request takes `cost` tokens.
 --
 -- KEYS: two per request (prologue.lua): the state, then the block marker
--- state: pack_bucket(at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
+-- state: pack(BUCKET, at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
 --        frac ticks (whole tokens and frac ticks of the next) at time <at> (us); the lease says
 --        how long the key's TTL runs (bucket_ttl)
 -- ARGV[1..3] now, cost, mode (prologue)
@@ -74,7 +74,7 @@ local function decide(_, cost, v)
   if changed then
     if whole < capacity then
       ttl, lease = bucket_ttl(at, lease, t0, to_full)
-      new = pack_bucket(t0, whole, frac, unit, lease)
+      new = pack(BUCKET, t0, whole, frac, unit, lease)
     else
       new = false -- full is what a missing key means
     end

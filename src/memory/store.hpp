@@ -21,8 +21,8 @@ namespace redlimit::detail::memory {
 
 inline constexpr std::int64_t kNoDeadline = std::numeric_limits<std::int64_t>::max();
 
-// A string state written by prologue.lua: the fixed window's pack_window(start, used, window), the
-// buckets' pack_bucket(at, whole, frac, unit), or 0.2's pack2(time, quantity). Kept as its numbers
+// A string state written by prologue.lua: the fixed window's pack(WINDOW, start, used, window), the
+// buckets' pack(BUCKET, at, whole, frac, unit, lease), or 0.2's pack2(time, quantity). Kept as its numbers
 // and layout: each packing is a bijection on them, so the bytes themselves never matter here.
 // A block written into one (block.lua; helpers.lua's split_block) is `blocked_until`, and a block
 // alone, with no state before its suffix, has the layout `none`.

@@ -53,6 +53,34 @@ TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBef
   }
 }
 
+// A write that keeps the key's TTL overwrites a string state in place (SETRANGE) only when the key
+// holds a value of the new one's length: after a block has ended, the state is still followed by
+// the block's bytes, which the write must drop, not leave behind. In a batch, the second request of
+// the subject reads what the first wrote, and its write then keeps the TTL in place.
+TEST_F(BlockTest, AWriteAfterAnEndedBlockDropsItInABatchToo) {
+  for (const auto& s : all_strategies(rl(), "ended", 5, 1h)) {
+    if (!holds_its_block(s)) continue;
+    SCOPED_TRACE(s.name);
+    at(0s);
+    ASSERT_TRUE(s.consume("u", 1).allowed);
+    s.block("u", 1s);
+    const std::int64_t own = s.name == "fixed_window" ? 20 : 28;
+    ASSERT_EQ(strlen(s.key_for("u")), own + 9) << "the state, then the block";
+    at(2s);
+    const std::vector<Decision> d = s.consume_many({{"u", 1}, {"u", 1}});
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_TRUE(d[0].allowed) << d[0];
+    EXPECT_TRUE(d[1].allowed) << d[1];
+    if (s.name != "leaky_shaper") EXPECT_EQ(d[1].remaining, 2) << d[1];
+    EXPECT_EQ(strlen(s.key_for("u")), own) << "the ended block is gone";
+    EXPECT_GT(pttl(s.key_for("u")), 0);
+    const Decision next = s.consume("u", 1);  // a single decision's write, now in place
+    EXPECT_TRUE(next.allowed) << next;
+    if (s.name != "leaky_shaper") EXPECT_EQ(next.remaining, 1) << next;
+    EXPECT_EQ(strlen(s.key_for("u")), own);
+  }
+}
+
 TEST_F(BlockTest, AStringStateHoldsItsBlockAfterItsOwnBytes) {
   at(0s);
   const auto fw = rl().fixed_window("held", Limit(5, 1h));

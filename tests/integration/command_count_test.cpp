@@ -53,9 +53,9 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
   strategies.push_back(wrap("policy_3", 1000,
                             rl().policy("cc.pol", redlimit::parse_limits("1000/s; 10000/m; 100000/h"))));
   // The most commands one decision may call. A string state: one GET of the state (which holds its
-  // block), one write (PSETEX, or a fixed window's SET KEEPTTL within a window it has started). A hash
-  // (sliding window, policies of any number of limits), which holds its block too: HGETALL, one
-  // HSET, PEXPIRE. The sliding log: the marker, the newest entry, the ZADD, the PEXPIRE, and the next
+  // block), one write (PSETEX, or a fixed window's SETRANGE in place within a window it has
+  // started). A hash (sliding window, policies of any number of limits), which holds its block too:
+  // HGETALL, one HSET, PEXPIRE. The sliding log: the marker, the newest entry, the ZADD, the PEXPIRE, and the next
   // consumes the oldest live entry instead of the PEXPIRE (set once per half-second slot; the trim of
   // the entries that left only every limit / 8 units: sliding_log.lua).
   const std::map<std::string, std::int64_t> most = {
@@ -92,8 +92,8 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
 }
 
 // A bucket sets its key's TTL once per lease (helpers.lua, bucket_ttl): its first write PSETEXes,
-// the next ones of the same lease keep the TTL (SET KEEPTTL), and a write after the lease's period
-// takes a new one. The key's TTL is never shortened by the writes that keep it.
+// the next ones of the same lease keep the TTL (SETRANGE, in place: epilogue.lua, write), and a
+// write after the lease's period takes a new one. The key's TTL is never shortened by the writes that keep it.
 TEST_F(CommandCountTest, BucketsSetTheirTtlOncePerLease) {
   // 1000 an hour, 500 taken: 30 min to full (or empty). A lease of 7 periods of 2^28 us (268 s);
   // kT0 is 141.5 s into one, so the next 20 ms are in it, and 130 s later the next period has begun.
@@ -113,7 +113,8 @@ TEST_F(CommandCountTest, BucketsSetTheirTtlOncePerLease) {
     }
     const auto kept = commands_since_reset();
     EXPECT_EQ(kept.count("psetex") ? kept.at("psetex") : 0, 0);
-    EXPECT_EQ(kept.count("set") ? kept.at("set") : 0, 20);
+    EXPECT_EQ(kept.count("setrange") ? kept.at("setrange") : 0, 20);
+    EXPECT_EQ(kept.count("set") ? kept.at("set") : 0, 0);
     const std::int64_t kept_ttl = server().integer({"PTTL", s.key_for("u")});
     EXPECT_LE(kept_ttl, first_ttl);
     EXPECT_GT(kept_ttl, 0);

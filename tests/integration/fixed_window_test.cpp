@@ -98,7 +98,7 @@ TEST_F(FixedWindowTest, KeyExpiresWithItsWindow) {
 }
 
 // The write that starts a window's state sets its TTL (PSETEX); the later writes in the window keep
-// it (SET KEEPTTL), as do a refund and a batch; the next window's first write sets a new one. A
+// it (SETRANGE in place), as do a refund and a batch; the next window's first write sets a new one. A
 // batch's new key written twice gets the TTL of its first write.
 TEST_F(FixedWindowTest, TheTtlIsSetByTheWindowsFirstWriteAndKept) {
   auto fw = rl().fixed_window("fw", Limit(5, 1h));

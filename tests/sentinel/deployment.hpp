@@ -86,7 +86,8 @@ class Deployment {
   std::vector<std::unique_ptr<Process>> sentinels_;
 };
 
-// The units a fixed window's state holds (its GET reply: pack_window(start, used, window), '<I7I6I7'), -1 if it is not one.
+// The units a fixed window's state holds (its GET reply: start, used, window packed as '<I7I6I7', helpers.lua's
+// WINDOW), -1 if it is not one.
 std::int64_t used_of(const redlimit::Reply& state);
 // The key of the fixed-window state whose name holds `pattern` on `server` ("" when none).
 std::string state_key(Process& server, const std::string& pattern);
