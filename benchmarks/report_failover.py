@@ -51,11 +51,13 @@ def figures(row):
     }
 
 
-def section(res, absent):
-    rows = [r for r in res.select(suite="failover") if "steps" in r]
-    missing = [r for r in res.select(suite="failover") if "missing" in r]
-    if not rows:
-        return "_Not measured in this run: {}._".format(absent)
+def _label(row):
+    return LABELS.get(row["mode"], row["mode"])
+
+
+def _tables(res, rows):
+    """What the section lists of the failover rows `rows`: the table's lines, each row's timeline, the
+    errors of its failed calls, and its promotion time."""
     t = ["| failover, mode | before (decisions/s) | replica promoted after | lowest 100 ms, as decisions/s | "
          "time below half the rate before | calls failed | last second, vs before |",
          "|---|---:|---:|---:|---:|---:|---:|"]
@@ -63,16 +65,26 @@ def section(res, absent):
     for r in rows:
         f = figures(r)
         promo = "{:.0f} ms".format(f["promotion_ms"]) if f["promotion_ms"] is not None else "not within 10 s"
-        promos.append("{} ({})".format(promo, LABELS.get(r["mode"], r["mode"])))
+        promos.append("{} ({})".format(promo, _label(r)))
         vs = "{:.2f}x".format(f["after"] / f["steady"]) if f["steady"] and f["after"] else "-"
         t.append("| {} | {} | {} | {} | {} ms | {:,} of {:,} | {} |".format(
-            LABELS.get(r["mode"], r["mode"]), _k(f["steady"]), promo, _k(f["low"]), f["below_half_ms"],
+            _label(r), _k(f["steady"]), promo, _k(f["low"]), f["below_half_ms"],
             f["failed"], f["decided"] + f["failed"], vs))
-        lines.append("- {}: {}".format(LABELS.get(r["mode"], r["mode"]), " ".join(_k(x) for x in f["timeline"])))
+        lines.append("- {}: {}".format(_label(r), " ".join(_k(x) for x in f["timeline"])))
         if f["errors"]:
-            notes.append("- {}: {}".format(LABELS.get(r["mode"], r["mode"]), f["errors"]))
-    for r in missing:
-        t.append("| {} | {} | | | | | |".format(LABELS.get(r["mode"], r["mode"]), "missing: " + r["missing"]))
+            notes.append("- {}: {}".format(_label(r), f["errors"]))
+    for r in res.select(suite="failover"):
+        if "missing" in r:
+            t.append("| {} | {} | | | | | |".format(_label(r), "missing: " + r["missing"]))
+    return t, lines, notes, promos
+
+
+def section(res, absent):
+    """The section's text, or why it was not measured (`absent`)."""
+    rows = [r for r in res.select(suite="failover") if "steps" in r]
+    if not rows:
+        return "_Not measured in this run: {}._".format(absent)
+    t, lines, notes, promos = _tables(res, rows)
     return """The fixed window on the same cluster, after the throughput rows: `redlimit_bench --suite failover`
 (`benchmarks/bench_failover.cpp`) runs the load for 2 s, starts a failover of one master, and goes on
 until 3 s after the replica answers `ROLE` as a master (polled every 100 ms, so the promotion time is
