@@ -24,10 +24,10 @@
 namespace redlimit_bench {
 namespace {
 
-constexpr auto kStep = 100ms;            // one point of the timeline
-constexpr auto kBefore = 2s;              // steady state before the failover
-constexpr auto kAfter = 3s;               // measured after the replica answers ROLE as a master
-constexpr auto kPromotionLimit = 10s;     // a failover not done by then is reported as such
+constexpr auto kStep = 100ms;          // one point of the timeline
+constexpr auto kBefore = 2s;           // steady state before the failover
+constexpr auto kAfter = 3s;            // measured after the replica answers ROLE as a master
+constexpr auto kPromotionLimit = 10s;  // a failover not done by then is reported as such
 
 struct Node {
   redlimit::Endpoint endpoint;
@@ -93,8 +93,9 @@ Shard pick_shard(const Config& c, bool planned, const std::string& subject, std:
   const std::string key = redlimit::detail::make_key("redlimit:", "fo", subject, "fw");
   const std::string owner = cluster.node_for_slot(redlimit::detail::key_slot(key));
   for (Shard s : shards(c)) {
-    const bool fits = planned ? name_of(s.master) == owner
-                              : std::find(used.begin(), used.end(), s.master.id) == used.end() && name_of(s.master) != owner;
+    const bool fits =
+        planned ? name_of(s.master) == owner
+                : std::find(used.begin(), used.end(), s.master.id) == used.end() && name_of(s.master) != owner;
     if (!fits) continue;
     s.planned = planned;
     used.push_back(s.master.id);
@@ -156,6 +157,10 @@ struct Counters {
   std::atomic<bool> stop{false};
   std::mutex mutex;
   std::map<std::string, long long> errors;  // what() of each failure -> calls it failed
+  // The limiter's breakers as health() reports them, one word a shard ("closed open ..."): sampled
+  // every step, and written where it changed, to tell a breaker that stayed open from one that
+  // kept reopening.
+  std::function<std::string()> breakers;
 
   void fail(long long calls, const std::exception_ptr& e) {
     failed += calls;
@@ -172,9 +177,11 @@ struct Counters {
 };
 
 struct Timeline {
-  std::vector<long long> steps;  // decisions made in each step
-  double failover_at_ms = -1;    // CLUSTER FAILOVER sent, or the master stopped
-  double promoted_at_ms = -1;    // the replica answers ROLE as a master
+  std::vector<long long> steps;   // decisions made in each step
+  double failover_at_ms = -1;     // CLUSTER FAILOVER sent, or the master stopped
+  double promoted_at_ms = -1;     // the replica answers ROLE as a master
+  std::string breakers;           // "<step>:<states>" at each step where Counters::breakers changed
+  std::vector<long long> failed;  // calls failed in each step
 };
 
 // Runs the load (started by the caller) through a failover of `s`, sampling `k` every step. An
@@ -187,6 +194,8 @@ Timeline through_failover(Counters& k, const Shard& s) {
   const auto t0 = Clock::now();
   const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
   long long last = k.decided.load();
+  std::string last_states;
+  long long last_failed = k.failed.load();
   auto next = t0 + kStep;
   auto end = t0 + kBefore + kPromotionLimit;
   redlimit::RedisConnection admin(s.replica.endpoint, 2000ms, 2000ms);
@@ -196,6 +205,15 @@ Timeline through_failover(Counters& k, const Shard& s) {
     const long long now = k.decided.load();
     t.steps.push_back(now - last);
     last = now;
+    const long long failed = k.failed.load();
+    t.failed.push_back(failed - last_failed);
+    last_failed = failed;
+    if (k.breakers) {
+      std::string states = k.breakers();
+      if (states != last_states)
+        t.breakers += fmt::format("{}{}:{}", t.breakers.empty() ? "" : " ", t.steps.size(), states);
+      last_states = std::move(states);
+    }
     if (t.failover_at_ms < 0 && Clock::now() - t0 >= kBefore) {
       t.failover_at_ms = ms();
       if (!s.planned) {
@@ -213,13 +231,24 @@ Timeline through_failover(Counters& k, const Shard& s) {
   return t;  // `stopped` lets the old master go: it rejoins as its replica's replica
 }
 
+// The breakers of `limiter` as one word each, shard 0 first: for Counters::breakers.
+std::string breaker_states(const redlimit::RateLimiter& limiter) {
+  std::string out;
+  for (const auto& [shard, state] : limiter.health().breakers)
+    out += (out.empty() ? "" : ",") + std::string(redlimit::to_string(state));
+  return out;
+}
+
 void emit_failover(const std::string& mode, const Timeline& t, Counters& k) {
   std::string steps;
   for (long long s : t.steps) steps += (steps.empty() ? "" : " ") + std::to_string(s);
+  std::string failed;
+  for (long long s : t.failed) failed += (failed.empty() ? "" : " ") + std::to_string(s);
   std::string errors;
   {
     std::lock_guard<std::mutex> lock(k.mutex);
-    for (const auto& [what, calls] : k.errors) errors += (errors.empty() ? "" : "; ") + fmt::format("{} x {}", calls, what);
+    for (const auto& [what, calls] : k.errors)
+      errors += (errors.empty() ? "" : "; ") + fmt::format("{} x {}", calls, what);
   }
   Json()
       .str("suite", "failover")
@@ -232,6 +261,8 @@ void emit_failover(const std::string& mode, const Timeline& t, Counters& k) {
       .integer("failed", k.failed.load())
       .str("steps", steps)
       .str("errors", errors)
+      .str("failed_steps", failed)
+      .str("breakers", t.breakers)
       .emit();
   progress("failover {}: promoted {:.0f} ms after the failover began, {} decided, {} failed", mode,
            t.promoted_at_ms - t.failover_at_ms, k.decided.load(), k.failed.load());
@@ -242,6 +273,7 @@ void failover_batch128(const Config& c, const std::vector<std::string>& subjects
   auto limiter = connect(c, 1);
   const auto strategy = all_specs().front().make(limiter, resource);
   Counters k;
+  k.breakers = [&limiter] { return breaker_states(limiter); };
   std::thread load([&] {
     std::vector<redlimit::Request> reqs;
     std::size_t i = 0;
@@ -282,14 +314,17 @@ void failover_async64(const Config& c, const std::vector<std::string>& subjects,
     auto limiter = connect(c, 1);
     limiter.attach_async(redis);
     const auto strategy = all_specs().front().make(limiter, resource);
+    k.breakers = [&limiter] { return breaker_states(limiter); };
     for (int s = 0; s < 32; ++s) strategy->consume_future(subjects[static_cast<std::size_t>(s)]).get();
     std::atomic<long long> issued{0}, done{0};
     std::function<void()> issue = [&] {
       const long long i = issued.fetch_add(1);
       strategy->consume_async(subjects[static_cast<std::size_t>(i) % subjects.size()], 1,
                               [&](const redlimit::Decision&, std::exception_ptr e) {
-                                if (e) k.fail(1, e);
-                                else ++k.decided;
+                                if (e)
+                                  k.fail(1, e);
+                                else
+                                  ++k.decided;
                                 if (!k.stop.load()) issue();
                                 ++done;
                               });
