@@ -2,7 +2,8 @@
 // way of letting go of the client with calls in flight (dropping the limiter and the AsyncRedis,
 // close(), releasing the last reference inside a callback) still runs every callback exactly once
 // (fixture: async_fixture.hpp). And post_after's tasks: due in order, and run at close when still
-// waiting.
+// waiting. And work queued without end from the loop's own callbacks leaves the loop its sockets and
+// timers.
 #include "integration/async_fixture.hpp"
 
 namespace redlimit_test {
@@ -173,6 +174,51 @@ class AsyncLifetimeTest : public AsyncTest {
     ASSERT_EQ(late_ran.wait_for(kWait), std::future_status::ready) << "a waiting task was lost at close";
     loop.stop();
   }
+
+  // A task that queues itself again at once, from the loop's thread, as a callback does that starts
+  // the next call when its own ended without I/O (a breaker's short-circuit, under OnFailure::raise):
+  // while it spins, a reply and a delayed task still come, long before kSpins turns. When the loop
+  // ran such work in the turn that queued it, it never got back to its sockets and timers: a
+  // cluster's async calls stalled with every breaker half-open, their probes' replies unread.
+  template <class Loop>
+  void self_queuing_work() {
+    constexpr long kSpins = 2000000;
+    struct Spin {
+      std::atomic<long> turns{0};
+      std::atomic<bool> replied{false}, delayed{false};
+      std::promise<long> ended;
+      std::function<void()> step;
+    };
+    Loop loop;
+    auto redis = loop.attach(endpoint_of(server()));
+    loop.start();
+    auto spin = std::make_shared<Spin>();
+    AsyncRedis* r = redis.get();
+    spin->step = [weak = std::weak_ptr<Spin>(spin), r] {
+      const auto s = weak.lock();
+      if (!s) return;
+      const long n = ++s->turns;
+      if ((s->replied && s->delayed) || n >= kSpins) {
+        s->ended.set_value(n);
+        return;
+      }
+      r->post(s->step);
+    };
+    redis->post([spin, r] {  // on the loop's thread: from here on every post is the loop's own
+      r->command_async(
+          {"PING"}, [spin](const Reply&) { spin->replied = true; }, [](std::exception_ptr) {});
+      r->post_after(20ms, [spin] { spin->delayed = true; });
+      r->post(spin->step);
+    });
+    auto ended = spin->ended.get_future();
+    ASSERT_EQ(ended.wait_for(kWait), std::future_status::ready);
+    const long turns = ended.get();
+    EXPECT_TRUE(spin->replied) << "no reply read in " << turns << " turns";
+    EXPECT_TRUE(spin->delayed) << "no delayed task run in " << turns << " turns";
+    EXPECT_LT(turns, kSpins);
+    redis->close();
+    loop.stop();
+  }
 };
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -181,6 +227,9 @@ TEST_F(AsyncLifetimeTest, LibeventDropCloseAndReleaseInCallbackRunEveryCallbackO
   drop_close_release<LibeventLoop>();
 }
 TEST_F(AsyncLifetimeTest, LibeventDelayedTasksRunWhenDueInOrderAndAtClose) { delayed_tasks<LibeventLoop>(); }
+TEST_F(AsyncLifetimeTest, LibeventWorkQueuedWithoutEndLeavesTheLoopItsSocketsAndTimers) {
+  self_queuing_work<LibeventLoop>();
+}
 #endif
 
 #ifdef REDLIMIT_HAVE_LIBUV
@@ -189,6 +238,9 @@ TEST_F(AsyncLifetimeTest, LibuvDropCloseAndReleaseInCallbackRunEveryCallbackOnce
   drop_close_release<LibuvLoop>();
 }
 TEST_F(AsyncLifetimeTest, LibuvDelayedTasksRunWhenDueInOrderAndAtClose) { delayed_tasks<LibuvLoop>(); }
+TEST_F(AsyncLifetimeTest, LibuvWorkQueuedWithoutEndLeavesTheLoopItsSocketsAndTimers) {
+  self_queuing_work<LibuvLoop>();
+}
 #endif
 
 }  // namespace

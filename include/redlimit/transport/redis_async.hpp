@@ -127,7 +127,8 @@ class AsyncRedis final : public AsyncConnection {
     std::size_t max_in_flight = 0;     // most commands waiting for a reply at once, on one connection
     // Times queued work woke the loop with a system call (the libevent pipe, uv_async_send): work
     // queued from other threads. Work queued from inside the loop's callbacks (a call made in a
-    // callback) wakes it without one (libevent: event_active; libuv: an idle handle), uncounted.
+    // callback) wakes it without one (libevent: event_active, or past 16 in one turn a timer of no
+    // delay, so that the turn ends; libuv: an idle handle, at the next turn), uncounted.
     std::uint64_t wakeups = 0;
   };
   Stats stats() const;
