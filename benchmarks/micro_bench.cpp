@@ -160,16 +160,19 @@ void memory_command(benchmark::State& state, const redlimit::detail::Script& scr
   auto clock = std::make_shared<redlimit::ManualClock>();
   redlimit::MemoryConnection store(clock);
   std::vector<std::vector<std::string>> argvs;
+  const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script);  // the state (and a log's marker)
   for (const auto& name : subjects()) {
     std::vector<std::string> args{"0", "1", "1"};
     args.insert(args.end(), params.begin(), params.end());
-    argvs.push_back(redlimit::detail::evalsha_command(script, {"rl:{" + name + "}", "rl:{" + name + "}:b"}, args));
+    std::vector<std::string> keys{"rl:{" + name + "}"};
+    if (nkeys == 2) keys.push_back("rl:{" + name + "}:b");
+    argvs.push_back(redlimit::detail::evalsha_command(script, keys, args));
   }
   std::size_t i = 0;
   std::int64_t now = clock->now().count();
   for (auto _ : state) {
     auto& argv = argvs[i++ & 1023];
-    argv[5] = std::to_string(++now);  // ARGV[1]: the client's clock, 1 us a decision
+    argv[3 + nkeys] = std::to_string(++now);  // ARGV[1]: the client's clock, 1 us a decision
     auto r = store.command(argv);
     benchmark::DoNotOptimize(r);
   }

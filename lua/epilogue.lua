@@ -9,8 +9,10 @@
 --       other states read and write their own keys. `each` (policies only): every limit's own
 --       remaining and reset_after, one pair a limit.
 --   state_is_string: whether the state is such a string;
---   reads_marker: whether the block marker (KEYS[2i]) is read for the state's block: the sliding
---       log's; a string state holds its block, and so does a policy's hash (its decide() answers);
+--   reads_marker: whether the block marker is read for the state's block: the sliding log's, whose
+--       requests each send two keys (KEYS[2i-1] the state, KEYS[2i] the marker); a string state
+--       holds its block, and so does a policy's hash (its decide() answers): their requests send
+--       the state alone (KEYS[i]), a key less for Redis to parse and file in KEYS (prologue.lua);
 --   params_n: the number of the script's parameters (ARGV[4 .. 3 + params_n]), after which come
 --       the costs of requests 2..n, if they are not all ARGV[2]'s (prologue.lua);
 --   width: the length of a decision (5, or 6 + 2m for a policy of m limits: the deciding limit,
@@ -103,7 +105,8 @@ end
 -- script call shared by many callers (the sync and async lanes), fails for another's.
 
 -- Per call: -------------------------------------------------------------------------------------
-local n = #KEYS / 2
+local stride = reads_marker and 2 or 1 -- the keys a request sends (see above)
+local n = #KEYS / stride
 if n == 1 then
   -- One request: one read (a string state holds its own block: helpers.lua, split_block), at most
   -- one write.
@@ -118,7 +121,7 @@ if n == 1 then
     wait = marker and blocked(marker) -- false: no marker, and no call
   end
   if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
-  local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], tonumber(ARGV[2]), value)
+  local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], cost1, value)
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
   -- write()'s common case, a value overwritten in place, without the call (as in the batch loop below)
   if ttl == 0 and len == #new then
@@ -131,8 +134,8 @@ end
 
 -- A batch. One MGET reads every request's one key, whatever n is: a string state (which holds its
 -- own block), or else the block marker (a sliding log's; a policy's hash holds its block, and its
--- decide() reads it: no MGET, unless the call is spread, below). Its reply is read by position
--- (request i's at i), and each admission is written as it is decided and kept in `written`, so a
+-- decide() reads it: no MGET, unless the call is spread, below); either is KEYS[stride * i]. Its
+-- reply is read by position (request i's at i), and each admission is written as it is decided and kept in `written`, so a
 -- later request of the same subject reads the value the earlier one wrote, and a TTL 0 (keep the
 -- key's) always finds the key in Redis. Filing every key read in a table by name instead costs two
 -- table inserts a request; writing once per key at the end (its last value) saves the writes of a
@@ -140,17 +143,16 @@ end
 -- rehashed as they fill) cost more than half a microsecond of Redis's time per request of every
 -- batch (measured on 7.0).
 -- A spread call (requests of many slots, helpers.lua) reads each request's key with an MGET of its
--- own: one command may not span slots, even in a script allowed to. A request's two keys share
--- its slot (one hash tag), so either way every slot of the call is read before anything is
+-- own: one command may not span slots, even in a script allowed to (a policy's is its hash,
+-- which MGET answers with nil). A request's keys share its slot (one hash tag), so either way every slot of the call is read before anything is
 -- written, and a key this node does not serve (a slot that moved, or is moving: Redis refuses the
 -- command, and the call ends in error) stops the call before it changed anything, and the client
 -- can send its requests again slot by slot.
 local got = {}
-local read_from = state_is_string and 1 or 0 -- KEYS[2i - 1], the state, or KEYS[2i], the marker
 if spread then
-  for i = 1, n do got[i] = redis.call('MGET', KEYS[2 * i - read_from])[1] end
+  for i = 1, n do got[i] = redis.call('MGET', KEYS[stride * i])[1] end
 elseif state_is_string or reads_marker then
-  for i = 1, n do got[i] = KEYS[2 * i - read_from] end
+  for i = 1, n do got[i] = KEYS[stride * i] end
   got = redis.call('MGET', unpack(got))
 end
 local written = {}
@@ -160,7 +162,6 @@ local written = {}
 -- inside a batch costs a table lookup a request.
 local out, m, rejected = batch_out, 0, {}
 local first_cost = #ARGV > 3 + params_n and #ARGV - n -- false: every request costs ARGV[2]
-local cost1 = tonumber(ARGV[2])
 if first_cost then
   -- Every cost is read before anything is written: a call with a cost that is not a number (a raw
   -- FCALL; the client checks its own) fails whole, as it does when the first request's is bad.
@@ -171,7 +172,7 @@ if first_cost then
   end
 end
 for i = 1, n do
-  local key = KEYS[2 * i - 1]
+  local key = KEYS[stride * (i - 1) + 1]
   local cost = cost1
   if first_cost and i > 1 then cost = tonumber(ARGV[first_cost + i]) end
   local seen = rejected[key]

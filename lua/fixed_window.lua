@@ -1,6 +1,6 @@
 -- Fixed window: counts the units admitted in the clock-aligned window [start, start + window).
 --
--- KEYS: two per request (prologue.lua): the state, then the block marker
+-- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: pack(WINDOW, start, used, window), see helpers.lua: <used> units admitted in the window of
 --        length <window> that starts at <start> (us)
 -- ARGV[1..3] now, cost, mode (prologue)

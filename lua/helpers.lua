@@ -25,9 +25,12 @@ end
 -- spread: the call's requests lie in many slots of one cluster node (the library's <name>_spread
 -- functions, cmake/embed_lua.cmake, set it for their call); never as an EVAL script.
 local now, record, refund, spread
+-- cost1: request 1's cost (ARGV[2]) as a number, parsed again only when its string changes (as the
+-- params below are): most calls cost 1.
+local cost1, cost1_arg
 -- params: a script's parameters (ARGV[4..]) are parsed again only when their strings differ from
 -- the last call's, which they kept in locals of the load part. tonumber() runs the C library's
--- strtod, a tenth of a microsecond a number; one limiter sends the same strings on every call, and
+-- strtod twice (lua_isnumber, then lua_tonumber), a tenth of a microsecond a number; one limiter sends the same strings on every call, and
 -- Lua interns every string, so comparing them is comparing pointers. Every call still sets what it uses:
 -- the cache only skips the parsing.
 

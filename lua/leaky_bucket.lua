@@ -3,7 +3,7 @@
 --   shaper: the bucket is a queue; what fits is admitted with a delay, the time for the water
 --           ahead of it to leak out, so admitted work leaves at the leak rate.
 --
--- KEYS: two per request (prologue.lua): the state, then the block marker
+-- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: pack(BUCKET, at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
 --        frac ticks of water (whole requests and frac ticks of the next) at time <at> (us); the
 --        lease says how long the key's TTL runs (bucket_ttl)

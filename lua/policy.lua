@@ -1,7 +1,7 @@
 -- Policy: several sliding-window limits checked together, recorded all-or-nothing, in one hash.
 -- A single sliding window (SlidingWindow) is a policy of one limit.
 --
--- KEYS: two per request (prologue.lua): the state, then the block marker
+-- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: hash, field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
 --        (<tag> is the limit's text, e.g. "1h@1m"; bucket = floor(t / precision))
 -- ARGV[1..3] now, cost, mode (prologue)

@@ -6,7 +6,10 @@
 -- run once, at load.
 --
 -- One call decides n >= 1 requests of one strategy, in order (consume_many sends many):
--- KEYS[2i-1]  request i's state, for one (resource, subject)
+-- KEYS[i]     request i's state, for one (resource, subject), which holds the subject's block
+--             (helpers.lua: split_block, BLOCK_FIELD); except in the sliding log's (reads_marker,
+--             epilogue.lua), whose requests send two keys each:
+-- KEYS[2i-1]  request i's state, a sorted set
 -- KEYS[2i]    request i's block marker: a string holding "blocked until" in us (see block.lua)
 -- ARGV[1]  now: microseconds since the Unix epoch from the client's clock, or "redis" to read
 --          Redis TIME here (one clock for every client, no extra round trip); one now for all n
@@ -24,12 +27,15 @@
 -- request's state, which routes the call) and its arguments: the number of keys, the keys (KEYS
 -- above), then ARGV as above; it rebuilds KEYS and ARGV and sets `spread` (helpers.lua).
 if not fmod then bind_libraries() end -- helpers.lua
-now = tonumber(ARGV[1]) -- now, record and refund: helpers.lua
-if not now then
+-- now, record, refund, cost1: helpers.lua
+if ARGV[1] == 'redis' then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = ARGV[1] + 0 -- Lua's coercion runs strtod once, where tonumber() runs it twice
 end
+if ARGV[2] ~= cost1_arg then cost1_arg, cost1 = ARGV[2], tonumber(ARGV[2]) end
 local mode = ARGV[3]
 record = mode == '1'
 refund = mode == '2'

@@ -1,6 +1,7 @@
 -- Sliding log: one sorted-set entry per admitted request, carrying its cost, scored by its time.
 --
--- KEYS: two per request (prologue.lua): the state, then the block marker
+-- KEYS: two per request (prologue.lua): the state, then the block marker (a sorted set cannot
+-- hold a block)
 -- state: sorted set, member "<cum>/<cost>" with <cum> zero-padded to 16 digits, score = time (us):
 --        <cost> units admitted at that time, and <cum> the units admitted to this key up to and
 --        including them, so that the units in any run of entries is a difference of two cums

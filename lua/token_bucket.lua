@@ -1,6 +1,6 @@
 -- Token bucket: up to `capacity` tokens, refilled continuously; a request takes `cost` tokens.
 --
--- KEYS: two per request (prologue.lua): the state, then the block marker
+-- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: pack(BUCKET, at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
 --        frac ticks (whole tokens and frac ticks of the next) at time <at> (us); the lease says
 --        how long the key's TTL runs (bucket_ttl)

@@ -112,7 +112,8 @@ class Strategy {
  private:
   friend class Leases;  // reads the clock and time source its leases are timed on
 
-  // One request's script call (checks the subject): KEYS state and block marker; ARGV now (or
+  // One request's script call (checks the subject): KEYS its state, and the block marker when the
+  // script reads it (detail::scripts::keys_per_request); ARGV now (or
   // `now` when the caller already has it: one clock reading for a whole batch), cost, mode, params.
   detail::ScriptCall prepare(std::string_view subject, std::int64_t cost, const char* mode,
                              const std::vector<std::string>& params, const std::string* now = nullptr) const;

@@ -155,12 +155,14 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
     return Reply::make_error("ERR the redlimit memory backend runs only redlimit's own scripts");
   }
   const std::string_view script = mem::script_name(*id);
-  if (numkeys < 2 || numkeys % 2 != 0) {
-    return Reply::make_error("ERR " + std::string(script) +
-                             ".lua takes 2 keys a request: the state and the block marker");
-  }
   const auto nkeys = static_cast<std::size_t>(numkeys);
-  if (nkeys == 2 && argv[3] == argv[4]) {
+  const std::size_t stride = mem::keys_per_request(*id);
+  if (nkeys < stride || nkeys % stride != 0) {
+    return Reply::make_error(
+        "ERR " + std::string(script) + ".lua takes " +
+        (stride == 2 ? "2 keys a request: the state and the block marker" : "1 key a request: the state"));
+  }
+  if (stride == 2 && nkeys == 2 && argv[3] == argv[4]) {
     return Reply::make_error("ERR " + std::string(script) + ".lua needs two different keys");
   }
   std::vector<std::string_view> args;

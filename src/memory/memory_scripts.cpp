@@ -70,6 +70,8 @@ std::string_view script_name(ScriptId id) {
   return "unknown";
 }
 
+std::size_t keys_per_request(ScriptId id) { return id == ScriptId::sliding_log || id == ScriptId::block ? 2 : 1; }
+
 std::int64_t script_now(std::string_view argv1, std::int64_t clock_now) {
   std::int64_t v = 0;
   return parse_int(argv1, v) ? v : clock_now;
@@ -230,8 +232,8 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   slots.reserve(n);
   std::unordered_map<std::string_view, std::size_t> index;
   index.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {  // the states only: each holds its own block
-    const std::string& key = keys[2 * i];
+  for (std::size_t i = 0; i < n; ++i) {  // one key a request: the state, which holds its block
+    const std::string& key = keys[i];
     if (index.emplace(key, slots.size()).second) {
       KeyRef ref(tables.of(key), key, c.now);
       const Entry* read = ref.get();
@@ -248,7 +250,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   Memo memo;
   const std::vector<std::int64_t> costs = costs_of(c, n, params);
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string& key = keys[2 * i];
+    const std::string& key = keys[i];
     const std::int64_t cost = costs[i];
     const std::size_t k = index[key];
     Slot& s = slots[k];
@@ -276,9 +278,9 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   return out.done();
 }
 
-// A sorted set or a hash: decide() reads and writes the state itself. A sliding log's request reads
-// its marker (`reads_marker`) with GET (redis.pcall: a marker key of another type reads as none); a
-// batch reads all markers first with one MGET. A policy's hash holds its block: decide() answers.
+// A sorted set or a hash: decide() reads and writes the state itself. A sliding log's request sends
+// its state and its marker (`reads_marker`), and reads the marker with GET (redis.pcall: a marker key of another type
+// reads as none); a batch reads all markers first with one MGET. A policy's hash holds its block: decide() answers.
 template <class Twin>
 Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
                 Tables& tables, bool reads_marker) {
@@ -290,8 +292,9 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
   Out out(n, twin.width());
   Memo memo;
   const std::vector<std::int64_t> costs = costs_of(c, n, params);
+  const std::size_t stride = reads_marker ? 2 : 1;  // the keys a request sends
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string& key = keys[2 * i];
+    const std::string& key = keys[stride * i];
     const std::int64_t cost = costs[i];
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
@@ -346,7 +349,7 @@ Reply run_script(ScriptId id, const std::string* keys, std::size_t nkeys, const 
                  std::int64_t now, Tables& tables) {
   try {
     const Call c(args, now);
-    return dispatch(id, c, keys, nkeys / 2, tables);
+    return dispatch(id, c, keys, nkeys / keys_per_request(id), tables);
   } catch (const ScriptError& e) {
     if (e.message.rfind("WRONGTYPE", 0) == 0) return Reply::make_error(e.message);
     return Reply::make_error(e.message + " (in the memory twin of " + std::string(script_name(id)) + ".lua)");

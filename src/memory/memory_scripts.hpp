@@ -20,6 +20,10 @@ std::optional<ScriptId> script_by_sha1(std::string_view sha1);
 std::optional<ScriptId> script_by_source(std::string_view source);
 std::string_view script_name(ScriptId id);
 
+// The keys a request of `id` sends (lua/prologue.lua): 2 (state, block marker) for the sliding log
+// and block.lua, 1 (the state) for the others.
+std::size_t keys_per_request(ScriptId id);
+
 // The prologue's `now`: ARGV[1] as a number, else (ARGV[1] == "redis") the clock's time.
 std::int64_t script_now(std::string_view argv1, std::int64_t clock_now);
 
@@ -32,8 +36,8 @@ class Tables {
   ~Tables() = default;
 };
 
-// One EVALSHA of `id` with KEYS = keys[0..nkeys) (two per request: state, block marker; nkeys even,
-// >= 2) and ARGV = args (args[0] is ARGV[1]), at time `now` (script_now()), as one atomic step:
+// One EVALSHA of `id` with KEYS = keys[0..nkeys) (keys_per_request(id) a request; nkeys a multiple,
+// at least one request's) and ARGV = args (args[0] is ARGV[1]), at time `now` (script_now()), as one atomic step:
 // every request of a batch sees the same now and the writes of the requests before it.
 // Returns what Redis returns: the decisions one after the other, or an error reply where the
 // script raises an error. Like Redis, which does not roll a script back, an error keeps the writes

@@ -1,11 +1,12 @@
 // A key caught mid-migration (issue 18, item 7), deterministically: a slot set MIGRATING/IMPORTING
-// by hand with CLUSTER SETSLOT, and one of a subject's two keys (its state key; the block marker
-// stays behind or does not exist) moved with MIGRATE. Redis then answers ASK on the source and
-// TRYAGAIN on the target (a multi-key script whose keys are not all there) until the migration ends.
-// Before, the router followed ASK, met TRYAGAIN, went back to the target without ASKING, got MOVED
-// and let "ReplyError: ... MOVED ..." escape, which no failure policy handles. Now TRYAGAIN is
-// retried from the slot's owner within the deadline, what is left is an outage for the failure
-// policy, and once the migration ends (CLUSTER SETSLOT ... NODE) the decisions are exact.
+// by hand with CLUSTER SETSLOT, and one of a sliding log's two keys (its state key; the block marker
+// stays behind or does not exist) moved with MIGRATE. (The other strategies' requests send one key,
+// which follows ASK to the target at once: ASingleKeyRequestFollowsAskMidMigration.) Redis then answers ASK on the
+// source and TRYAGAIN on the target (a multi-key script whose keys are not all there) until the migration ends. Before,
+// the router followed ASK, met TRYAGAIN, went back to the target without ASKING, got MOVED and let "ReplyError: ...
+// MOVED ..." escape, which no failure policy handles. Now TRYAGAIN is retried from the slot's owner within the
+// deadline, what is left is an outage for the failure policy, and once the migration ends (CLUSTER SETSLOT ... NODE)
+// the decisions are exact.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -87,15 +88,16 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   constexpr std::int64_t L = 5;
   const auto closed = limiter(OnFailure::fail_closed);
   const auto raise = limiter(OnFailure::raise);
-  const auto fw = closed.fixed_window("mig", Limit(L, 1h));
-  const auto fw_raise = raise.fixed_window("mig", Limit(L, 1h));  // the same keys
+  // A sliding log: its requests send two keys (the state, a sorted set, and the block marker).
+  const auto sl = closed.sliding_log("mig", Limit(L, 1h));
+  const auto sl_raise = raise.sliding_log("mig", Limit(L, 1h));  // the same keys
   // a: a state key, no block marker; b (same slot): a state key and a block marker.
   const std::string a = "mig-a";
-  const int slot = redlimit::detail::key_slot(fw.key_for(a));
+  const int slot = redlimit::detail::key_slot(sl.key_for(a));
   std::string b;
   for (int i = 0; b.empty() && i < 1000000; ++i) {
     const std::string who = "mig-b" + std::to_string(i);
-    if (redlimit::detail::key_slot(fw.key_for(who)) == slot) b = who;
+    if (redlimit::detail::key_slot(sl.key_for(who)) == slot) b = who;
   }
   ASSERT_FALSE(b.empty());
   const auto masters = live_masters();
@@ -106,33 +108,33 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   std::vector<std::string> others;
   for (int i = 0; others.size() < 3 && i < 10000; ++i) {
     const std::string who = "mig-o" + std::to_string(i);
-    const int p = owner_port(redlimit::detail::key_slot(fw.key_for(who)));
+    const int p = owner_port(redlimit::detail::key_slot(sl.key_for(who)));
     if (p != from && p != to) others.push_back(who);
   }
   ASSERT_EQ(others.size(), 3u);
 
-  ASSERT_TRUE(fw.consume(a).allowed);
-  ASSERT_TRUE(fw.consume(a).allowed);  // a: 3 left
-  ASSERT_TRUE(fw.consume(b).allowed);  // b: 4 left, then blocked
-  ASSERT_FALSE(fw.block(b, 1h).allowed);
+  ASSERT_TRUE(sl.consume(a).allowed);
+  ASSERT_TRUE(sl.consume(a).allowed);  // a: 3 left
+  ASSERT_TRUE(sl.consume(b).allowed);  // b: 4 left, then blocked
+  ASSERT_FALSE(sl.block(b, 1h).allowed);
 
   // Mid-migration: IMPORTING on the target, MIGRATING on the source, the state keys moved.
   ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
-  for (const auto& who : {a, b}) ASSERT_NO_FATAL_FAILURE(migrate(fw.key_for(who)));
+  for (const auto& who : {a, b}) ASSERT_NO_FATAL_FAILURE(migrate(sl.key_for(who)));
 
   // No ReplyError escapes: each caught request is an outage, answered by the failure policy.
   int caught = 0, answered_by_policy = 0;
   for (const auto& who : {a, b}) {
     ++caught;
     try {
-      const Decision d = fw.consume(who);
+      const Decision d = sl.consume(who);
       answered_by_policy += d.source == Source::failure_policy && !d.allowed;
     } catch (const redlimit::Error& e) {
       ADD_FAILURE() << who << ": " << e.what();
     }
   }
   try {
-    fw_raise.consume(a);
+    sl_raise.consume(a);
     ADD_FAILURE() << "a split subject was decided mid-migration";
   } catch (const redlimit::UnavailableError& e) {  // an outage, which raise throws as such
     std::printf("[ migration ] mid-migration under raise: %s\n", e.what());
@@ -142,7 +144,7 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   // A batch: the caught request by the policy, the others by Redis.
   std::vector<redlimit::Request> batch{{a, 1}};
   for (const auto& o : others) batch.push_back({o, 1});
-  const auto got = fw.consume_many(batch);
+  const auto got = sl.consume_many(batch);
   ASSERT_EQ(got.size(), batch.size());
   EXPECT_EQ(got[0].source, Source::failure_policy) << got[0];
   for (std::size_t i = 1; i < got.size(); ++i) {
@@ -153,13 +155,13 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
 
   // The migration ends (the block marker moved too, then SETSLOT NODE): decided exactly, as if the
   // calls caught by it had not happened (they did not run).
-  ASSERT_NO_FATAL_FAILURE(migrate(fw.block_key_for(b)));
+  ASSERT_NO_FATAL_FAILURE(migrate(sl.block_key_for(b)));
   finish_migration();
-  const Decision da = fw.consume(a);
+  const Decision da = sl.consume(a);
   EXPECT_EQ(da.source, Source::primary) << da;
   EXPECT_TRUE(da.allowed) << da;
   EXPECT_EQ(da.remaining, 2) << da;
-  const Decision db = fw.consume(b);
+  const Decision db = sl.consume(b);
   EXPECT_EQ(db.source, Source::primary) << db;
   EXPECT_FALSE(db.allowed) << db;  // still blocked
   EXPECT_GE(db.retry_after, 59min) << db;
@@ -167,6 +169,45 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   std::printf("[ migration ] %d calls on split keys answered by fail_closed, 0 errors escaped; after SETSLOT NODE: "
               "a remaining %lld, b blocked\n",
               answered_by_policy, static_cast<long long>(da.remaining));
+}
+
+// A request of one key (every strategy's but the sliding log's: the state holds the block) is never
+// split by a migration: the source answers ASK once its key has left, the target (asked with
+// ASKING) decides it, and nothing is lost or counted twice when the migration ends.
+TEST_F(ClusterMigration, ASingleKeyRequestFollowsAskMidMigration) {
+  at(0s);
+  constexpr std::int64_t L = 5;
+  const auto closed = limiter(OnFailure::fail_closed);
+  const auto fw = closed.fixed_window("mig1", Limit(L, 1h));
+  const std::string moved = "mig1-a";
+  const int slot = redlimit::detail::key_slot(fw.key_for(moved));
+  std::string stays;  // same slot, its key left on the source
+  for (int i = 0; stays.empty() && i < 1000000; ++i) {
+    const std::string who = "mig1-b" + std::to_string(i);
+    if (redlimit::detail::key_slot(fw.key_for(who)) == slot) stays = who;
+  }
+  ASSERT_FALSE(stays.empty());
+  const auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  const int from = owner_port(slot);
+  const int to = masters[0].port != from ? masters[0].port : masters[1].port;
+  ASSERT_TRUE(fw.consume(moved).allowed);
+  ASSERT_TRUE(fw.consume(moved).allowed);  // 3 left
+  ASSERT_TRUE(fw.consume(stays).allowed);  // 4 left
+
+  ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
+  ASSERT_NO_FATAL_FAILURE(migrate(fw.key_for(moved)));
+  const Decision on_target = fw.consume(moved);  // ASK, then the target
+  EXPECT_EQ(on_target.source, Source::primary) << on_target;
+  EXPECT_EQ(on_target.remaining, L - 3) << on_target;
+  const Decision on_source = fw.consume(stays);  // its key is still on the source
+  EXPECT_EQ(on_source.source, Source::primary) << on_source;
+  EXPECT_EQ(on_source.remaining, L - 2) << on_source;
+
+  finish_migration();
+  EXPECT_EQ(fw.consume(moved).remaining, L - 4) << "the request decided on the target counted once";
+  EXPECT_EQ(owner_port(slot), to);
+  std::printf("[ migration ] a one-key request mid-migration: decided on the target after ASK\n");
 }
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -183,20 +224,20 @@ TEST_F(ClusterMigration, AnAsyncCallCaughtByAMigrationIsDecidedOnceItEnds) {
   loop.start();
   auto closed = limiter(OnFailure::fail_closed);
   closed.attach_async(cluster_async);
-  const auto fw = closed.fixed_window("amig", Limit(L, 1h));
+  const auto sl = closed.sliding_log("amig", Limit(L, 1h));  // two keys a request: they can be split
   const std::string a = "amig-a";
-  const int slot = redlimit::detail::key_slot(fw.key_for(a));
+  const int slot = redlimit::detail::key_slot(sl.key_for(a));
   const int from = owner_port(slot);
   const auto masters = live_masters();
   ASSERT_EQ(masters.size(), 3u);
   const int to = masters[0].port != from ? masters[0].port : masters[1].port;
-  auto first = fw.consume_future(a);
+  auto first = sl.consume_future(a);
   ASSERT_EQ(redlimit_test::get_within(first).remaining, L - 1);  // a state, no block marker
 
   ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
-  ASSERT_NO_FATAL_FAILURE(migrate(fw.key_for(a)));  // split: the target answers TRYAGAIN
+  ASSERT_NO_FATAL_FAILURE(migrate(sl.key_for(a)));  // split: the target answers TRYAGAIN
   const auto sent = std::chrono::steady_clock::now();
-  auto caught = fw.consume_future(a);
+  auto caught = sl.consume_future(a);
   std::this_thread::sleep_for(100ms);  // the call meets TRYAGAIN meanwhile (its retries span 0.75 s)
   finish_migration();
   const Decision d = redlimit_test::get_within(caught);
@@ -212,8 +253,9 @@ TEST_F(ClusterMigration, AnAsyncCallCaughtByAMigrationIsDecidedOnceItEnds) {
 
 // A batch call of one master's many slots (Options::batch_per_master) that meets a slot mid-migration:
 // the master refuses the whole call at its read of the moved key, before it writes anything, and
-// the router sends it again slot by slot. The caught request is an outage for the failure policy;
-// the master's other subjects, read before the refusal, are decided once, not twice.
+// the router sends it again slot by slot. The caught request (a fixed window's: one key) then
+// follows ASK to the target and is decided there; the master's other subjects, read before the
+// refusal, are decided once, not twice.
 // Synchronously (consume_many), then over AsyncCluster (consume_many_future).
 TEST_F(ClusterMigration, ABatchCallMeetingAMovingSlotIsSentAgainSlotBySlot) {
   batch_meets_a_moving_slot(false);
@@ -273,7 +315,8 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async) {
       {same_master[0], 1}, {a, 1}, {same_master[1], 1}, {elsewhere[0], 1}, {elsewhere[1], 1}};
   const auto got = consume_many(batch);
   ASSERT_EQ(got.size(), batch.size());
-  EXPECT_EQ(got[1].source, Source::failure_policy) << got[1];
+  EXPECT_EQ(got[1].source, Source::primary) << got[1];  // on the target, after ASK
+  EXPECT_EQ(got[1].remaining, L - 3) << got[1];
   for (std::size_t i : {0u, 2u, 3u, 4u}) {
     EXPECT_EQ(got[i].source, Source::primary) << i << ": " << got[i];
     EXPECT_EQ(got[i].remaining, L - 1) << i << ": " << got[i];
@@ -284,7 +327,7 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async) {
   for (const auto& who : same_master) EXPECT_EQ(fw.consume(who).remaining, L - 2) << who << ": counted once";
   const Decision da = fw.consume(a);
   EXPECT_EQ(da.source, Source::primary) << da;
-  EXPECT_EQ(da.remaining, L - 3) << da;  // the caught call did not run
+  EXPECT_EQ(da.remaining, L - 4) << da;  // the refused call did not run; its resent request did, once
   std::printf("[ migration ] %s batch call refused mid-migration, sent again by slot %llu time(s)\n",
               async ? "async" : "sync", static_cast<unsigned long long>(closed.counters().resent_by_slot));
 }

@@ -33,9 +33,11 @@ using redlimit::Reply;
 // A Connection to the suite's server that runs every redlimit script (its exact source) inside
 //   local redis = <redis, with PEXPIRE and PSETEX recording the TTL instead of setting it>
 //   local function script() <the script's source> end
-//   return {script(), <TTL recorded for KEYS[1]>, <for KEYS[2]>}
+//   return {script(), <TTL recorded for KEYS[1]>, <for the first request's block marker>}
 // where the TTL reported is the one the script set, -1 when it set none, -2 when the key does not
-// exist after the script.
+// exist after the script. The block marker is KEYS[2] for the scripts whose requests send it (the
+// sliding log's, block.lua's); the others send the state alone, and the marker is named after it
+// (the state's kind replaced by "blk", as Strategy::block_key_for names it).
 class RecordingRedis final : public redlimit::Connection {
  public:
   explicit RecordingRedis(const std::string& url)
@@ -43,7 +45,8 @@ class RecordingRedis final : public redlimit::Connection {
     namespace scripts = redlimit::detail::scripts;
     for (const auto* s : {&scripts::fixed_window(), &scripts::sliding_log(), &scripts::policy(),
                           &scripts::token_bucket(), &scripts::leaky_bucket(), &scripts::block()}) {
-      wrapped_[s->sha1] = wrap(s->source);
+      wrapped_[s->sha1] = wrap(s->source, scripts::keys_per_request(*s));
+      by_source_[std::string(s->source)] = scripts::keys_per_request(*s);
     }
   }
 
@@ -55,8 +58,8 @@ class RecordingRedis final : public redlimit::Connection {
 
   Reply command(const std::vector<std::string>& argv) override {
     last = Ttls{};
-    // Every script call, one request or a batch (numkeys 2n): the TTLs are reported for the first
-    // request's keys only.
+    // Every script call, one request or a batch: the TTLs are reported for the first request's keys
+    // only.
     if (argv.size() >= 5 && (argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv[2] != "0") {
       std::vector<std::string> eval = argv;
       eval[0] = "EVAL";
@@ -65,7 +68,8 @@ class RecordingRedis final : public redlimit::Connection {
         if (it == wrapped_.end()) return Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
         eval[1] = it->second;
       } else {
-        eval[1] = wrap(argv[1]);
+        const auto known = by_source_.find(argv[1]);
+        eval[1] = wrap(argv[1], known == by_source_.end() ? 1 : known->second);
       }
       const Reply r = conn_.command(eval);
       if (r.is_error()) return r;
@@ -83,7 +87,7 @@ class RecordingRedis final : public redlimit::Connection {
   Ttls last;
 
  private:
-  static std::string wrap(std::string_view source) {
+  static std::string wrap(std::string_view source, std::size_t keys_per_request) {
     // A "#!lua ..." line (Redis 7 script flags) must stay the script's first line.
     std::string w;
     if (source.substr(0, 2) == "#!") {
@@ -123,13 +127,16 @@ local function ttl_of(key)
   if real_redis.call('EXISTS', key) == 0 then return -2 end
   return recorded_ttl[key] or -1
 end
-return {reply, ttl_of(KEYS[1]), ttl_of(KEYS[2])}
+return {reply, ttl_of(KEYS[1]), ttl_of(@MARKER@)}
 )lua";
+    const std::string marker = keys_per_request == 2 ? "KEYS[2]" : "(string.gsub(KEYS[1], ':[^:]*$', ':blk'))";
+    w.replace(w.find("@MARKER@"), 8, marker);
     return w;
   }
 
   redlimit::RedisConnection conn_;
   std::map<std::string, std::string, std::less<>> wrapped_;
+  std::map<std::string, std::size_t, std::less<>> by_source_;  // each script's keys a request
 };
 
 // One strategy object behind a uniform face.

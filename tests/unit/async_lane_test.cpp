@@ -90,10 +90,10 @@ TEST_F(AsyncLaneTest, TheCallsOfOneTurnAreOneScriptCallInCallOrder) {
   held->run_posted();
   ASSERT_EQ(held->sent.size(), 1u);
   const auto& argv = held->sent.front().argv;
-  ASSERT_EQ(argv.at(2), "6");  // three requests: state and block marker each
+  ASSERT_EQ(argv.at(2), "3");  // three requests: a fixed window's state each (it holds its block)
   EXPECT_EQ(argv.at(3), fw.key_for("a"));
-  EXPECT_EQ(argv.at(5), fw.key_for("b"));
-  EXPECT_EQ(argv.at(7), fw.key_for("a"));
+  EXPECT_EQ(argv.at(4), fw.key_for("b"));
+  EXPECT_EQ(argv.at(5), fw.key_for("a"));
   held->answer(decided({9, 9, 8}));
   const std::vector<long long> want{9, 9, 8};
   for (std::size_t i = 0; i < 3; ++i) {
@@ -112,12 +112,12 @@ TEST_F(AsyncLaneTest, ALoneCallGoesAloneAndTheNextTurnStartsAfresh) {
   consume_each(fw, {"a"}, first);
   held->run_posted();
   ASSERT_EQ(held->sent.size(), 1u);
-  EXPECT_EQ(held->sent.front().argv.at(2), "2");
+  EXPECT_EQ(held->sent.front().argv.at(2), "1");
   consume_each(fw, {"b", "c"}, second);  // while the first is on its way: a turn of their own
   ASSERT_EQ(held->posted.size(), 1u);
   held->run_posted();
   ASSERT_EQ(held->sent.size(), 2u);
-  EXPECT_EQ(held->sent.back().argv.at(2), "4");
+  EXPECT_EQ(held->sent.back().argv.at(2), "2");
   held->answer(decided({9}));
   held->answer(decided({9, 9}));
   EXPECT_EQ(first[0].calls, 1);
@@ -157,7 +157,7 @@ TEST_F(AsyncLaneTest, WithTheOptionOffEveryCallIsSentAtOnce) {
   consume_each(fw, {"a", "b", "a"}, got);
   EXPECT_TRUE(held->posted.empty());
   ASSERT_EQ(held->sent.size(), 3u);
-  for (const auto& s : held->sent) EXPECT_EQ(s.argv.at(2), "2");
+  for (const auto& s : held->sent) EXPECT_EQ(s.argv.at(2), "1");
   for (long long r : {9LL, 9LL, 8LL}) held->answer(decided({r}));
   EXPECT_EQ(got[2].decision.remaining, 8);
 }

@@ -61,26 +61,22 @@ class BatchTest : public ::testing::Test {
     const auto& script = scripts::fixed_window();
     return {verb,
             verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
-            "2",
+            "1",
             s.key_for(subject),
-            s.block_key_for(subject),
             std::to_string(kStart),
             std::to_string(cost),
             "1",
             "5",
             "1000000"};
   }
-  // One script call deciding `requests` in order (prologue.lua): each request's two keys, the first
+  // One script call deciding `requests` in order (prologue.lua): each request's key, the first
   // request's ARGV, then the costs of the others, unless all cost the same.
   static Argv batch_call(const char* verb, const Strategy& s,
                          const std::vector<std::pair<std::string, std::int64_t>>& requests) {
     const auto& script = scripts::fixed_window();
     Argv argv{verb, verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
-              std::to_string(2 * requests.size())};
-    for (const auto& r : requests) {
-      argv.push_back(s.key_for(r.first));
-      argv.push_back(s.block_key_for(r.first));
-    }
+              std::to_string(requests.size())};
+    for (const auto& r : requests) argv.push_back(s.key_for(r.first));
     argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), "1", "5", "1000000"});
     bool uniform = true;
     for (const auto& r : requests) uniform = uniform && r.second == requests.front().second;
@@ -131,10 +127,10 @@ TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   const std::string sha = scripts::fixed_window().sha1;
-  const Argv same{"EVALSHA", sha, "6", fw.key_for("a"), fw.block_key_for("a"), fw.key_for("b"), fw.block_key_for("b"),
-                  fw.key_for("c"), fw.block_key_for("c"), std::to_string(kStart), "2", "1", "5", "1000000"};
+  const Argv same{"EVALSHA", sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kStart),
+                  "2",       "1", "5", "1000000"};
   Argv differ = same;
-  differ[10] = "1";
+  differ[7] = "1";
   differ.insert(differ.end(), {"2", "2"});
   const Reply three = batch_reply({decision_reply(1, 3, 0, 1), decision_reply(1, 1, 0, 1), decision_reply(0, 1, 1, 1)});
   InSequence seq;
@@ -256,7 +252,7 @@ TEST_F(BatchTest, BatchesPastTheCallSizeArePipelinedCalls) {
     std::vector<Reply> out;
     std::size_t first = 0;
     for (const Argv& c : cmds) {
-      const std::size_t n = std::stoul(c.at(2)) / 2;
+      const std::size_t n = std::stoul(c.at(2));        // a fixed window's request sends one key
       EXPECT_EQ(c.at(3), fw.key_for(subjects[first]));  // requests stay in order
       std::vector<Reply> ds;
       for (std::size_t i = 0; i < n; ++i) ds.push_back(decision_reply(1, static_cast<std::int64_t>(first + i), 0, 1));
@@ -264,7 +260,7 @@ TEST_F(BatchTest, BatchesPastTheCallSizeArePipelinedCalls) {
       first += n;
     }
     EXPECT_EQ(first, subjects.size());
-    EXPECT_EQ(std::stoul(cmds[0].at(2)), 2u * 256u);
+    EXPECT_EQ(std::stoul(cmds[0].at(2)), 256u);
     return out;
   });
   const auto d = fw.consume_many(requests);
@@ -310,14 +306,15 @@ TEST_F(BatchTest, WorksForEveryStrategy) {
     const bool policy_reply =
         key.size() > 4 && (key.compare(key.size() - 3, 3, ":sw") == 0 || key.compare(key.size() - 4, 4, ":pol") == 0);
     EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv& c) {
+      // Each request's keys (its state; a sliding log's block marker too), then ARGV.
+      Argv keys = redlimit_unit::request_keys(s, "a");
+      const Argv b_keys = redlimit_unit::request_keys(s, "b");
+      keys.insert(keys.end(), b_keys.begin(), b_keys.end());
       EXPECT_EQ(c.at(0), "EVALSHA");
-      EXPECT_EQ(c.at(2), "4");
-      EXPECT_EQ(c.at(3), s.key_for("a"));
-      EXPECT_EQ(c.at(4), s.block_key_for("a"));
-      EXPECT_EQ(c.at(5), s.key_for("b"));
-      EXPECT_EQ(c.at(6), s.block_key_for("b"));
-      EXPECT_EQ(c.at(9), "1");   // consume
-      EXPECT_EQ(c.back(), "2");  // b's cost, after the parameters
+      EXPECT_EQ(c.at(2), std::to_string(keys.size()));
+      EXPECT_EQ(Argv(c.begin() + 3, c.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size())), keys);
+      EXPECT_EQ(c.at(3 + keys.size() + 2), "1");  // consume
+      EXPECT_EQ(c.back(), "2");                   // b's cost, after the parameters
       std::vector<Reply> ds;
       for (int i = 0; i < 2; ++i) {
         Reply r = decision_reply(1, 4, 0, 1);

@@ -14,7 +14,12 @@ class EveryStrategyTest : public StrategyTestBase, public ::testing::TestWithPar
   const Case& c() const { return GetParam(); }
   const Script& script() const { return c().script(); }
   Strategy make(const RateLimiter& l, std::string resource = "api") const { return c().make(l, std::move(resource)); }
-  static Argv keys(const Strategy& s, std::string_view subject) { return {s.key_for(subject), s.block_key_for(subject)}; }
+  // A request's KEYS (its state; a sliding log's block marker too), and a subject's every key, as
+  // block.lua and reset() name them.
+  static Argv keys(const Strategy& s, std::string_view subject) { return redlimit_unit::request_keys(s, subject); }
+  static Argv both_keys(const Strategy& s, std::string_view subject) {
+    return {s.key_for(subject), s.block_key_for(subject)};
+  }
   Argv args(const std::string& now_arg, std::int64_t cost, const char* mode) const {
     return concat({now_arg, std::to_string(cost), mode}, c().params);
   }
@@ -49,13 +54,16 @@ TEST_P(EveryStrategyTest, CommandShapeAndScriptSha) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv& argv) {
-    EXPECT_EQ(argv.size(), 3 + 2 + 3 + c().params.size());
+    // The state key; the sliding log's block marker too (its sorted set cannot hold a block).
+    const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script());
+    EXPECT_EQ(nkeys, s.key_for("u").substr(s.key_for("u").size() - 3) == ":sl" ? 2u : 1u);
+    EXPECT_EQ(argv.size(), 3 + nkeys + 3 + c().params.size());
     EXPECT_EQ(argv.at(0), "EVALSHA");
     EXPECT_EQ(argv.at(1), script().sha1);
     EXPECT_EQ(argv.at(1), redlimit::detail::sha1_hex(script().source));
-    EXPECT_EQ(argv.at(2), "2");  // the state key and the block marker
+    EXPECT_EQ(argv.at(2), std::to_string(nkeys));
     EXPECT_EQ(argv.at(3), s.key_for("u"));
-    EXPECT_EQ(argv.at(4), s.block_key_for("u"));
+    if (nkeys == 2) EXPECT_EQ(argv.at(4), s.block_key_for("u"));
     return reply(1, 0, 0, 0);
   });
   s.consume("u", 1);
@@ -121,8 +129,8 @@ std::string holds_block(const Case& c) {
 TEST_P(EveryStrategyTest, BlockRunsTheBlockScriptWithMode3AndTheDuration) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock,
-              command(evalsha(scripts::block(), keys(s, "user-42"), {now(), "1", "3", "90000000", holds_block(c())})))
+  EXPECT_CALL(*mock, command(evalsha(scripts::block(), both_keys(s, "user-42"),
+                                     {now(), "1", "3", "90000000", holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 90'000'000, 90'000'000, 0)));
   const Decision d = s.block("user-42", 90s);
   EXPECT_FALSE(d.allowed);
@@ -161,10 +169,14 @@ TEST_P(EveryStrategyTest, RedisTimeSourceSendsRedis) {
   const RateLimiter limiter = make_limiter(TimeSource::redis);
   const Strategy s = make(limiter);
   InSequence seq;
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "1")))).WillOnce(Return(reply(1, 0, 0, 0)));
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "0")))).WillOnce(Return(reply(1, 0, 0, 0)));
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "2")))).WillOnce(Return(reply(1, 0, 0, 0)));
-  EXPECT_CALL(*mock, command(evalsha(scripts::block(), keys(s, "u"), {"redis", "1", "3", "1000000", holds_block(c())})))
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "1"))))
+      .WillOnce(Return(reply(1, 0, 0, 0)));
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "0"))))
+      .WillOnce(Return(reply(1, 0, 0, 0)));
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "2"))))
+      .WillOnce(Return(reply(1, 0, 0, 0)));
+  EXPECT_CALL(*mock,
+              command(evalsha(scripts::block(), both_keys(s, "u"), {"redis", "1", "3", "1000000", holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000, 0)));
   clock->advance(10s);  // irrelevant with TimeSource::redis
   s.consume("u", 1);
@@ -199,7 +211,7 @@ TEST_P(EveryStrategyTest, AnySubjectBytesGoIntoOneHashTag) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   const std::string subject = "a{b}c:d|e%f\0g\xff"s;
-  for (const std::string& key : keys(s, subject)) {
+  for (const std::string& key : both_keys(s, subject)) {
     EXPECT_EQ(std::count(key.begin(), key.end(), '{'), 1) << key;
     EXPECT_EQ(std::count(key.begin(), key.end(), '}'), 1) << key;
   }
@@ -240,21 +252,21 @@ TEST_P(EveryStrategyTest, DelayIsDecoded) {
 TEST_P(EveryStrategyTest, ResetSendsOneDelOfTheSubjectsKeys) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, keys(s, "user-42")))).WillOnce(Return(Reply::make_integer(1)));
+  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "user-42")))).WillOnce(Return(Reply::make_integer(1)));
   s.reset("user-42");
 }
 
 TEST_P(EveryStrategyTest, ResetOfAnUnknownSubjectIsFine) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, keys(s, "nobody")))).WillOnce(Return(Reply::make_integer(0)));
+  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "nobody")))).WillOnce(Return(Reply::make_integer(0)));
   EXPECT_NO_THROW(s.reset("nobody"));
 }
 
 TEST_P(EveryStrategyTest, ResetErrorReplyThrowsReplyError) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, keys(s, "u")))).WillOnce(Return(Reply::make_error("ERR boom")));
+  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "u")))).WillOnce(Return(Reply::make_error("ERR boom")));
   EXPECT_THROW(s.reset("u"), ReplyError);
 }
 

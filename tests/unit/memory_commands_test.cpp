@@ -6,8 +6,11 @@ namespace {
 
 // --- the commands it answers ------------------------------------------------------------------
 
-Argv eval_argv(const std::string& verb, const std::string& script, const Argv& rest) {
-  Argv argv{verb, script, "2", "redlimit:{r|u}:fw", "redlimit:{r|u}:blk"};
+// One request's call: the state's key, and the block marker's when the script reads it (`nkeys` 2:
+// the sliding log's, lua/prologue.lua).
+Argv eval_argv(const std::string& verb, const std::string& script, const Argv& rest, std::size_t nkeys = 1) {
+  Argv argv{verb, script, std::to_string(nkeys), "redlimit:{r|u}:fw"};
+  if (nkeys == 2) argv.push_back("redlimit:{r|u}:blk");
   argv.insert(argv.end(), rest.begin(), rest.end());
   return argv;
 }
@@ -41,12 +44,13 @@ class TickingClock final : public redlimit::Clock {
   mutable std::int64_t ticks_ = 0;
 };
 
-Argv batch_argv(const std::string& sha, const std::string& now, const std::vector<std::string>& subjects,
-                const Argv& params, const std::vector<std::string>& costs) {
-  Argv argv{"EVALSHA", sha, std::to_string(2 * subjects.size())};
+Argv batch_argv(const redlimit::detail::Script& script, const std::string& now,
+                const std::vector<std::string>& subjects, const Argv& params, const std::vector<std::string>& costs) {
+  const std::size_t stride = scripts::keys_per_request(script);  // the state; a sliding log's marker too
+  Argv argv{"EVALSHA", script.sha1, std::to_string(stride * subjects.size())};
   for (const auto& s : subjects) {
     argv.push_back("redlimit:{r|" + s + "}:st");
-    argv.push_back("redlimit:{r|" + s + "}:blk");
+    if (stride == 2) argv.push_back("redlimit:{r|" + s + "}:blk");
   }
   argv.insert(argv.end(), {now, costs.front(), "1"});
   argv.insert(argv.end(), params.begin(), params.end());
@@ -64,16 +68,16 @@ TEST(MemoryBatch, ReadsRedisTimeOnceForTheWholeBatch) {
   // 2 per 1 s window, three requests: at one instant the third is rejected. Reading the clock per
   // request (a second later each time) would put each request in a window of its own.
   MemoryConnection store(std::make_shared<TickingClock>());
-  const Reply r = store.command(batch_argv(scripts::fixed_window().sha1, "redis", {"u", "u", "u"}, {"2", "1000000"},
-                                           {"1", "1", "1"}));
+  const Reply r =
+      store.command(batch_argv(scripts::fixed_window(), "redis", {"u", "u", "u"}, {"2", "1000000"}, {"1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 0}));
 }
 
 TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
   const std::string now = std::to_string(kT0.count());
-  const Reply r = store->command(batch_argv(scripts::token_bucket().sha1, now, {"a", "b", "a", "a", "a"},
-                                            {"3", "1", "1"}, {"2", "3", "1", "1", "1"}));
+  const Reply r = store->command(
+      batch_argv(scripts::token_bucket(), now, {"a", "b", "a", "a", "a"}, {"3", "1", "1"}, {"2", "3", "1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 1, 0, 0}));
   EXPECT_EQ(r.elements[5 * 2 + 1].integer, 0) << "a's bucket is empty after 2 + 1";
@@ -83,8 +87,8 @@ TEST_F(MemoryTest, AFailedBatchWritesNoStringState) {
   // The third request's cost is not a number: the script fails in decide(), and the epilogue, which
   // writes string states only after every request, has written nothing.
   const std::string now = std::to_string(kT0.count());
-  const Reply r = store->command(batch_argv(scripts::fixed_window().sha1, now, {"a", "b", "c"}, {"5", "1000000"},
-                                            {"1", "2", "x"}));
+  const Reply r =
+      store->command(batch_argv(scripts::fixed_window(), now, {"a", "b", "c"}, {"5", "1000000"}, {"1", "2", "x"}));
   ASSERT_TRUE(r.is_error());
   EXPECT_EQ(store->size(), 0u);
 }
@@ -95,8 +99,8 @@ TEST_F(MemoryTest, AKeyOfAnotherTypeInABatchIsReplacedAndFailsNoOtherRequest) {
   // decided as if it were not there.
   store->command({"SET", "redlimit:{r|b}:st", "not a sorted set"});
   const std::string now = std::to_string(kT0.count());
-  const Reply r = store->command(batch_argv(scripts::sliding_log().sha1, now, {"a", "b", "c"}, {"5", "1000000"},
-                                            {"1", "1", "1"}));
+  const Reply r =
+      store->command(batch_argv(scripts::sliding_log(), now, {"a", "b", "c"}, {"5", "1000000"}, {"1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   ASSERT_EQ(r.elements.size(), 15u);
   for (std::size_t i = 0; i < 3; ++i) {
@@ -130,8 +134,9 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1}).is_error());
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "x"}).is_error());
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "3", "a", "b"}).is_error());
-  EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1"}).is_error());
-  r = store->command({"EVALSHA", scripts::fixed_window().sha1, "2", "a", "b", "now", "1", "1", "x", "1"});
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::sliding_log().sha1, "1", "a", "1", "1"}).is_error())
+      << "a sliding log takes two keys a request";
+  r = store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1", "1", "x", "1"});
   EXPECT_TRUE(r.is_error()) << "a limit that is not a number is a Lua error";
 
   // DEL counts the keys that existed.
@@ -158,11 +163,11 @@ TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 2) << "an empty window of 3, 1 taken";
   const Argv log_peek{std::to_string(kT0.count()), "1", "0", "3", "1000000"};
-  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek));
+  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 3) << "an empty log";
   const Argv log_args{std::to_string(kT0.count()), "1", "1", "3", "1000000"};
-  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args));
+  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 2) << "the hash replaced by a log, 1 taken";
 }

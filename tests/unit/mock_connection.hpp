@@ -12,6 +12,8 @@
 #include "redlimit/transport/connection.hpp"
 #include "redlimit/decision.hpp"
 #include "redlimit/reply.hpp"
+#include "redlimit/strategy.hpp"
+#include "redlimit/transport/connection.hpp"
 
 namespace redlimit {
 // Readable gtest output for Decision::source.
@@ -78,6 +80,14 @@ inline redlimit::Reply batch_reply(const std::vector<redlimit::Reply>& decisions
   redlimit::Reply out = redlimit::Reply::make_array({});
   for (const auto& d : decisions) out.elements.insert(out.elements.end(), d.elements.begin(), d.elements.end());
   return out;
+}
+
+// The KEYS a request of `s` sends for `subject` (lua/prologue.lua): its state, and for a sliding
+// log (whose sorted set cannot hold a block: detail::scripts::keys_per_request) its block marker.
+inline std::vector<std::string> request_keys(const redlimit::Strategy& s, std::string_view subject) {
+  const std::string key = s.key_for(subject);
+  if (key.size() > 3 && key.compare(key.size() - 3, 3, ":sl") == 0) return {key, s.block_key_for(subject)};
+  return {key};
 }
 
 inline redlimit::Reply noscript_reply() {

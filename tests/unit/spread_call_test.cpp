@@ -54,7 +54,7 @@ Sent parse(const Argv& c) {
   const std::size_t first = s.spread ? 5 : 3;
   if (s.spread) EXPECT_EQ(c[2], "1") << "a spread call declares one key";
   if (s.spread) EXPECT_EQ(c[3], c[5]) << "the first state routes the call";
-  for (std::size_t i = 0; i < nkeys; i += 2) s.states.push_back(c[first + i]);
+  for (std::size_t i = 0; i < nkeys; ++i) s.states.push_back(c[first + i]);  // a fixed window's: one key
   return s;
 }
 
@@ -146,7 +146,7 @@ TEST_F(SpreadCallTest, WithTheOptionOffOrOnTheEvalshaPathEachSlotIsACall) {
       EXPECT_EQ(c[0], evalsha ? "EVALSHA" : "FCALL");
       EXPECT_EQ(c[1].find("_spread"), std::string::npos);
       Sent s;
-      for (std::size_t i = 0; i < std::stoul(c[2]); i += 2) s.states.push_back(c[3 + i]);
+      for (std::size_t i = 0; i < std::stoul(c[2]); ++i) s.states.push_back(c[3 + i]);
       return answer(s);
     });
     expect_in_order(fw.consume_many(requests_of(who)), who);

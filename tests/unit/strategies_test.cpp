@@ -10,7 +10,7 @@ namespace {
 
 class StrategiesTest : public StrategyTestBase, public ::testing::Test {
  protected:
-  static Argv keys(const Strategy& s, std::string_view subject) { return {s.key_for(subject), s.block_key_for(subject)}; }
+  static Argv keys(const Strategy& s, std::string_view subject) { return redlimit_unit::request_keys(s, subject); }
 };
 
 TEST_F(StrategiesTest, AccessorsReflectTheConstruction) {
@@ -345,7 +345,7 @@ TEST_F(StrategiesTest, WithoutAClockTheSystemClockIsUsed) {
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   std::string sent_now;
   EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv& argv) {
-    sent_now = argv.at(5);  // EVALSHA sha 2 key blk now ...
+    sent_now = argv.at(4);  // EVALSHA sha 1 key now ...
     return decision_reply(1, 4, 0, 1);
   });
   const auto before = std::chrono::duration_cast<Micros>(std::chrono::system_clock::now().time_since_epoch());

@@ -50,9 +50,9 @@ class GateConnection final : public redlimit::Connection {
     --passes_;
     std::vector<Reply> ints;
     const std::size_t keys = std::stoul(argv[2]);
-    if (fail_shared && keys > 2) return Reply::make_error("ERR a shared call's error");
-    for (std::size_t k = 3; k < 3 + keys; k += 2) {
-      const std::string& key = argv[k];  // redlimit:{gate|u7}:fw
+    if (fail_shared && keys > 1) return Reply::make_error("ERR a shared call's error");
+    for (std::size_t k = 3; k < 3 + keys; ++k) {  // a fixed window's request sends one key
+      const std::string& key = argv[k];           // redlimit:{gate|u7}:fw
       const auto from = key.find("|u") + 2;
       const long long n = std::stoll(key.substr(from, key.find('}') - from));
       for (long long v : {1LL, n, 0LL, 1000LL, 0LL}) ints.push_back(Reply::make_integer(v));
@@ -190,16 +190,16 @@ TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeThe
   for (auto* t : {&ta, &tb, &tc, &td, &te}) t->join();
 
   ASSERT_EQ(gate->commands.size(), 3u);
-  EXPECT_EQ(gate->commands[0][2], "2");  // one request: its state and its block marker
-  EXPECT_EQ(gate->commands[1][2], "2");
+  EXPECT_EQ(gate->commands[0][2], "1");  // one request: its state (a fixed window's holds its block)
+  EXPECT_EQ(gate->commands[1][2], "1");
   const auto& shared = gate->commands[2];
-  ASSERT_EQ(shared[2], "6");
+  ASSERT_EQ(shared[2], "3");
   EXPECT_EQ(shared[3], "redlimit:{gate|u3}:fw");
-  EXPECT_EQ(shared[5], "redlimit:{gate|u4}:fw");
-  EXPECT_EQ(shared[7], "redlimit:{gate|u5}:fw");
+  EXPECT_EQ(shared[4], "redlimit:{gate|u4}:fw");
+  EXPECT_EQ(shared[5], "redlimit:{gate|u5}:fw");
   // ARGV[1]: the time the shared call was sent, not its callers' own readings five seconds before.
-  EXPECT_EQ(shared[9], std::to_string(clock->at.load()));
-  EXPECT_EQ(gate->commands[0][5], std::to_string(clock->at.load() - 5'000'000));
+  EXPECT_EQ(shared[6], std::to_string(clock->at.load()));
+  EXPECT_EQ(gate->commands[0][4], std::to_string(clock->at.load() - 5'000'000));
   // Each caller its own decision.
   EXPECT_EQ(a.remaining, 1);
   EXPECT_EQ(b.remaining, 2);
@@ -261,14 +261,14 @@ TEST_F(SyncLaneTest, ACallAloneGoesAtOnceAndWithTheOptionOffEveryCallGoesAlone) 
   for (int i = 0; i < 3; ++i) gate->pass();
   for (auto* t : {&ta, &tb, &tc}) t->join();
   ASSERT_EQ(gate->commands.size(), 3u);
-  for (const auto& cmd : gate->commands) EXPECT_EQ(cmd[2], "2");
+  for (const auto& cmd : gate->commands) EXPECT_EQ(cmd[2], "1");
   EXPECT_EQ(a.remaining + b.remaining + c.remaining, 6);
 
   make(true);  // shared, but nothing else on its way: it goes at once
   gate->pass();
   EXPECT_EQ(fw->consume("u9").remaining, 9);
   ASSERT_EQ(gate->commands.size(), 1u);
-  EXPECT_EQ(gate->commands[0][2], "2");
+  EXPECT_EQ(gate->commands[0][2], "1");
 }
 
 }  // namespace

@@ -69,8 +69,8 @@ class DecisionPath {
   // and an error thrown to them is reported to the MetricsSink once per request, not once per path.
   void count_each_request() { count_each_ = true; }
 
-  // One request, already checked: its own call (KEYS state and block marker; ARGV now, cost, mode,
-  // parameters) and its cost.
+  // One request, already checked: its own call (KEYS its state, and a sliding log's block marker;
+  // ARGV now, cost, mode, parameters) and its cost.
   void add(ScriptCall call, std::int64_t cost);
   // The same for a request whose caller started before this path: a call that waited to share a
   // script call. Its MetricsEvent::latency counts from `started`, the wait included. Either add()

@@ -1,6 +1,8 @@
 #pragma once
 // The Lua sources, embedded at build time from lua/*.lua, each behind lua/prologue.lua
 // (see cmake/embed_lua.cmake).
+#include <cstddef>
+
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/script.hpp"
 
@@ -18,6 +20,11 @@ const Script& block();
 // "2" a hash that holds it in a field (sliding window and policies: lua/policy.lua, read), "0" only
 // the marker (sliding log).
 const char* block_holder(const Script& script);
+
+// The keys each request of the script sends: 2 when the script reads the block marker (the sliding
+// log, whose sorted set cannot hold a block, and block.lua), the state then the marker; 1 (the
+// state alone) for the others, whose state holds its block. lua/prologue.lua names them.
+std::size_t keys_per_request(const Script& script);
 
 // The Redis Functions library that holds every script above (cmake/embed_lua.cmake), and its name,
 // which carries a hash of its code: two redlimit versions on one Redis never replace each other's.

@@ -166,7 +166,7 @@ REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
       script_calls_.push_back(first);
       continue;
     }
-    // KEYS: state and block marker of each request; ARGV: the first request's (its now, cost,
+    // KEYS: each request's (lua/prologue.lua); ARGV: the first request's (its now, cost,
     // mode, the strategy's parameters), then the costs of the others, unless they all cost what
     // the first does (lua/prologue.lua): fewer arguments for Redis to read and the script to parse.
     ScriptCall merged;

@@ -24,6 +24,10 @@ REDLIMIT_INLINE const char* block_holder(const Script& script) {
   return &script == &policy() ? "2" : "0";
 }
 
+REDLIMIT_INLINE std::size_t keys_per_request(const Script& script) {
+  return &script == &sliding_log() || &script == &block() ? 2 : 1;
+}
+
 REDLIMIT_INLINE std::string_view library() { return lua::library; }
 REDLIMIT_INLINE std::string_view library_name() { return lua::library_name; }
 

@@ -92,7 +92,9 @@ REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(std::string_view subject, s
                                                      const std::vector<std::string>& params,
                                                      const std::string* now) const {
   detail::ScriptCall call;
-  call.keys = {key_for(subject), block_key_for(subject)};  // checks the subject
+  call.keys.reserve(2);
+  call.keys.push_back(key_for(subject));  // checks the subject
+  if (detail::scripts::keys_per_request(*spec_->script) == 2) call.keys.push_back(block_key_for(subject));
   call.args.reserve(3 + params.size());
   call.args.push_back(now ? *now : ctx_->now_arg());
   call.args.push_back(std::to_string(cost));
@@ -256,8 +258,10 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
 }
 
 REDLIMIT_INLINE detail::ScriptCall Strategy::block_call(std::string_view subject, std::string duration) const {
-  return prepare(subject, 1, strategy_impl::mode_of(Operation::block),
-                 {std::move(duration), detail::scripts::block_holder(*spec_->script)});
+  detail::ScriptCall call = prepare(subject, 1, strategy_impl::mode_of(Operation::block),
+                                    {std::move(duration), detail::scripts::block_holder(*spec_->script)});
+  if (call.keys.size() == 1) call.keys.push_back(block_key_for(subject));  // block.lua reads both
+  return call;
 }
 
 REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
