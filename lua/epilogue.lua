@@ -13,8 +13,6 @@
 --       requests each send two keys (KEYS[2i-1] the state, KEYS[2i] the marker); a string state
 --       holds its block, and so does a policy's hash (its decide() answers): their requests send
 --       the state alone (KEYS[i]), a key less for Redis to parse and file in KEYS (prologue.lua);
---   params_n: the number of the script's parameters (ARGV[4 .. 3 + params_n]), after which come
---       the costs of requests 2..n, if they are not all ARGV[2]'s (prologue.lua);
 --   width: the length of a decision (5, or 6 + 2m for a policy of m limits: the deciding limit,
 --       then `each`).
 -- The functions below are its load part (cmake/embed_lua.cmake): they follow the script's own.
@@ -161,7 +159,7 @@ local written = {}
 -- request gets the same answer: `rejected[key][cost]` remembers it, and a flood from one subject
 -- inside a batch costs a table lookup a request.
 local out, m, rejected = batch_out, 0, {}
-local first_cost = #ARGV > 3 + params_n and #ARGV - n -- false: every request costs ARGV[2]
+local first_cost = #ARGV > 4 and #ARGV - n -- false: every request costs ARGV[2]
 if first_cost then
   -- Every cost is read before anything is written: a call with a cost that is not a number (a raw
   -- FCALL; the client checks its own) fails whole, as it does when the first request's is bad.

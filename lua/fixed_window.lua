@@ -4,8 +4,8 @@
 -- state: pack(WINDOW, start, used, window), see helpers.lua: <used> units admitted in the window of
 --        length <window> that starts at <start> (us)
 -- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  limit: units admitted per window
--- ARGV[5]  window length (us)
+-- ARGV[4]  the parameters (helpers.lua, params): "<limit> <window>", the units admitted per window
+--          and the window's length (us)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: windows are aligned to the epoch, start = now - (now mod window). A stored start
@@ -19,8 +19,8 @@
 -- written under another window length counts in the current window when the two windows overlap
 -- (what was consumed stays consumed), and is then rewritten as the current window's.
 local limit, window, current -- this call's: limit, window length (us), start of the current window
-local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
-local state_is_string, reads_marker, width, params_n = true, false, 5, 2
+local params_arg -- the string limit and window were parsed from (helpers.lua, params)
+local state_is_string, reads_marker, width = true, false, 5
 
 local function decide(_, cost, v)
   local start, used = current, 0
@@ -59,7 +59,9 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= limit_arg or ARGV[5] ~= window_arg then
-  limit_arg, window_arg, limit, window = ARGV[4], ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[5])
+if ARGV[4] ~= params_arg then
+  params_arg = ARGV[4]
+  local p = words(params_arg)
+  limit, window = tonumber(p[1]), tonumber(p[2])
 end
 current = now - fmod(now, window)

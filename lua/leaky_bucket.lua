@@ -8,10 +8,9 @@
 --        frac ticks of water (whole requests and frac ticks of the next) at time <at> (us); the
 --        lease says how long the key's TTL runs (bucket_ttl)
 -- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  capacity (requests)
--- ARGV[5]  unit: ticks per request
--- ARGV[6]  leak: ticks that leak out per microsecond
--- ARGV[7]  "meter" or "shaper"
+-- ARGV[4]  the parameters (helpers.lua, params): "<capacity> <unit> <leak> <mode>", the capacity
+--          (requests), the ticks per request, the ticks that leak out per microsecond, and
+--          "meter" or "shaper"
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us}
 --
 -- Time math: the leak rate is R requests per T microseconds. The client picks g = gcd(R, T),
@@ -24,9 +23,9 @@
 -- difference. A refund takes water out; for a shaper, delays already handed out are not
 -- shortened. Reconfigured: water stays water (clamped to a new capacity); a part request is
 -- rescaled to a new rate, rounded up.
-local capacity, unit, leak, shaper -- this call's: ARGV[4..7]
-local capacity_arg, unit_arg, leak_arg -- the strings they were parsed from (helpers.lua, params)
-local state_is_string, reads_marker, width, params_n = true, false, 5, 4
+local capacity, unit, leak, shaper -- this call's parameters (ARGV[4])
+local params_arg -- the string they were parsed from (helpers.lua, params)
+local state_is_string, reads_marker, width = true, false, 5
 
 -- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).
 local function time_to_empty(whole, frac)
@@ -101,8 +100,9 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= capacity_arg or ARGV[5] ~= unit_arg or ARGV[6] ~= leak_arg then
-  capacity_arg, unit_arg, leak_arg = ARGV[4], ARGV[5], ARGV[6]
-  capacity, unit, leak = tonumber(capacity_arg), tonumber(unit_arg), tonumber(leak_arg)
+if ARGV[4] ~= params_arg then
+  params_arg = ARGV[4]
+  local p = words(params_arg)
+  capacity, unit, leak = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
+  shaper = p[4] == 'shaper'
 end
-shaper = ARGV[7] == 'shaper'

@@ -5,8 +5,9 @@
 -- state: hash, field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
 --        (<tag> is the limit's text, e.g. "1h@1m"; bucket = floor(t / precision))
 -- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  m: number of limits; then four arguments per limit i = 1..m, from ARGV[5 + 4(i-1)]:
---          tag, limit (units per window), window (us), precision (us, divides the window)
+-- ARGV[4]  the parameters (helpers.lua, params), space-separated: m, the number of limits, then
+--          four words per limit i = 1..m: tag, limit (units per window), window (us), precision
+--          (us, divides the window)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0, deciding limit 1..m,
 --          then for each limit i = 1..m: its own remaining, its own reset_after_us}: the first six
 --          are the policy's (least remaining, longest reset), the pairs let a caller state every
@@ -36,23 +37,11 @@
 -- This call's: the limits (read once per call: a batch decides many requests with them; what
 -- depends on the request is reset at the start of each decide()), the same by tag, and the width of
 -- a decision. Set per call, below; kept from the last call when its limits were given by the same
--- strings (helpers.lua, params), and then only their time fields (r, b, oldest = b - n) are set
+-- string (helpers.lua, params), and then only their time fields (r, b, oldest = b - n) are set
 -- again.
 local limits, by_tag, width
--- ARGV[4 .. 4 + 4m] of the call that built `limits`, and their number, 1 + 4m (params_n: the
--- epilogue reads it too, to find the costs of a batch)
-local limit_args, params_n = {}, 0
+local params_arg -- ARGV[4] of the call that built `limits`
 local state_is_string, reads_marker = false, false -- the hash holds its block (read, below)
-
--- Whether this call's limits are given by the strings that built `limits`.
-local function same_limits(ARGV)
-  local n = 1 + 4 * (tonumber(ARGV[4]) or 0) -- m, then four arguments a limit
-  if n ~= params_n then return false end
-  for j = 1, n do
-    if ARGV[3 + j] ~= limit_args[j] then return false end
-  end
-  return true
-end
 
 -- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
 -- old * r below 2^52 is divided inline (helpers.lua, TWO52): no call into C.
@@ -356,18 +345,19 @@ local function decide(key, cost)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if not same_limits(ARGV) then
-  local m = tonumber(ARGV[4])
+if ARGV[4] ~= params_arg then
+  local p = words(ARGV[4])
+  local m = tonumber(p[1])
   width = 6 + 2 * m
-  limits, by_tag, limit_args, params_n = {}, {}, {}, 1 + 4 * m
-  for j = 1, params_n do limit_args[j] = ARGV[3 + j] end
+  limits, by_tag = {}, {}
   for i = 1, m do
-    local base = 5 + 4 * (i - 1)
-    local P = tonumber(ARGV[base + 3])
-    local l = {tag = ARGV[base], limit = tonumber(ARGV[base + 1]), P = P, n = tonumber(ARGV[base + 2]) / P}
+    local base = 2 + 4 * (i - 1)
+    local P = tonumber(p[base + 3])
+    local l = {tag = p[base], limit = tonumber(p[base + 1]), P = P, n = tonumber(p[base + 2]) / P}
     limits[i] = l
     by_tag[l.tag] = l
   end
+  params_arg = ARGV[4] -- last: a call that failed above parses again
 end
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
   local l = limits[i]

@@ -17,10 +17,10 @@
 --          client)
 -- ARGV[3]  mode: "1" consume (record if admitted), "0" peek (record nothing), "2" refund,
 --          "3" block (block.lua only)
--- ARGV[4..]  the strategy's parameters, named in each script
--- ARGV[#ARGV-n+2 .. #ARGV]  the costs of requests 2..n: none when n = 1, or when every request
---          costs ARGV[2] (the common case, and 0.1-0.2 us of Redis's time a request less: the
---          epilogue tells the two apart by the script's number of parameters, params_n)
+-- ARGV[4]  the strategy's parameters in one string, space-separated, named in each script
+--          (helpers.lua, params; block.lua takes two arguments instead)
+-- ARGV[5 .. 4 + n - 1]  the costs of requests 2..n: none when n = 1, or when every request costs
+--          ARGV[2] (the common case, and 0.1-0.2 us of Redis's time a request less)
 -- Returns request 1's decision when n = 1, otherwise the n decisions one after the other.
 -- On a Redis Cluster a call may hold requests of many slots of one node: the Functions library's
 -- <name>_spread function (cmake/embed_lua.cmake) takes FCALL's one declared key (the first

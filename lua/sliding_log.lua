@@ -6,8 +6,8 @@
 --        <cost> units admitted at that time, and <cum> the units admitted to this key up to and
 --        including them, so that the units in any run of entries is a difference of two cums
 -- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  limit: units admitted in any window
--- ARGV[5]  window length (us)
+-- ARGV[4]  the parameters (helpers.lua, params): "<limit> <window>", the units admitted in any
+--          window and the window's length (us)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: a request admitted at t counts during [t, t + window); at `now` it has left the window
@@ -34,7 +34,7 @@ local limit, window, cutoff -- this call's: limit, window length (us), now - win
                             -- have left the window)
 local trim_every -- this call's: units between two trims (see above)
 local RENEW_SLOT = TTL_MARGIN_MS * 500 -- us: half the TTL's margin (see above)
-local limit_arg, window_arg -- the strings limit and window were parsed from (helpers.lua, params)
+local params_arg -- the string limit and window were parsed from (helpers.lua, params)
 -- now and cutoff as text, made once a call, when a request first needs them: every request of a
 -- batch shares them (fmt() is a call into the C library's printf)
 local now_str, cutoff_str, after_cutoff_str
@@ -50,7 +50,7 @@ local function after_cutoff_text() -- ZRANGEBYSCORE's exclusive bound: scores > 
   if not after_cutoff_str then after_cutoff_str = '(' .. cutoff_text() end
   return after_cutoff_str
 end
-local state_is_string, reads_marker, width, params_n = false, true, 5, 2
+local state_is_string, reads_marker, width = false, true, 5
 
 -- An entry's member: its cum (and its cost, unless only the cum is wanted), or nil for a 0.2
 -- member "<time>:<seq>". The cum's digits (16, more past 10^16) end at the member's one '/': a
@@ -170,8 +170,10 @@ local function decide(key, cost)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= limit_arg or ARGV[5] ~= window_arg then
-  limit_arg, window_arg, limit, window = ARGV[4], ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[5])
+if ARGV[4] ~= params_arg then
+  params_arg = ARGV[4]
+  local p = words(params_arg)
+  limit, window = tonumber(p[1]), tonumber(p[2])
   trim_every = floor_div(limit, 8)
 end
 cutoff = now - window

@@ -5,9 +5,8 @@
 --        frac ticks (whole tokens and frac ticks of the next) at time <at> (us); the lease says
 --        how long the key's TTL runs (bucket_ttl)
 -- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  capacity (tokens)
--- ARGV[5]  unit: ticks per token
--- ARGV[6]  refill: ticks added per microsecond
+-- ARGV[4]  the parameters (helpers.lua, params): "<capacity> <unit> <refill>", the capacity
+--          (tokens), the ticks per token, and the ticks added per microsecond
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: the rate is R tokens per T microseconds, rarely a whole number of microseconds per
@@ -21,8 +20,8 @@
 -- tokens back, up to the capacity. Reconfigured: tokens stay tokens (clamped to a new capacity);
 -- the part of a token already refilled is rescaled to a new rate, rounded down.
 local capacity, unit, refill -- this call's: capacity (tokens), ticks per token, ticks per us
-local capacity_arg, unit_arg, refill_arg -- the strings they were parsed from (helpers.lua, params)
-local state_is_string, reads_marker, width, params_n = true, false, 5, 3
+local params_arg -- the string they were parsed from (helpers.lua, params)
+local state_is_string, reads_marker, width = true, false, 5
 
 local function decide(_, cost, v)
   local whole, frac, at, t0, ahead, lease = read_bucket(now, v, capacity, capacity, unit, false)
@@ -88,7 +87,8 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= capacity_arg or ARGV[5] ~= unit_arg or ARGV[6] ~= refill_arg then
-  capacity_arg, unit_arg, refill_arg = ARGV[4], ARGV[5], ARGV[6]
-  capacity, unit, refill = tonumber(capacity_arg), tonumber(unit_arg), tonumber(refill_arg)
+if ARGV[4] ~= params_arg then
+  params_arg = ARGV[4]
+  local p = words(params_arg)
+  capacity, unit, refill = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
 end

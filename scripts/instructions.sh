@@ -68,7 +68,10 @@ for strategy in ${strategies//,/ }; do
   callgrind_control -i off "$SERVER_PID" >/dev/null 2>&1
   callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
   stop_server
-  ir=$(callgrind_annotate --inclusive=yes "$SERVER_DIR"/cg.out.* 2>/dev/null | awk '/fcallCommand/ {gsub(",", "", $1); print $1; exit}')
+  # awk reads to the end: leaving at the first match would end callgrind_annotate with SIGPIPE, which
+  # pipefail turns into this script's failure.
+  ir=$(callgrind_annotate --inclusive=yes "$SERVER_DIR"/cg.out.* 2>/dev/null |
+    awk '/fcallCommand/ && !found {gsub(",", "", $1); print $1; found = 1}')
   python3 - "$strategy" "$mode" "${ir:-0}" "$SERVER_DIR/rows.json" <<'PY'
 import json, sys
 strategy, mode, ir, rows = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]

@@ -65,6 +65,31 @@ Reply wrong_arity(std::string_view command) {
   return Reply::make_error("ERR wrong number of arguments for '" + lower + "' command");
 }
 
+// ARGV from argv[first] on, as the twins read it: a strategy's parameters come in one argument,
+// ARGV[4], space-separated (lua/helpers.lua, params), and the twins take them one argument a word,
+// as each script names them. block.lua's arguments are its own.
+std::vector<std::string_view> script_args(const std::vector<std::string>& argv, std::size_t first, bool split_params) {
+  std::vector<std::string_view> args;
+  args.reserve(argv.size() - first + 12);
+  for (std::size_t i = first; i < argv.size(); ++i) {
+    const std::string_view a = argv[i];
+    if (!split_params || i != first + 3) {
+      args.push_back(a);
+      continue;
+    }
+    constexpr std::string_view kSpace = " \t\n\v\f\r";  // Lua's %s: isspace() in the C locale
+    std::size_t at = 0;
+    while (at < a.size()) {
+      const std::size_t start = a.find_first_not_of(kSpace, at);
+      if (start == std::string_view::npos) break;
+      const std::size_t end = std::min(a.find_first_of(kSpace, start), a.size());
+      args.push_back(a.substr(start, end - start));
+      at = end;
+    }
+  }
+  return args;
+}
+
 }  // namespace
 
 MemoryConnection::MemoryConnection(std::shared_ptr<Clock> clock)
@@ -165,9 +190,7 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
   if (stride == 2 && nkeys == 2 && argv[3] == argv[4]) {
     return Reply::make_error("ERR " + std::string(script) + ".lua needs two different keys");
   }
-  std::vector<std::string_view> args;
-  args.reserve(argv.size() - 3 - nkeys);
-  for (std::size_t i = 3 + nkeys; i < argv.size(); ++i) args.emplace_back(argv[i]);
+  const std::vector<std::string_view> args = script_args(argv, 3 + nkeys, *id != mem::ScriptId::block);
 
   const std::int64_t clock_now = clock_->now().count();
   const std::int64_t now = mem::script_now(args.empty() ? std::string_view{} : args[0], clock_now);

@@ -47,13 +47,13 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
   namespace lua = redlimit::detail::lua;
   struct Case {
     std::string_view source;
-    std::vector<std::string> params;
+    std::string params;  // ARGV[4]: the parameters, space-separated
     std::vector<std::string> keys;  // two requests' (lua/prologue.lua: a sliding log's sends its marker too)
   };
   const Case cases[] = {
-      {lua::fixed_window, {"5", "1000000"}, {"raw:{a}:s", "raw:{b}:s"}},                           // a string state
-      {lua::policy, {"1", "1s", "5", "1000000", "1000000"}, {"raw:{a}:s", "raw:{b}:s"}},           // a hash
-      {lua::sliding_log, {"5", "1000000"}, {"raw:{a}:s", "raw:{a}:b", "raw:{b}:s", "raw:{b}:b"}},  // a sorted set
+      {lua::fixed_window, "5 1000000", {"raw:{a}:s", "raw:{b}:s"}},                           // a string state
+      {lua::policy, "1 1s 5 1000000 1000000", {"raw:{a}:s", "raw:{b}:s"}},                    // a hash
+      {lua::sliding_log, "5 1000000", {"raw:{a}:s", "raw:{a}:b", "raw:{b}:s", "raw:{b}:b"}},  // a sorted set
   };
   redlimit::MemoryConnection memory(clock);  // the call's now is kT0: so is the store's
   for (const Case& c : cases) {
@@ -63,7 +63,7 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
       std::vector<std::string> argv = {"EVAL", std::string(c.source), std::to_string(keys.size())};
       argv.insert(argv.end(), keys.begin(), keys.end());
       argv.insert(argv.end(), {std::to_string(kT0.count()), "1", "1"});
-      argv.insert(argv.end(), c.params.begin(), c.params.end());
+      argv.push_back(c.params);
       argv.push_back(second_cost);  // request 2's cost (request 1's is ARGV[2])
       const bool bad = second_cost == "x";
       std::vector<std::string> del = {"DEL"};

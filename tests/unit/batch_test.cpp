@@ -66,8 +66,7 @@ class BatchTest : public ::testing::Test {
             std::to_string(kStart),
             std::to_string(cost),
             "1",
-            "5",
-            "1000000"};
+            "5 1000000"};  // the parameters, space-separated (lua/helpers.lua)
   }
   // One script call deciding `requests` in order (prologue.lua): each request's key, the first
   // request's ARGV, then the costs of the others, unless all cost the same.
@@ -77,7 +76,7 @@ class BatchTest : public ::testing::Test {
     Argv argv{verb, verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
               std::to_string(requests.size())};
     for (const auto& r : requests) argv.push_back(s.key_for(r.first));
-    argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), "1", "5", "1000000"});
+    argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), "1", "5 1000000"});
     bool uniform = true;
     for (const auto& r : requests) uniform = uniform && r.second == requests.front().second;
     if (uniform) return argv;
@@ -128,7 +127,7 @@ TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   const std::string sha = scripts::fixed_window().sha1;
   const Argv same{"EVALSHA", sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kStart),
-                  "2",       "1", "5", "1000000"};
+                  "2",       "1", "5 1000000"};
   Argv differ = same;
   differ[7] = "1";
   differ.insert(differ.end(), {"2", "2"});

@@ -21,7 +21,7 @@ class EveryStrategyTest : public StrategyTestBase, public ::testing::TestWithPar
     return {s.key_for(subject), s.block_key_for(subject)};
   }
   Argv args(const std::string& now_arg, std::int64_t cost, const char* mode) const {
-    return concat({now_arg, std::to_string(cost), mode}, c().params);
+    return {now_arg, std::to_string(cost), mode, joined(c().params)};
   }
   Reply reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us, std::int64_t reset_us,
               std::int64_t delay_us = 0) const {
@@ -57,7 +57,7 @@ TEST_P(EveryStrategyTest, CommandShapeAndScriptSha) {
     // The state key; the sliding log's block marker too (its sorted set cannot hold a block).
     const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script());
     EXPECT_EQ(nkeys, s.key_for("u").substr(s.key_for("u").size() - 3) == ":sl" ? 2u : 1u);
-    EXPECT_EQ(argv.size(), 3 + nkeys + 3 + c().params.size());
+    EXPECT_EQ(argv.size(), 3 + nkeys + 4);  // now, cost, mode, the parameters in one string
     EXPECT_EQ(argv.at(0), "EVALSHA");
     EXPECT_EQ(argv.at(1), script().sha1);
     EXPECT_EQ(argv.at(1), redlimit::detail::sha1_hex(script().source));

@@ -11,6 +11,8 @@ namespace {
 class StrategiesTest : public StrategyTestBase, public ::testing::Test {
  protected:
   static Argv keys(const Strategy& s, std::string_view subject) { return redlimit_unit::request_keys(s, subject); }
+  // ARGV as sent: now, cost and mode, then the parameters (given word by word) in one string.
+  static Argv args_of(const Argv& a) { return {a[0], a[1], a[2], joined(Argv(a.begin() + 3, a.end()))}; }
 };
 
 TEST_F(StrategiesTest, AccessorsReflectTheConstruction) {
@@ -45,7 +47,7 @@ TEST_F(StrategiesTest, SlidingWindowPrecisionFromTheLimit) {
   const RateLimiter limiter = make_limiter();
   const auto sw = limiter.sliding_window("api", Limit::parse("100/1m@10s"));
   EXPECT_CALL(*mock, command(evalsha(scripts::policy(), keys(sw, "u"),
-                                     {now(), "1", "1", "1", "1m@10s", "100", "60000000", "10000000"})))
+                                     args_of({now(), "1", "1", "1", "1m@10s", "100", "60000000", "10000000"}))))
       .WillOnce(Return(policy_reply(1, 99, 0, 70'000'000, 1)));
   const Decision d = sw.consume("u");
   EXPECT_EQ(d.remaining, 99);
@@ -57,7 +59,7 @@ TEST_F(StrategiesTest, SlidingWindowPrecisionArgumentOverridesTheLimits) {
   const auto sw = limiter.sliding_window("api", Limit::parse("100/1m@10s"), 20s);
   EXPECT_EQ(sw.limit().precision(), 20s);
   EXPECT_CALL(*mock, command(evalsha(scripts::policy(), keys(sw, "u"),
-                                     {now(), "1", "1", "1", "1m@20s", "100", "60000000", "20000000"})))
+                                     args_of({now(), "1", "1", "1", "1m@20s", "100", "60000000", "20000000"}))))
       .WillOnce(Return(policy_reply(1, 99, 0, 80'000'000, 1)));
   sw.consume("u");
 }
@@ -83,7 +85,7 @@ TEST_F(StrategiesTest, TokenBucketRateUsesTheGcd) {
     SCOPED_TRACE(std::to_string(r.per) + " per " + std::to_string(r.period.count()) + "us");
     const auto tb = limiter.token_bucket("api", r.capacity, r.per, r.period);
     EXPECT_CALL(*mock, command(evalsha(scripts::token_bucket(), keys(tb, "u"),
-                                       {now(), "1", "1", std::to_string(r.capacity), r.unit, r.refill})))
+                                       args_of({now(), "1", "1", std::to_string(r.capacity), r.unit, r.refill}))))
         .WillOnce(Return(decision_reply(1, r.capacity - 1, 0, 1)));
     const Decision d = tb.consume("u");
     EXPECT_EQ(d.limit, r.capacity);
@@ -110,8 +112,8 @@ TEST_F(StrategiesTest, LeakyBucketRateUsesTheGcd) {
     for (const LeakyMode mode : {LeakyMode::meter, LeakyMode::shaper}) {
       const auto lb = limiter.leaky_bucket("api", 8, r.rate, mode);
       EXPECT_CALL(*mock, command(evalsha(scripts::leaky_bucket(), keys(lb, "u"),
-                                         {now(), "1", "1", "8", r.unit, r.leak,
-                                          mode == LeakyMode::shaper ? "shaper" : "meter"})))
+                                         args_of({now(), "1", "1", "8", r.unit, r.leak,
+                                          mode == LeakyMode::shaper ? "shaper" : "meter"}))))
           .WillOnce(Return(decision_reply(1, 7, 0, 1)));
       EXPECT_EQ(lb.consume("u").limit, 8);
       ::testing::Mock::VerifyAndClearExpectations(mock.get());
@@ -123,7 +125,7 @@ TEST_F(StrategiesTest, LeakyBucketDefaultsToMeter) {
   const RateLimiter limiter = make_limiter();
   const auto lb = limiter.leaky_bucket("api", 10, Limit::per_second(2));
   EXPECT_CALL(*mock, command(evalsha(scripts::leaky_bucket(), keys(lb, "u"),
-                                     {now(), "1", "1", "10", "500000", "1", "meter"})))
+                                     args_of({now(), "1", "1", "10", "500000", "1", "meter"}))))
       .WillOnce(Return(decision_reply(1, 9, 0, 500000)));
   lb.consume("u");
 }
@@ -144,7 +146,7 @@ TEST_F(StrategiesTest, AcquireOnAShaperWaitsTheDelay) {
   const RateLimiter limiter = make_limiter();
   const auto lb = limiter.leaky_bucket("api", 10, Limit::per_second(2), LeakyMode::shaper);
   EXPECT_CALL(*mock, command(evalsha(scripts::leaky_bucket(), keys(lb, "u"),
-                                     {now(), "1", "1", "10", "500000", "1", "shaper"})))
+                                     args_of({now(), "1", "1", "10", "500000", "1", "shaper"}))))
       .WillOnce(Return(decision_reply(1, 8, 0, 1'000'000, 400'000)));
   const Decision d = lb.acquire("u", 1, 1s);
   EXPECT_TRUE(d.allowed);
@@ -157,10 +159,10 @@ TEST_F(StrategiesTest, AcquireOnAShaperRefundsWhenTheDelayExceedsMaxWait) {
   const auto lb = limiter.leaky_bucket("api", 10, Limit::per_second(2), LeakyMode::shaper);
   InSequence seq;
   EXPECT_CALL(*mock, command(evalsha(scripts::leaky_bucket(), keys(lb, "u"),
-                                     {now(), "3", "1", "10", "500000", "1", "shaper"})))
+                                     args_of({now(), "3", "1", "10", "500000", "1", "shaper"}))))
       .WillOnce(Return(decision_reply(1, 2, 0, 4'000'000, 2'500'000)));
   EXPECT_CALL(*mock, command(evalsha(scripts::leaky_bucket(), keys(lb, "u"),
-                                     {now(), "3", "2", "10", "500000", "1", "shaper"})))
+                                     args_of({now(), "3", "2", "10", "500000", "1", "shaper"}))))
       .WillOnce(Return(decision_reply(1, 5, 0, 2'500'000, 0)));
   const Decision d = lb.acquire("u", 3, 1s);
   EXPECT_FALSE(d.allowed);
@@ -174,10 +176,10 @@ TEST_F(StrategiesTest, PolicySendsEveryLimitInOrder) {
   const auto pol = limiter.policy("api", redlimit::parse_limits("10/s; 120/m; 240/h@1m"));
   EXPECT_EQ(pol.key_for("u"), "redlimit:{api|u}:pol");
   EXPECT_CALL(*mock, command(evalsha(scripts::policy(), keys(pol, "u"),
-                                     {now(), "1", "1", "3",                           //
+                                     args_of({now(), "1", "1", "3",                           //
                                       "1s", "10", "1000000", "1000000",               //
                                       "1m", "120", "60000000", "60000000",            //
-                                      "1h@1m", "240", "3600000000", "60000000"})))
+                                      "1h@1m", "240", "3600000000", "60000000"}))))
       .WillOnce(Return(policy_reply(1, 9, 0, 3'600'000'000, 1, 3)));
   const Decision d = pol.consume("u");
   EXPECT_TRUE(d.allowed);

@@ -79,7 +79,7 @@ struct Case {
   const char* name;
   const Script& (*script)();
   std::function<Strategy(const RateLimiter&, std::string resource)> make;
-  Argv params;         // ARGV[4..]
+  Argv params;         // the parameters, word by word: ARGV[4] sends them space-separated (joined())
   std::int64_t limit;  // Decision::limit: the limit's count or the bucket's capacity
   const char* kind;    // the key's kind suffix
   bool policy_reply;   // replies carry the deciding limit and one limit's state (policies of one)
@@ -121,6 +121,13 @@ std::vector<Case> cases() {
        [](const RateLimiter& l, std::string r) -> Strategy { return l.policy(std::move(r), {Limit::per_hour(30)}); },
        {"1", "1h", "30", "3600000000", "3600000000"}, 30, "pol", true},
   };
+}
+
+// A strategy's parameters as ARGV[4] carries them: one string, space-separated (lua/helpers.lua).
+inline std::string joined(const Argv& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
 }
 
 class StrategyTestBase {

@@ -63,9 +63,13 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
     if (flights == 0) flights = conn->thread_safe() ? ctx_->options.pool.size : 1;
     sync_lane = std::make_unique<detail::SyncLane>(flights);
   }
+  // The script's parameters go as one argument, space-separated (lua/helpers.lua, params): each
+  // argument costs Redis an object, and Lua a string and a slot in ARGV.
+  std::string joined;
+  for (const std::string& p : params) joined += (joined.empty() ? "" : " ") + p;
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           std::move(params), std::move(windows), std::move(lane), std::move(sync_lane)});
+                           {std::move(joined)}, std::move(windows), std::move(lane), std::move(sync_lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
