@@ -154,6 +154,7 @@ elseif state_is_string or reads_marker then
   got = redis.call('MGET', unpack(got))
 end
 local written = {}
+local distinct = ARGV[3] == '4' -- no key repeats: no value this call wrote is read again (prologue.lua)
 
 -- A rejected request records nothing, so until that subject admits something again, the same
 -- request gets the same answer: `rejected[key][cost]` remembers it, and a flood from one subject
@@ -181,9 +182,13 @@ for i = 1, n do
   else
     local v, wait, blocked_until, len = nil, nil, nil, nil
     if state_is_string then
-      v = written[key] -- false: deleted by this call
-      if v == nil then v = got[i] end
-      v = v or nil -- MGET's and the delete's false: no state
+      if distinct then
+        v = got[i] or nil -- MGET's false: no state
+      else
+        v = written[key] -- false: deleted by this call
+        if v == nil then v = got[i] end
+        v = v or nil -- MGET's and the delete's false: no state
+      end
       len = v and #v
       if v and BLOCKED[len] then v, blocked_until, wait = unblock(v) end
     elseif reads_marker then
@@ -201,10 +206,10 @@ for i = 1, n do
         -- write()'s common case without the call: a Lua call costs Redis about as much as the
         -- work around it here (helpers.lua, TWO52)
         if ttl == 0 and len == #new then redis.call('SETRANGE', key, '0', new) else write(key, new, ttl, len) end
-        if state_is_string then written[key] = new end
+        if state_is_string and not distinct then written[key] = new end
       end
     end
-    if a == 0 then
+    if a == 0 and not distinct then -- (distinct: no key comes again, nothing to remember)
       if not seen then
         seen = {}
         rejected[key] = seen

@@ -16,7 +16,9 @@
 -- ARGV[2]  cost of request 1: units to take, or to give back when refunding (>= 1, checked by the
 --          client)
 -- ARGV[3]  mode: "1" consume (record if admitted), "0" peek (record nothing), "2" refund,
---          "3" block (block.lua only)
+--          "3" block (block.lua only), "4" consume a batch whose requests' keys are all distinct:
+--          the client's promise, which spares the epilogue its table of the values it wrote
+--          (`written`: about 580 instructions of a batched decision's, callgrind on Redis 7.0)
 -- ARGV[4]  the strategy's parameters in one string, space-separated, named in each script
 --          (helpers.lua, params; block.lua takes two arguments instead)
 -- ARGV[5 .. 4 + n - 1]  the costs of requests 2..n: none when n = 1, or when every request costs
@@ -37,5 +39,5 @@ else
 end
 if ARGV[2] ~= cost1_arg then cost1_arg, cost1 = ARGV[2], tonumber(ARGV[2]) end
 local mode = ARGV[3]
-record = mode == '1'
+record = mode == '1' or mode == '4'
 refund = mode == '2'

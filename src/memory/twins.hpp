@@ -68,7 +68,7 @@ class Call {
  public:
   Call(const std::vector<std::string_view>& args, std::int64_t now_us) : args_(&args), now(now_us) {
     if (const auto m = arg(3)) {  // a missing ARGV[3] is nil: none of the modes
-      record = *m == "1";
+      record = *m == "1" || *m == "4";  // "4": consume, a batch of distinct keys (lua/prologue.lua)
       refund = *m == "2";
     }
   }

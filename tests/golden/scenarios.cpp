@@ -128,7 +128,8 @@ void walk(Env& e, const S& s) {
 }
 
 // Batches: repeated subjects (later requests see earlier ones' writes), rejections repeated
-// within a batch (the epilogue's memo), a blocked subject, and 300 requests (two script calls).
+// within a batch (the epilogue's memo), a blocked subject, 300 requests (two script calls), and
+// a batch of distinct subjects.
 template <class S>
 void batches(Env& e, const S& s) {
   std::vector<redlimit::Request> r{{"ann", 1}, {"ben", 2}, {"ann", 2}, {"ann", 1}, {"ann", 1}, {"ben", 1},
@@ -147,6 +148,11 @@ void batches(Env& e, const S& s) {
   e.advance(150ms);
   s.consume_many(big);
   s.peek("dot", 1);
+  // Subjects that all differ (mode "4", lua/prologue.lua: no table of writes, no memo of
+  // rejections), among them a blocked one, full ones, and costs that differ.
+  e.advance(50ms);
+  s.block("eve", 1s);
+  s.consume_many({{"ann", 2}, {"ben", 1}, {"cid", 1}, {"dot", 3}, {"eve", 1}, {"fay", 4}});
 }
 
 using Runner = std::function<void(Env&)>;

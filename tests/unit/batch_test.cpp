@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,11 @@ class BatchTest : public ::testing::Test {
     Argv argv{verb, verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
               std::to_string(requests.size())};
     for (const auto& r : requests) argv.push_back(s.key_for(r.first));
-    argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), "1", "5 1000000"});
+    // Mode "4": consume, and no subject comes twice (lua/prologue.lua); "1" otherwise.
+    std::set<std::string> subjects;
+    for (const auto& r : requests) subjects.insert(r.first);
+    const char* mode = subjects.size() == requests.size() ? "4" : "1";
+    argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), mode, "5 1000000"});
     bool uniform = true;
     for (const auto& r : requests) uniform = uniform && r.second == requests.front().second;
     if (uniform) return argv;
@@ -120,6 +125,24 @@ TEST_F(BatchTest, DefaultCostIsOne) {
   EXPECT_EQ(fw.consume_many({r, Request{"b"}}).size(), 2u);
 }
 
+// A batch whose subjects all differ says so with mode "4" (lua/prologue.lua): the script keeps no
+// table of what it wrote, which only a subject that comes again would read. A repeated subject
+// sends "1".
+TEST_F(BatchTest, ABatchOfDistinctSubjectsSendsMode4AndARepeatMode1) {
+  const RateLimiter limiter = make();
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  std::vector<std::string> modes;
+  EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly([&](const Argv& c) {
+    const std::size_t n = std::stoul(c.at(2));
+    modes.push_back(c.at(3 + n + 2));
+    std::vector<Reply> ds(n, decision_reply(1, 4, 0, 1));
+    return batch_reply(ds);
+  });
+  fw.consume_many({{"a", 1}, {"b", 1}, {"c", 1}});
+  fw.consume_many({{"a", 1}, {"b", 1}, {"a", 1}});
+  EXPECT_EQ(modes, (std::vector<std::string>{"4", "1"}));
+}
+
 // Requests that all cost what the first does send no costs after the parameters (prologue.lua):
 // the script reads them all as ARGV[2]. One cost that differs sends them all.
 TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
@@ -127,7 +150,7 @@ TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   const std::string sha = scripts::fixed_window().sha1;
   const Argv same{"EVALSHA", sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kStart),
-                  "2",       "1", "5 1000000"};
+                  "2",       "4", "5 1000000"};  // mode "4": three distinct subjects
   Argv differ = same;
   differ[7] = "1";
   differ.insert(differ.end(), {"2", "2"});
@@ -312,7 +335,7 @@ TEST_F(BatchTest, WorksForEveryStrategy) {
       EXPECT_EQ(c.at(0), "EVALSHA");
       EXPECT_EQ(c.at(2), std::to_string(keys.size()));
       EXPECT_EQ(Argv(c.begin() + 3, c.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size())), keys);
-      EXPECT_EQ(c.at(3 + keys.size() + 2), "1");  // consume
+      EXPECT_EQ(c.at(3 + keys.size() + 2), "4");  // consume, a and b distinct
       EXPECT_EQ(c.back(), "2");                   // b's cost, after the parameters
       std::vector<Reply> ds;
       for (int i = 0; i < 2; ++i) {

@@ -1,7 +1,9 @@
 #pragma once
 // Bodies of redlimit/detail/decision_path.hpp (see redlimit/detail/config.hpp).
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "redlimit/detail/decision_path.hpp"
@@ -156,6 +158,20 @@ REDLIMIT_INLINE std::vector<std::vector<std::size_t>> DecisionPath::by_slot(
                                      [&](std::size_t j) { return key_slot(requests_[pending_[j]].keys[0]); });
 }
 
+namespace decision_path_impl {
+
+// Whether no key comes twice (a batch is at most kMaxPerCall requests: a hash set of views).
+REDLIMIT_INLINE bool all_distinct(const std::vector<std::string>& keys) {
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(keys.size());
+  for (const std::string& k : keys) {
+    if (!seen.insert(k).second) return false;
+  }
+  return true;
+}
+
+}  // namespace decision_path_impl
+
 REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
                                              const std::vector<std::uint16_t>* slots) {
   for (std::size_t from = 0; from < g.size(); from += kMaxPerCall) {
@@ -183,6 +199,9 @@ REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
       merged.args.reserve(first.args.size() + (to - from - 1));
       for (std::size_t j = from + 1; j < to; ++j) merged.args.push_back(requests_[pending_[g[j]]].args[1]);
     }
+    // Consuming requests whose keys all differ say so (mode "4", lua/prologue.lua): the script then
+    // keeps no table of the values it wrote, which a key read again would need.
+    if (merged.args[2] == "1" && decision_path_impl::all_distinct(merged.keys)) merged.args[2] = "4";
     script_calls_.push_back(std::move(merged));
   }
 }
