@@ -82,6 +82,15 @@ class ClusterMigration : public ClusterTest {
     slot_ = -1;
   }
 
+  // A subject whose key under `s` hashes to `slot`: "<stem><n>" for the first n that does.
+  static std::string subject_in_slot(const redlimit::Strategy& s, const std::string& stem, int slot) {
+    for (int i = 0; i < 1000000; ++i) {
+      const std::string who = stem + std::to_string(i);
+      if (redlimit::detail::key_slot(s.key_for(who)) == slot) return who;
+    }
+    return {};
+  }
+
   // A batch of one master's many slots meets a slot mid-migration (the tests below).
   void batch_meets_a_moving_slot(bool async);
 
@@ -99,11 +108,7 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   // a: a state key, no block marker; b (same slot): a state key and a block marker.
   const std::string a = "mig-a";
   const int slot = redlimit::detail::key_slot(sl.key_for(a));
-  std::string b;
-  for (int i = 0; b.empty() && i < 1000000; ++i) {
-    const std::string who = "mig-b" + std::to_string(i);
-    if (redlimit::detail::key_slot(sl.key_for(who)) == slot) b = who;
-  }
+  const std::string b = subject_in_slot(sl, "mig-b", slot);
   ASSERT_FALSE(b.empty());
   const auto masters = live_masters();
   ASSERT_EQ(masters.size(), 3u);
@@ -186,11 +191,7 @@ TEST_F(ClusterMigration, ASingleKeyRequestFollowsAskMidMigration) {
   const auto fw = closed.fixed_window("mig1", Limit(L, 1h));
   const std::string moved = "mig1-a";
   const int slot = redlimit::detail::key_slot(fw.key_for(moved));
-  std::string stays;  // same slot, its key left on the source
-  for (int i = 0; stays.empty() && i < 1000000; ++i) {
-    const std::string who = "mig1-b" + std::to_string(i);
-    if (redlimit::detail::key_slot(fw.key_for(who)) == slot) stays = who;
-  }
+  const std::string stays = subject_in_slot(fw, "mig1-b", slot);  // same slot, its key left on the source
   ASSERT_FALSE(stays.empty());
   const auto masters = live_masters();
   ASSERT_EQ(masters.size(), 3u);
