@@ -162,9 +162,7 @@ void memory_command(benchmark::State& state, const redlimit::detail::Script& scr
   std::vector<std::vector<std::string>> argvs;
   const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script);  // the state (and a log's marker)
   for (const auto& name : subjects()) {
-    std::string joined;  // the parameters in one argument, space-separated (lua/helpers.lua)
-    for (const auto& p : params) joined += (joined.empty() ? "" : " ") + p;
-    const std::vector<std::string> args{"0", "1", "1", joined};
+    const std::vector<std::string> args{"0", "1", "1", redlimit::detail::scripts::params_arg(params)};
     std::vector<std::string> keys{"rl:{" + name + "}"};
     if (nkeys == 2) keys.push_back("rl:{" + name + "}:b");
     argvs.push_back(redlimit::detail::evalsha_command(script, keys, args));

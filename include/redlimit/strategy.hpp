@@ -112,11 +112,12 @@ class Strategy {
  private:
   friend class Leases;  // reads the clock and time source its leases are timed on
 
-  // One request's script call (checks the subject): KEYS its state, and the block marker when the
-  // script reads it (detail::scripts::keys_per_request); ARGV now (or
-  // `now` when the caller already has it: one clock reading for a whole batch), cost, mode, params.
-  detail::ScriptCall prepare(std::string_view subject, std::int64_t cost, const char* mode,
-                             const std::vector<std::string>& params, const std::string* now = nullptr) const;
+  // One request's call of `script` (checks the subject): KEYS its state, and the block marker when
+  // the script reads it (detail::scripts::keys_per_request); ARGV now (or `now` when the caller
+  // already has it: one clock reading for a whole batch), cost, mode, params.
+  detail::ScriptCall prepare(const detail::Script& script, std::string_view subject, std::int64_t cost,
+                             const char* mode, const std::vector<std::string>& params,
+                             const std::string* now = nullptr) const;
   // One request through the decision path (detail/decision_path.hpp), synchronously.
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
                const std::vector<std::string>& params) const;

@@ -53,9 +53,7 @@ Argv batch_argv(const redlimit::detail::Script& script, const std::string& now,
     if (stride == 2) argv.push_back("redlimit:{r|" + s + "}:blk");
   }
   argv.insert(argv.end(), {now, costs.front(), "1"});
-  std::string joined;  // the parameters in one argument, space-separated (lua/helpers.lua)
-  for (const auto& p : params) joined += (joined.empty() ? "" : " ") + p;
-  argv.push_back(joined);
+  argv.push_back(scripts::params_arg(params));  // the parameters in one argument
   argv.insert(argv.end(), costs.begin() + 1, costs.end());
   return argv;
 }

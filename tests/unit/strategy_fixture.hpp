@@ -124,11 +124,7 @@ std::vector<Case> cases() {
 }
 
 // A strategy's parameters as ARGV[4] carries them: one string, space-separated (lua/helpers.lua).
-inline std::string joined(const Argv& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
+inline std::string joined(const Argv& words) { return scripts::params_arg(words); }
 
 class StrategyTestBase {
  protected:

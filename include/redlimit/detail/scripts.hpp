@@ -2,6 +2,8 @@
 // The Lua sources, embedded at build time from lua/*.lua, each behind lua/prologue.lua
 // (see cmake/embed_lua.cmake).
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/script.hpp"
@@ -25,6 +27,10 @@ const char* block_holder(const Script& script);
 // log, whose sorted set cannot hold a block, and block.lua), the state then the marker; 1 (the
 // state alone) for the others, whose state holds its block. lua/prologue.lua names them.
 std::size_t keys_per_request(const Script& script);
+
+// A strategy's parameters as its script takes them, in one argument (ARGV[4]): the words joined by
+// spaces (lua/helpers.lua, params).
+std::string params_arg(const std::vector<std::string>& words);
 
 // The Redis Functions library that holds every script above (cmake/embed_lua.cmake), and its name,
 // which carries a hash of its code: two redlimit versions on one Redis never replace each other's.

@@ -28,6 +28,15 @@ REDLIMIT_INLINE std::size_t keys_per_request(const Script& script) {
   return &script == &sliding_log() || &script == &block() ? 2 : 1;
 }
 
+REDLIMIT_INLINE std::string params_arg(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    out += w;
+  }
+  return out;
+}
+
 REDLIMIT_INLINE std::string_view library() { return lua::library; }
 REDLIMIT_INLINE std::string_view library_name() { return lua::library_name; }
 

@@ -65,11 +65,10 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   }
   // The script's parameters go as one argument, space-separated (lua/helpers.lua, params): each
   // argument costs Redis an object, and Lua a string and a slot in ARGV.
-  std::string joined;
-  for (const std::string& p : params) joined += (joined.empty() ? "" : " ") + p;
+  std::vector<std::string> script_params{detail::scripts::params_arg(params)};
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           {std::move(joined)}, std::move(windows), std::move(lane), std::move(sync_lane)});
+                           std::move(script_params), std::move(windows), std::move(lane), std::move(sync_lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
@@ -92,13 +91,14 @@ REDLIMIT_INLINE void Strategy::check_cost(std::int64_t cost) const {
   }
 }
 
-REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(std::string_view subject, std::int64_t cost, const char* mode,
+REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(const detail::Script& script, std::string_view subject,
+                                                     std::int64_t cost, const char* mode,
                                                      const std::vector<std::string>& params,
                                                      const std::string* now) const {
   detail::ScriptCall call;
   call.keys.reserve(2);
   call.keys.push_back(key_for(subject));  // checks the subject
-  if (detail::scripts::keys_per_request(*spec_->script) == 2) call.keys.push_back(block_key_for(subject));
+  if (detail::scripts::keys_per_request(script) == 2) call.keys.push_back(block_key_for(subject));
   call.args.reserve(3 + params.size());
   call.args.push_back(now ? *now : ctx_->now_arg());
   call.args.push_back(std::to_string(cost));
@@ -109,7 +109,7 @@ REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(std::string_view subject, s
 
 REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject,
                                        std::int64_t cost, const std::vector<std::string>& params) const {
-  return run(op, script, prepare(subject, cost, strategy_impl::mode_of(op), params), cost);
+  return run(op, script, prepare(script, subject, cost, strategy_impl::mode_of(op), params), cost);
 }
 
 REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, detail::ScriptCall call,
@@ -126,7 +126,7 @@ REDLIMIT_INLINE std::shared_ptr<detail::DecisionPath> Strategy::batch_path(const
   const std::string now = ctx_->now_arg();  // one now for the batch: its requests arrive together
   for (const auto& r : requests) {          // every request is checked before anything is sent
     check_cost(r.cost);
-    path->add(prepare(r.subject, r.cost, "1", spec_->params, &now), r.cost);
+    path->add(prepare(*spec_->script, r.subject, r.cost, "1", spec_->params, &now), r.cost);
   }
   return path;
 }
@@ -174,7 +174,7 @@ REDLIMIT_INLINE std::shared_ptr<AsyncConnection> Strategy::async_connection() co
 
 REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
   check_cost(cost);
-  detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
+  detail::ScriptCall call = prepare(*spec_->script, subject, cost, "1", spec_->params);  // checks the subject
   // Shares a script call with the consume() calls of other threads in flight (detail/sync_lane.hpp).
   if (spec_->sync_lane && spec_->sync_lane->takes(*ctx_, call, cost)) {
     return spec_->sync_lane->consume(ctx_, spec_, call, cost);
@@ -229,7 +229,7 @@ REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_
 
 REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int64_t cost, Callback done) const {
   check_cost(cost);
-  detail::ScriptCall call = prepare(subject, cost, "1", spec_->params);  // checks the subject
+  detail::ScriptCall call = prepare(*spec_->script, subject, cost, "1", spec_->params);  // checks the subject
   if (!done) throw InvalidArgument("consume_async needs a callback");
   auto conn = async_connection();
   // Merged with the others of this loop turn (detail/async_lane.hpp), or else sent alone.
@@ -262,10 +262,8 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
 }
 
 REDLIMIT_INLINE detail::ScriptCall Strategy::block_call(std::string_view subject, std::string duration) const {
-  detail::ScriptCall call = prepare(subject, 1, strategy_impl::mode_of(Operation::block),
-                                    {std::move(duration), detail::scripts::block_holder(*spec_->script)});
-  if (call.keys.size() == 1) call.keys.push_back(block_key_for(subject));  // block.lua reads both
-  return call;
+  return prepare(detail::scripts::block(), subject, 1, strategy_impl::mode_of(Operation::block),
+                 {std::move(duration), detail::scripts::block_holder(*spec_->script)});
 }
 
 REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
