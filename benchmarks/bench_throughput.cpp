@@ -315,14 +315,13 @@ void suite_raw(const Config& c, Admin& admin) {
   }
 
   // The floor of any redlimit script: EVALSHA of a script that touches nothing and returns a
-  // decision, called with a fixed-window decision's KEYS and ARGV (1 key; 4 arguments: now, cost,
-  // mode, the parameters), pipelined by 32.
+  // decision, called with a fixed-window decision's KEYS and ARGV (1 key; 2 arguments: now, and the
+  // head: mode, cost, the parameters), pipelined by 32.
   const std::string empty = admin.cmd({"SCRIPT", "LOAD", "return {1, 999, 0, 60000000, 0}"}).str;
   std::vector<std::vector<std::string>> batch;
   for (int i = 0; i < 32; ++i) {
     const std::string subj = subject_name(i);
-    batch.push_back(
-        {"EVALSHA", empty, "1", "redlimit:{api|" + subj + "}:fw", "1700000000000000", "1", "1", "1000 60000000"});
+    batch.push_back({"EVALSHA", empty, "1", "redlimit:{api|" + subj + "}:fw", "1700000000000000", "1 1 1000 60000000"});
   }
   admin.reset_stats();
   const double cpu0 = admin.main_thread_cpu();

@@ -33,11 +33,11 @@ class CannedConnection final : public redlimit::Connection {
     using R = redlimit::Reply;
     // One decision per request of the call (two keys each): allowed, remaining, retry_after,
     // reset_after, delay; the policy script adds the deciding limit (1-based) and each of its m
-    // limits' remaining and reset (m is its ARGV[4], after the keys and now, cost, mode).
+    // limits' remaining and reset (m is the third word of its head, after the keys and now).
     const std::size_t keys = argv.size() > 2 ? std::stoul(argv[2]) : 2;
     const std::size_t n = keys / 2;
     const bool policy = argv.size() > 1 && argv[1] == redlimit::detail::scripts::policy().sha1;
-    const std::size_t m = policy ? std::stoul(argv.at(3 + keys + 3)) : 0;
+    const std::size_t m = policy ? std::stoul(argv.at(3 + keys + 1).substr(argv.at(3 + keys + 1).find(' ', 2) + 1)) : 0;
     R out = R::make_array({});
     for (std::size_t i = 0; i < n; ++i) {
       for (std::int64_t v : {1, 99, 0, 60000000, 0}) out.elements.push_back(R::make_integer(v));
@@ -162,7 +162,8 @@ void memory_command(benchmark::State& state, const redlimit::detail::Script& scr
   std::vector<std::vector<std::string>> argvs;
   const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script);  // the state (and a log's marker)
   for (const auto& name : subjects()) {
-    const std::vector<std::string> args{"0", "1", "1", redlimit::detail::scripts::params_arg(params)};
+    const std::vector<std::string> args{
+        "0", redlimit::detail::scripts::head("1", 1, redlimit::detail::scripts::params_arg(params))};
     std::vector<std::string> keys{"rl:{" + name + "}"};
     if (nkeys == 2) keys.push_back("rl:{" + name + "}:b");
     argvs.push_back(redlimit::detail::evalsha_command(script, keys, args));

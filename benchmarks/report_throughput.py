@@ -145,7 +145,7 @@ def ceiling_table(res):
                     dict(suite="raw", mode="seq")),
         ceiling_row("the same, pipelined by 32", dict(suite="raw", mode="pipeline32")),
         ceiling_row("floor of a decision script: `return {1, 999, 0, 60000000, 0}` with a fixed-window decision's "
-                    "key and 4 arguments", dict(suite="raw", mode="empty_decision_script"), has_rate=False),
+                    "key and 2 arguments", dict(suite="raw", mode="empty_decision_script"), has_rate=False),
         ceiling_row("rate-limiter-flexible 11 (RateLimiterRedis, ioredis), sequential", dict(rlf, mode="seq"),
                     usec_kw=rlf),
         ceiling_row("rate-limiter-flexible, 64 in flight", dict(rlf, mode="inflight64")),

@@ -1,13 +1,14 @@
 -- Block: deny a subject outright until now + duration, whatever its quota.
 --
--- KEYS[1]  the strategy's state: a string state (ARGV[5] "1") or a policy's hash (ARGV[5] "2")
---          holds the block too; a sorted set is untouched (named so the call routes to the
---          subject's slot)
+-- KEYS[1]  the strategy's state: a string state (kind "1") or a policy's hash (kind "2") holds
+--          the block too; a sorted set is untouched (named so the call routes to the subject's
+--          slot)
 -- KEYS[2]  the block marker: string "blocked until" (us), expiring with the block
--- ARGV[1..3] now, cost (unused), mode "3" (prologue)
--- ARGV[4]  duration of the block (us); "0" lifts the block instead (Strategy::unblock)
--- ARGV[5]  "1" when the strategy keeps a string state (fixed window, token and leaky buckets), "2"
---          a hash (sliding window, policies); missing or anything else: neither (sliding log)
+-- ARGV[1..2] now; the head: mode "3", cost (unused), then the parameters (prologue.lua)
+--          "<duration> <kind>": the block's duration (us), "0" to lift the block instead
+--          (Strategy::unblock); kind "1" when the strategy keeps a string state (fixed window,
+--          token and leaky buckets), "2" a hash (sliding window, policies); missing or anything
+--          else: neither (sliding log)
 -- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block. Lifting:
 -- {1, 0, 0, 0, 0} when a block was in force, {0, 0, 0, 0, 0} when none was.
 --
@@ -24,13 +25,15 @@
 -- type is no block: epilogue.lua, foreign keys), a string state with MGET, as the batches read
 -- states (another type reads as none, and a block replaces it), a hash with HGETALL (another type:
 -- no block, and a block deletes the key first, as a decision's write would).
+local duration, kind = match(params, '^(%S+) ?(%S*)$')
+if not tonumber(duration) then error('block.lua: the duration is not a number: ' .. params) end
 local marker = tonumber(redis.pcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
 local foreign, lives = false, nil -- a hash's key holds another type; its state's life (below)
-if ARGV[5] == '1' then
+if kind == '1' then
   state = redis.call('MGET', KEYS[1])[1]
   if state then state, held = split_block(state) end
-elseif ARGV[5] == '2' then
+elseif kind == '2' then
   -- The hash read whole: its block, and the time its own state stops mattering, `lives`: when its
   -- newest bucket stops weighing anything, (bucket + n + 1) * P with n = window / P (policy.lua,
   -- conclude), the latest over its fields. A field no client wrote (a life past the longest
@@ -52,12 +55,12 @@ elseif ARGV[5] == '2' then
     end
   end
 end
-if ARGV[4] == '0' then
+if duration == '0' then
   -- Lifted: the marker deleted; a string state's block cut off, its own bytes kept with the key's
   -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
   -- that ended and was not yet dropped by a write goes too.
   if marker then redis.call('DEL', KEYS[2]) end
-  if held and ARGV[5] == '2' then
+  if held and kind == '2' then
     redis.call('HDEL', KEYS[1], BLOCK_FIELD) -- a hash left empty is deleted by Redis
   elseif held then
     if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
@@ -65,8 +68,8 @@ if ARGV[4] == '0' then
   local was = (marker and marker > now) or (held and held > now)
   return {was and 1 or 0, 0, 0, 0, 0}
 end
-local blocked_until = max(now + tonumber(ARGV[4]), marker or 0, held or 0) -- never shortened
-if ARGV[5] == '1' then
+local blocked_until = max(now + tonumber(duration), marker or 0, held or 0) -- never shortened
+if kind == '1' then
   local len = state and #state
   local lives_until = blocked_until
   if len == 20 then
@@ -81,7 +84,7 @@ if ARGV[5] == '1' then
     if state and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
   end
   redis.call('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
-elseif ARGV[5] == '2' then
+elseif kind == '2' then
   if foreign then redis.call('DEL', KEYS[1]) end
   redis.call('HSET', KEYS[1], BLOCK_FIELD, fmt(blocked_until))
   redis.call('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))

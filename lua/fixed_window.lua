@@ -3,9 +3,8 @@
 -- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: pack(WINDOW, start, used, window), see helpers.lua: <used> units admitted in the window of
 --        length <window> that starts at <start> (us)
--- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  the parameters (helpers.lua, params): "<limit> <window>", the units admitted per window
---          and the window's length (us)
+-- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
+--          "<limit> <window>": the units admitted per window and the window's length (us)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: windows are aligned to the epoch, start = now - (now mod window). A stored start
@@ -59,8 +58,8 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= params_arg then
-  params_arg = ARGV[4]
+if params ~= params_arg then
+  params_arg = params
   local p = words(params_arg)
   limit, window = tonumber(p[1]), tonumber(p[2])
 end

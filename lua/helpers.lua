@@ -25,20 +25,36 @@ end
 -- spread: the call's requests lie in many slots of one cluster node (the library's <name>_spread
 -- functions, cmake/embed_lua.cmake, set it for their call); never as an EVAL script.
 local now, record, refund, spread
--- cost1: request 1's cost (ARGV[2]) as a number, parsed again only when its string changes (as the
--- params below are): most calls cost 1.
-local cost1, cost1_arg
--- params: a script's parameters come in one string, ARGV[4], space-separated (prologue.lua), and are
--- parsed again only when that string differs from the last call's, which the script keeps in a
--- local of the load part. tonumber() runs the C library's strtod twice (lua_isnumber, then
--- lua_tonumber), a tenth of a microsecond a number; one limiter sends the same string on every
--- call, and Lua interns every string, so comparing them is comparing pointers. Every call still
--- sets what it uses: the cache only skips the parsing. One string rather than one argument a
--- parameter: each argument costs Redis an object and Lua a string and a slot in ARGV, about 1,200
--- instructions of a single decision's (callgrind, Redis 7.0), and a policy of three limits has 13.
+-- The call's head, ARGV[2]: "<mode> <cost> <parameters>" (prologue.lua), read by read_head into
+-- mode (a string), cost1 (request 1's cost, a number), params (the rest: a script's parameters,
+-- space-separated, or '' when it has none), and record and refund above. One argument rather than
+-- one each: each argument costs Redis an object, and Lua a string and a slot in ARGV (a single
+-- decision's 5 arguments cost about 1,000 instructions more than 3, callgrind on Redis 7.0). A
+-- limiter sends the same head on every call, so the prologue reads a head only when it differs
+-- from the last call's (head_arg: Lua interns strings, so comparing them is comparing pointers),
+-- and read_head keeps what it parsed of up to HEADS_MAX heads (a service's few limiters, each
+-- consuming and peeking) so that calls that take turns parse none again; past that (costs that
+-- vary from call to call) the table starts again, so that it never grows the heap the collector
+-- walks. A script parses its own parameters again only when params differs from its last call's.
+-- tonumber() runs the C library's strtod twice (lua_isnumber, then lua_tonumber), a tenth of a
+-- microsecond a number.
+local mode, cost1, params, head_arg
+local heads, heads_n, HEADS_MAX = {}, 0, 64
+local function read_head(s)
+  local h = heads[s]
+  if not h then
+    local m, c, p = match(s, '^([0-4]) (%d+) ?(.*)$')
+    if not m then error('ARGV[2] is not "<mode> <cost> <parameters>": ' .. tostring(s)) end
+    h = {tonumber(c), m, p, m == '1' or m == '4', m == '2'}
+    if heads_n == HEADS_MAX then heads, heads_n = {}, 0 end
+    heads[s], heads_n = h, heads_n + 1
+  end
+  cost1, mode, params, record, refund = h[1], h[2], h[3], h[4], h[5]
+  head_arg = s
+end
 
 local function fmt(x) return format('%d', x) end
--- The words of a string (a script's parameters, ARGV[4]), in order.
+-- The words of a string (a script's parameters, params), in order.
 local function words(s)
   local out = {}
   for w in gmatch(s, '%S+') do out[#out + 1] = w end

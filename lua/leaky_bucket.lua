@@ -7,10 +7,9 @@
 -- state: pack(BUCKET, at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
 --        frac ticks of water (whole requests and frac ticks of the next) at time <at> (us); the
 --        lease says how long the key's TTL runs (bucket_ttl)
--- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  the parameters (helpers.lua, params): "<capacity> <unit> <leak> <mode>", the capacity
---          (requests), the ticks per request, the ticks that leak out per microsecond, and
---          "meter" or "shaper"
+-- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
+--          "<capacity> <unit> <leak> <mode>": the capacity (requests), the ticks per request, the
+--          ticks that leak out per microsecond, and "meter" or "shaper"
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us}
 --
 -- Time math: the leak rate is R requests per T microseconds. The client picks g = gcd(R, T),
@@ -23,7 +22,7 @@
 -- difference. A refund takes water out; for a shaper, delays already handed out are not
 -- shortened. Reconfigured: water stays water (clamped to a new capacity); a part request is
 -- rescaled to a new rate, rounded up.
-local capacity, unit, leak, shaper -- this call's parameters (ARGV[4])
+local capacity, unit, leak, shaper -- this call's parameters (params)
 local params_arg -- the string they were parsed from (helpers.lua, params)
 local state_is_string, reads_marker, width = true, false, 5
 
@@ -100,8 +99,8 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= params_arg then
-  params_arg = ARGV[4]
+if params ~= params_arg then
+  params_arg = params
   local p = words(params_arg)
   capacity, unit, leak = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
   shaper = p[4] == 'shaper'

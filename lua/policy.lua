@@ -4,10 +4,9 @@
 -- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: hash, field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
 --        (<tag> is the limit's text, e.g. "1h@1m"; bucket = floor(t / precision))
--- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  the parameters (helpers.lua, params), space-separated: m, the number of limits, then
---          four words per limit i = 1..m: tag, limit (units per window), window (us), precision
---          (us, divides the window)
+-- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
+--          m, the number of limits, then four words per limit i = 1..m: tag, limit (units per
+--          window), window (us), precision (us, divides the window)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0, deciding limit 1..m,
 --          then for each limit i = 1..m: its own remaining, its own reset_after_us}: the first six
 --          are the policy's (least remaining, longest reset), the pairs let a caller state every
@@ -40,7 +39,7 @@
 -- string (helpers.lua, params), and then only their time fields (r, b, oldest = b - n) are set
 -- again.
 local limits, by_tag, width
-local params_arg -- ARGV[4] of the call that built `limits`
+local params_arg -- the params of the call that built `limits`
 local state_is_string, reads_marker = false, false -- the hash holds its block (read, below)
 
 -- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
@@ -345,8 +344,8 @@ local function decide(key, cost)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= params_arg then
-  local p = words(ARGV[4])
+if params ~= params_arg then
+  local p = words(params)
   local m = tonumber(p[1])
   width = 6 + 2 * m
   limits, by_tag = {}, {}
@@ -357,7 +356,7 @@ if ARGV[4] ~= params_arg then
     limits[i] = l
     by_tag[l.tag] = l
   end
-  params_arg = ARGV[4] -- last: a call that failed above parses again
+  params_arg = params -- last: a call that failed above parses again
 end
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
   local l = limits[i]

@@ -13,23 +13,25 @@
 -- KEYS[2i]    request i's block marker: a string holding "blocked until" in us (see block.lua)
 -- ARGV[1]  now: microseconds since the Unix epoch from the client's clock, or "redis" to read
 --          Redis TIME here (one clock for every client, no extra round trip); one now for all n
--- ARGV[2]  cost of request 1: units to take, or to give back when refunding (>= 1, checked by the
---          client)
--- ARGV[3]  mode: "1" consume (record if admitted), "0" peek (record nothing), "2" refund,
---          "3" block (block.lua only), "4" consume a batch whose requests' keys are all distinct:
---          the client's promise, which spares the epilogue its table of the values it wrote
---          (`written`: about 580 instructions of a batched decision's, callgrind on Redis 7.0)
--- ARGV[4]  the strategy's parameters in one string, space-separated, named in each script
---          (helpers.lua, params; block.lua takes two arguments instead)
--- ARGV[5 .. 4 + n - 1]  the costs of requests 2..n: none when n = 1, or when every request costs
---          ARGV[2] (the common case, and 0.1-0.2 us of Redis's time a request less)
--- Returns request 1's decision when n = 1, otherwise the n decisions one after the other.
+-- ARGV[2]  the head: "<mode> <cost> <parameters>", space-separated (helpers.lua, read_head):
+--          mode: "1" consume (record if admitted), "0" peek (record nothing), "2" refund,
+--            "3" block (block.lua only), "4" consume a batch whose requests' keys are all
+--            distinct: the client's promise, which spares the epilogue its table of the values it
+--            wrote (`written`: about 580 instructions of a batched decision's, callgrind on 7.0);
+--          cost: request 1's, units to take, or to give back when refunding (>= 1, checked by the
+--            client);
+--          parameters: the strategy's, named in each script (block.lua's are its own)
+-- ARGV[3 .. 2 + n - 1]  the costs of requests 2..n: none when n = 1, or when every request costs
+--          what request 1 does (the common case, and 0.1-0.2 us of Redis's time a request less)
+-- Returns request 1's decision when n = 1 (of five integers, as {allowed, remaining, reset_after}
+-- when retry_after and delay are 0: epilogue.lua, reply), otherwise the n decisions one after the
+-- other, each whole.
 -- On a Redis Cluster a call may hold requests of many slots of one node: the Functions library's
 -- <name>_spread function (cmake/embed_lua.cmake) takes FCALL's one declared key (the first
 -- request's state, which routes the call) and its arguments: the number of keys, the keys (KEYS
 -- above), then ARGV as above; it rebuilds KEYS and ARGV and sets `spread` (helpers.lua).
 if not fmod then bind_libraries() end -- helpers.lua
--- now, record, refund, cost1: helpers.lua
+-- now, mode, cost1, params, record, refund: helpers.lua
 if ARGV[1] == 'redis' then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
   local t = redis.call('TIME')
@@ -37,7 +39,4 @@ if ARGV[1] == 'redis' then
 else
   now = ARGV[1] + 0 -- Lua's coercion runs strtod once, where tonumber() runs it twice
 end
-if ARGV[2] ~= cost1_arg then cost1_arg, cost1 = ARGV[2], tonumber(ARGV[2]) end
-local mode = ARGV[3]
-record = mode == '1' or mode == '4'
-refund = mode == '2'
+if ARGV[2] ~= head_arg then read_head(ARGV[2]) end -- sets mode, cost1, params, record, refund

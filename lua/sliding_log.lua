@@ -5,9 +5,8 @@
 -- state: sorted set, member "<cum>/<cost>" with <cum> zero-padded to 16 digits, score = time (us):
 --        <cost> units admitted at that time, and <cum> the units admitted to this key up to and
 --        including them, so that the units in any run of entries is a difference of two cums
--- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  the parameters (helpers.lua, params): "<limit> <window>", the units admitted in any
---          window and the window's length (us)
+-- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
+--          "<limit> <window>": the units admitted in any window and the window's length (us)
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: a request admitted at t counts during [t, t + window); at `now` it has left the window
@@ -170,8 +169,8 @@ local function decide(key, cost)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= params_arg then
-  params_arg = ARGV[4]
+if params ~= params_arg then
+  params_arg = params
   local p = words(params_arg)
   limit, window = tonumber(p[1]), tonumber(p[2])
   trim_every = floor_div(limit, 8)

@@ -4,9 +4,9 @@
 -- state: pack(BUCKET, at, whole, frac, unit, lease), see helpers.lua: the bucket held whole * unit +
 --        frac ticks (whole tokens and frac ticks of the next) at time <at> (us); the lease says
 --        how long the key's TTL runs (bucket_ttl)
--- ARGV[1..3] now, cost, mode (prologue)
--- ARGV[4]  the parameters (helpers.lua, params): "<capacity> <unit> <refill>", the capacity
---          (tokens), the ticks per token, and the ticks added per microsecond
+-- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
+--          "<capacity> <unit> <refill>": the capacity (tokens), the ticks per token, and the ticks
+--          added per microsecond
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0}
 --
 -- Time math: the rate is R tokens per T microseconds, rarely a whole number of microseconds per
@@ -87,8 +87,8 @@ local function decide(_, cost, v)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
-if ARGV[4] ~= params_arg then
-  params_arg = ARGV[4]
+if params ~= params_arg then
+  params_arg = params
   local p = words(params_arg)
   capacity, unit, refill = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
 end

@@ -114,13 +114,12 @@ class Strategy {
 
   // One request's call of `script` (checks the subject): KEYS its state, and the block marker when
   // the script reads it (detail::scripts::keys_per_request); ARGV now (or `now` when the caller
-  // already has it: one clock reading for a whole batch), cost, mode, params.
+  // already has it: one clock reading for a whole batch), then the head: mode, cost, params.
   detail::ScriptCall prepare(const detail::Script& script, std::string_view subject, std::int64_t cost,
-                             const char* mode, const std::vector<std::string>& params,
-                             const std::string* now = nullptr) const;
+                             const char* mode, const std::string& params, const std::string* now = nullptr) const;
   // One request through the decision path (detail/decision_path.hpp), synchronously.
   Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
-               const std::vector<std::string>& params) const;
+               const std::string& params) const;
   // The same for a request whose script call is prepared already, sent as a call of its own.
   Decision run(Operation op, const detail::Script& script, detail::ScriptCall call, std::int64_t cost) const;
   void check_cost(std::int64_t cost) const;
@@ -129,8 +128,8 @@ class Strategy {
   // reset() and unblock(): `send` run on the fallback (if any) and then on Redis, after the reject
   // cache forgets `state_key`; one MetricsEvent of `op`; an error counted and thrown.
   void maintain(Operation op, const std::string& state_key, const std::function<void(Connection&)>& send) const;
-  // block.lua's call for `subject`: ARGV[4] the duration in us ("0" lifts the block), ARGV[5] where
-  // this strategy's state holds the block too (detail::scripts::block_holder).
+  // block.lua's call for `subject`: its parameters are the duration in us ("0" lifts the block) and
+  // where this strategy's state holds the block too (detail::scripts::block_holder).
   detail::ScriptCall block_call(std::string_view subject, std::string duration) const;
   // A path for consume_many's requests, every one checked (throws before any I/O).
   std::shared_ptr<detail::DecisionPath> batch_path(const std::vector<Request>& requests, bool keep_alive) const;

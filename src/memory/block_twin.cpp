@@ -25,7 +25,7 @@ std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
   return 0;
 }
 
-// ARGV[5] "2": a policy's hash, read whole (redis.pcall('HGETALL')): its block, and when its newest
+// the kind "2": a policy's hash, read whole (redis.pcall('HGETALL')): its block, and when its newest
 // bucket stops weighing anything, (bucket + n + 1) * P, the latest over its fields (none past 20
 // years on: a field no client wrote). `foreign`: the key holds another type (no block; a block
 // deletes it first).
@@ -57,7 +57,7 @@ HashBlock hash_block(const Call& c, KeyRef& state) {
   return b;
 }
 
-// ARGV[4] "0": the block lifted (Strategy::unblock). The marker deleted; a string state's block cut
+// a duration of "0": the block lifted (Strategy::unblock). The marker deleted; a string state's block cut
 // off, the state kept with its deadline (SET KEEPTTL), or deleted when it held the block alone; a
 // hash's block field deleted (HDEL: Redis deletes a hash left empty).
 std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef& state, std::string_view holder) {
@@ -92,7 +92,7 @@ std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef& state, std
   return {was ? 1 : 0, 0, 0, 0, 0};
 }
 
-// ARGV[5] "1": the block written into the string state (MGET: another type reads as none), whose
+// the kind "1": the block written into the string state (MGET: another type reads as none), whose
 // key lives until both the block and the state have ended.
 void block_string(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
   Packed v{0, 0, 0, 0, Packed::Layout::none};
@@ -108,7 +108,7 @@ void block_string(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
   state.set(v, c.now, ttl_ms(std::max(lives_until, blocked_until) - c.now));  // PSETEX
 }
 
-// ARGV[5] "2": HSET of the block field, and a TTL that outlives both the block and the hash's buckets.
+// the kind "2": HSET of the block field, and a TTL that outlives both the block and the hash's buckets.
 void block_hash(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
   HashBlock b = hash_block(c, state);
   if (b.held) blocked_until = std::max(blocked_until, *b.held);
@@ -122,7 +122,7 @@ void block_hash(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
   const std::string_view holder = c.arg(5).value_or(std::string_view{});
-  if (c.arg(4) == std::optional<std::string_view>("0")) return lift(c, marker, state, holder);  // ARGV[4] == '0'
+  if (c.arg(4) == std::optional<std::string_view>("0")) return lift(c, marker, state, holder);  // duration == '0'
   std::int64_t blocked_until = c.now + c.num(4);
   // tonumber(redis.pcall('GET', KEYS[2])): nil for a pack2 string or a key of another type (which
   // PSETEX then replaces). A block is never shortened.

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include "memory_scripts.hpp"
 
@@ -65,28 +67,42 @@ Reply wrong_arity(std::string_view command) {
   return Reply::make_error("ERR wrong number of arguments for '" + lower + "' command");
 }
 
-// ARGV from argv[first] on, as the twins read it: a strategy's parameters come in one argument,
-// ARGV[4], space-separated (lua/helpers.lua, params), and the twins take them one argument a word,
-// as each script names them. block.lua's arguments are its own.
-std::vector<std::string_view> script_args(const std::vector<std::string>& argv, std::size_t first, bool split_params) {
+// Lua's %s: isspace() in the C locale.
+constexpr std::string_view kSpace = " \t\n\v\f\r";
+
+// Appends the words of `s` (Lua's %S+) to `out`.
+void split_words(std::string_view s, std::vector<std::string_view>& out) {
+  std::size_t at = 0;
+  while (at < s.size()) {
+    const std::size_t start = s.find_first_not_of(kSpace, at);
+    if (start == std::string_view::npos) break;
+    const std::size_t end = std::min(s.find_first_of(kSpace, start), s.size());
+    out.push_back(s.substr(start, end - start));
+    at = end;
+  }
+}
+
+// ARGV from argv[first] on, as the twins read it: the scripts take mode, cost and parameters in
+// one argument, the head ARGV[2] = "<mode> <cost> <parameters>" (lua/prologue.lua), and the twins
+// take them one argument each, in the order the scripts named them before: now, cost, mode, then a
+// word a parameter, then the costs of a batch's later requests. nullopt for a head the script's
+// pattern refuses (helpers.lua, read_head: a Lua error there).
+std::optional<std::vector<std::string_view>> script_args(const std::vector<std::string>& argv, std::size_t first) {
   std::vector<std::string_view> args;
   args.reserve(argv.size() - first + 12);
-  for (std::size_t i = first; i < argv.size(); ++i) {
-    const std::string_view a = argv[i];
-    if (!split_params || i != first + 3) {
-      args.push_back(a);
-      continue;
-    }
-    constexpr std::string_view kSpace = " \t\n\v\f\r";  // Lua's %s: isspace() in the C locale
-    std::size_t at = 0;
-    while (at < a.size()) {
-      const std::size_t start = a.find_first_not_of(kSpace, at);
-      if (start == std::string_view::npos) break;
-      const std::size_t end = std::min(a.find_first_of(kSpace, start), a.size());
-      args.push_back(a.substr(start, end - start));
-      at = end;
-    }
+  if (first + 1 >= argv.size()) return std::nullopt;  // no head: Lua's match(nil) fails
+  args.emplace_back(argv[first]);
+  {
+    const std::string_view head = argv[first + 1];
+    if (head.size() < 3 || head[0] < '0' || head[0] > '4' || head[1] != ' ') return std::nullopt;
+    const std::size_t cost_end = head.find(' ', 2);
+    const std::string_view cost = head.substr(2, cost_end == std::string_view::npos ? head.npos : cost_end - 2);
+    if (cost.empty() || cost.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+    args.push_back(cost);
+    args.push_back(head.substr(0, 1));
+    if (cost_end != std::string_view::npos) split_words(head.substr(cost_end + 1), args);
   }
+  for (std::size_t i = first + 2; i < argv.size(); ++i) args.emplace_back(argv[i]);
   return args;
 }
 
@@ -190,7 +206,11 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
   if (stride == 2 && nkeys == 2 && argv[3] == argv[4]) {
     return Reply::make_error("ERR " + std::string(script) + ".lua needs two different keys");
   }
-  const std::vector<std::string_view> args = script_args(argv, 3 + nkeys, *id != mem::ScriptId::block);
+  const std::optional<std::vector<std::string_view>> split = script_args(argv, 3 + nkeys);
+  if (!split) {
+    return Reply::make_error("ERR " + std::string(script) + R"(.lua: ARGV[2] is not "<mode> <cost> <parameters>")");
+  }
+  const std::vector<std::string_view>& args = *split;
 
   const std::int64_t clock_now = clock_->now().count();
   const std::int64_t now = mem::script_now(args.empty() ? std::string_view{} : args[0], clock_now);

@@ -86,10 +86,12 @@ std::int64_t script_now(std::string_view argv1, std::int64_t clock_now) {
 namespace {
 
 // The decisions of a call as the reply array. A Lua table becomes a Redis array up to its first
-// nil: a policy of no limits has a nil remaining, which ends the reply after its `allowed`.
+// nil: a policy of no limits has a nil remaining, which ends the reply after its `allowed`. A
+// call of one request whose decision of five integers waits for nothing replies with three
+// (epilogue.lua, reply).
 class Out {
  public:
-  Out(std::size_t n, int width) : width_(width) { items_.reserve(n * static_cast<std::size_t>(width)); }
+  Out(std::size_t n, int width) : width_(width), one_(n == 1) { items_.reserve(n * static_cast<std::size_t>(width)); }
   void add(const Decided& d) {
     if (cut_) return;
     push(d.allowed);
@@ -98,6 +100,10 @@ class Out {
       return;
     }
     push(d.remaining);
+    if (one_ && width_ == 5 && d.retry_after == 0 && d.delay == 0) {
+      push(d.reset_after);
+      return;
+    }
     push(d.retry_after);
     push(d.reset_after);
     push(d.delay);
@@ -112,6 +118,7 @@ class Out {
   void push(std::int64_t v) { items_.push_back(Reply::make_integer(v)); }
   std::vector<Reply> items_;
   int width_;
+  bool one_;  // the call decides one request
   bool cut_ = false;
 };
 

@@ -63,7 +63,10 @@ inline LeaseSpan lease_span(std::int64_t at, std::int64_t lease) {
   return {next_period, next_period + (lease / 32 + 1) * p};
 }
 
-// The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it.
+// The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it, laid out one
+// argument a word (memory_connection.cpp, script_args): 1 now, 2 cost, 3 mode, then the
+// parameters, then the costs of a batch's later requests. The scripts take 2 to the parameters in
+// one argument, the head (lua/prologue.lua); the twins number them as named here.
 class Call {
  public:
   Call(const std::vector<std::string_view>& args, std::int64_t now_us) : args_(&args), now(now_us) {
@@ -214,7 +217,7 @@ bool split_field(std::string_view field, std::string_view& tag, std::int64_t& id
 bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p);
 
 // block.lua (no decide(): one answer). `state`: the strategy's state, which holds the block too
-// when ARGV[5] says so ("1": a string state, "2": a policy's hash).
+// when the kind (its second parameter) says so ("1": a string state, "2": a policy's hash).
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state);
 
 // The block a string state holds (helpers.lua, split_block): true when `v` is blocked now.

@@ -110,13 +110,16 @@ std::string script_of(const Command& c, const std::map<std::string, std::string>
   return "";
 }
 
-// The length of one decision in a command's reply: 5, or 6 + 2m for a policy of m limits (its
-// ARGV[4], after the numkeys keys and now, cost, mode).
+// The length of one decision in a command's reply: 5, or 6 + 2m for a policy of m limits (the third
+// word of its head, ARGV[2] after the numkeys keys and now: mode, cost, m, ...).
 int decision_width(const Command& c, const std::map<std::string, std::string>& scripts) {
   if (script_of(c, scripts) != "policy") return 5;
   try {
     const std::size_t numkeys = std::stoul(c.argv.at(2));
-    return 6 + 2 * std::stoi(c.argv.at(3 + numkeys + 3));
+    std::istringstream head(c.argv.at(3 + numkeys + 1));
+    std::string mode, cost, m;
+    if (!(head >> mode >> cost >> m)) return 6;
+    return 6 + 2 * std::stoi(m);
   } catch (const std::exception&) {
     return 6;  // a hand-made call without the limits: the script errs, nothing to compare by field
   }

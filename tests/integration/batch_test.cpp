@@ -47,7 +47,7 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
   namespace lua = redlimit::detail::lua;
   struct Case {
     std::string_view source;
-    std::string params;  // ARGV[4]: the parameters, space-separated
+    std::string params;             // the parameters, space-separated: the end of the head (ARGV[2])
     std::vector<std::string> keys;  // two requests' (lua/prologue.lua: a sliding log's sends its marker too)
   };
   const Case cases[] = {
@@ -62,9 +62,9 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
       SCOPED_TRACE(std::string(c.source.substr(0, 60)) + " / cost " + second_cost);
       std::vector<std::string> argv = {"EVAL", std::string(c.source), std::to_string(keys.size())};
       argv.insert(argv.end(), keys.begin(), keys.end());
-      argv.insert(argv.end(), {std::to_string(kT0.count()), "1", "1"});
-      argv.push_back(c.params);
-      argv.push_back(second_cost);  // request 2's cost (request 1's is ARGV[2])
+      argv.push_back(std::to_string(kT0.count()));
+      argv.push_back("1 1 " + std::string(c.params));  // the head: mode, request 1's cost, parameters
+      argv.push_back(second_cost);                     // request 2's cost
       const bool bad = second_cost == "x";
       std::vector<std::string> del = {"DEL"};
       del.insert(del.end(), keys.begin(), keys.end());
@@ -77,6 +77,34 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
       ASSERT_EQ(deleted.type, Reply::Type::integer) << deleted.str;
       EXPECT_EQ(deleted.integer, bad ? 0 : 2) << "keys written in memory";
     }
+  }
+}
+
+// A raw call whose head (ARGV[2], lua/prologue.lua) is not "<mode> <cost> <parameters>" fails
+// before it reads or writes anything, on Redis and in the in-memory backend alike; a good head
+// writes the subject's key, so the count of keys can tell.
+TEST_F(BatchTest, ARawCallWithAMalformedHeadFailsAndWritesNothing) {
+  namespace lua = redlimit::detail::lua;
+  const std::pair<std::string, bool> heads[] = {
+      {"1 1 5 1000000", false},
+      {"1 x 5 1000000", true},
+      {"9 1 5 1000000", true},
+      {"11 1 5 1000000", true},
+      {"1 -1 5 1000000", true},
+      {"1", true},
+      {"", true},
+  };
+  redlimit::MemoryConnection memory(clock);
+  for (const auto& [head, bad] : heads) {
+    SCOPED_TRACE("head \"" + head + "\"");
+    const std::vector<std::string> argv = {"EVAL",      std::string(lua::fixed_window), "1",
+                                           "raw:{a}:s", std::to_string(kT0.count()),    head};
+    const Reply on_redis = server().command(argv);
+    EXPECT_EQ(on_redis.type == Reply::Type::error, bad) << on_redis.str;
+    EXPECT_EQ(server().integer({"DEL", "raw:{a}:s"}), bad ? 0 : 1) << "keys written on Redis";
+    const Reply in_memory = memory.command(argv);
+    EXPECT_EQ(in_memory.type == Reply::Type::error, bad) << in_memory.str;
+    EXPECT_EQ(memory.command({"DEL", "raw:{a}:s"}).integer, bad ? 0 : 1) << "keys written in memory";
   }
 }
 

@@ -87,6 +87,22 @@ TEST_F(FunctionsTest, InterleavedLimitersAreEachDecidedUnderTheirOwnParameters) 
   EXPECT_EQ(rl().health().scripts, ScriptPath::functions);
 }
 
+// The library keeps each head it has parsed (mode, cost, parameters: lua/helpers.lua, read_head),
+// up to HEADS_MAX (64), and then starts again: 1,100 costs, each consumed and then peeked at,
+// are each read as sent, before the table starts again and after.
+TEST_F(FunctionsTest, EveryHeadIsReadAsSentPastTheTableOfParsedHeads) {
+  const auto fw = rl().fixed_window("heads", redlimit::Limit::per_hour(2000));
+  for (std::int64_t cost = 1; cost <= 1100; ++cost) {
+    const std::string subject = "s" + std::to_string(cost);
+    const Decision d = fw.consume(subject, cost);
+    ASSERT_TRUE(d.allowed) << cost;
+    ASSERT_EQ(d.remaining, 2000 - cost) << cost;
+    ASSERT_EQ(fw.peek(subject, 2000 - cost + 1).allowed, false) << cost;
+    ASSERT_EQ(fw.peek(subject, 1).remaining, 2000 - cost) << cost;
+  }
+  EXPECT_EQ(rl().health().scripts, ScriptPath::functions);
+}
+
 TEST_F(FunctionsTest, AFlushedLibraryIsLoadedAgainOnceAndCountingGoesOn) {
   const auto fw = rl().fixed_window("flush", redlimit::Limit::per_minute(10));
   const auto batch = std::vector<redlimit::Request>{{"a", 1}, {"b", 1}, {"a", 1}};

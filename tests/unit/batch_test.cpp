@@ -65,9 +65,7 @@ class BatchTest : public ::testing::Test {
             "1",
             s.key_for(subject),
             std::to_string(kStart),
-            std::to_string(cost),
-            "1",
-            "5 1000000"};  // the parameters, space-separated (lua/helpers.lua)
+            scripts::head("1", cost, "5 1000000")};  // mode, cost, the parameters (lua/prologue.lua)
   }
   // One script call deciding `requests` in order (prologue.lua): each request's key, the first
   // request's ARGV, then the costs of the others, unless all cost the same.
@@ -81,7 +79,7 @@ class BatchTest : public ::testing::Test {
     std::set<std::string> subjects;
     for (const auto& r : requests) subjects.insert(r.first);
     const char* mode = subjects.size() == requests.size() ? "4" : "1";
-    argv.insert(argv.end(), {std::to_string(kStart), std::to_string(requests.front().second), mode, "5 1000000"});
+    argv.insert(argv.end(), {std::to_string(kStart), scripts::head(mode, requests.front().second, "5 1000000")});
     bool uniform = true;
     for (const auto& r : requests) uniform = uniform && r.second == requests.front().second;
     if (uniform) return argv;
@@ -134,7 +132,7 @@ TEST_F(BatchTest, ABatchOfDistinctSubjectsSendsMode4AndARepeatMode1) {
   std::vector<std::string> modes;
   EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly([&](const Argv& c) {
     const std::size_t n = std::stoul(c.at(2));
-    modes.push_back(c.at(3 + n + 2));
+    modes.push_back(c.at(3 + n + 1).substr(0, 1));  // the head's first word
     std::vector<Reply> ds(n, decision_reply(1, 4, 0, 1));
     return batch_reply(ds);
   });
@@ -143,16 +141,16 @@ TEST_F(BatchTest, ABatchOfDistinctSubjectsSendsMode4AndARepeatMode1) {
   EXPECT_EQ(modes, (std::vector<std::string>{"4", "1"}));
 }
 
-// Requests that all cost what the first does send no costs after the parameters (prologue.lua):
-// the script reads them all as ARGV[2]. One cost that differs sends them all.
+// Requests that all cost what the first does send no costs after the head (prologue.lua):
+// the script reads them all as its cost. One cost that differs sends those of requests 2..n.
 TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   const std::string sha = scripts::fixed_window().sha1;
-  const Argv same{"EVALSHA", sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kStart),
-                  "2",       "4", "5 1000000"};  // mode "4": three distinct subjects
+  const Argv same{"EVALSHA",      sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kStart),
+                  "4 2 5 1000000"};  // mode "4": three distinct subjects
   Argv differ = same;
-  differ[7] = "1";
+  differ[7] = "4 1 5 1000000";
   differ.insert(differ.end(), {"2", "2"});
   const Reply three = batch_reply({decision_reply(1, 3, 0, 1), decision_reply(1, 1, 0, 1), decision_reply(0, 1, 1, 1)});
   InSequence seq;
@@ -335,8 +333,8 @@ TEST_F(BatchTest, WorksForEveryStrategy) {
       EXPECT_EQ(c.at(0), "EVALSHA");
       EXPECT_EQ(c.at(2), std::to_string(keys.size()));
       EXPECT_EQ(Argv(c.begin() + 3, c.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size())), keys);
-      EXPECT_EQ(c.at(3 + keys.size() + 2), "4");  // consume, a and b distinct
-      EXPECT_EQ(c.back(), "2");                   // b's cost, after the parameters
+      EXPECT_EQ(c.at(3 + keys.size() + 1).substr(0, 2), "4 ");  // the head: consume, a and b distinct
+      EXPECT_EQ(c.back(), "2");                                 // b's cost, after the head
       std::vector<Reply> ds;
       for (int i = 0; i < 2; ++i) {
         Reply r = decision_reply(1, 4, 0, 1);

@@ -1,5 +1,6 @@
-// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us} -> Decision, or a policy's
-// {..., deciding limit 1..m, then each limit's remaining and reset_us}; anything else is a ReplyError.
+// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us} -> Decision, its short form
+// {allowed, remaining, reset_us} (retry and delay 0), or a policy's {..., deciding limit 1..m, then
+// each limit's remaining and reset_us}; anything else is a ReplyError.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -74,9 +75,26 @@ TEST(DecisionTest, ZeroesAreFine) {
   EXPECT_EQ(d.remaining, 0);
 }
 
+// A decision that waits for nothing comes as three integers (lua/epilogue.lua, reply); a batch's
+// decisions always come whole.
+TEST(DecisionTest, TheShortFormIsADecisionWithoutRetryOrDelay) {
+  const Decision d = decode_decision(ints({1, 7, 1'500'000}), {10});
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.limit, 10);
+  EXPECT_EQ(d.remaining, 7);
+  EXPECT_EQ(d.retry_after, microseconds(0));
+  EXPECT_EQ(d.reset_after, microseconds(1'500'000));
+  EXPECT_EQ(d.delay, microseconds(0));
+  EXPECT_EQ(d.limit_index, 0u);
+  EXPECT_THROW(decode_decision(ints({2, 7, 0}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, -7, 0}), {10}), ReplyError);
+  EXPECT_THROW(redlimit::detail::decode_decisions(ints({1, 7, 0, 1, 6, 0}), 2, {10}, {}), ReplyError);
+}
+
 TEST(DecisionTest, WrongLength) {
   EXPECT_THROW(decode_decision(ints({}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 9}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 1, 1}), {10, 20}), ReplyError);

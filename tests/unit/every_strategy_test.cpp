@@ -21,7 +21,7 @@ class EveryStrategyTest : public StrategyTestBase, public ::testing::TestWithPar
     return {s.key_for(subject), s.block_key_for(subject)};
   }
   Argv args(const std::string& now_arg, std::int64_t cost, const char* mode) const {
-    return {now_arg, std::to_string(cost), mode, joined(c().params)};
+    return call_args(now_arg, cost, mode, c().params);
   }
   Reply reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us, std::int64_t reset_us,
               std::int64_t delay_us = 0) const {
@@ -57,7 +57,7 @@ TEST_P(EveryStrategyTest, CommandShapeAndScriptSha) {
     // The state key; the sliding log's block marker too (its sorted set cannot hold a block).
     const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script());
     EXPECT_EQ(nkeys, s.key_for("u").substr(s.key_for("u").size() - 3) == ":sl" ? 2u : 1u);
-    EXPECT_EQ(argv.size(), 3 + nkeys + 4);  // now, cost, mode, the parameters in one string
+    EXPECT_EQ(argv.size(), 3 + nkeys + 2);  // now, and the head: mode, cost, the parameters
     EXPECT_EQ(argv.at(0), "EVALSHA");
     EXPECT_EQ(argv.at(1), script().sha1);
     EXPECT_EQ(argv.at(1), redlimit::detail::sha1_hex(script().source));
@@ -69,7 +69,7 @@ TEST_P(EveryStrategyTest, CommandShapeAndScriptSha) {
   s.consume("u", 1);
 }
 
-TEST_P(EveryStrategyTest, CostIsPassedAsArgv2) {
+TEST_P(EveryStrategyTest, CostIsPassedInTheHead) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   InSequence seq;
@@ -118,7 +118,7 @@ TEST_P(EveryStrategyTest, RefundSendsMode2) {
   EXPECT_EQ(d.limit, c().limit);
 }
 
-// ARGV[5] of block.lua: where the strategy's state holds the block. "1" a string state, "2" a
+// block.lua's kind, its second parameter: where the strategy's state holds the block. "1" a string state, "2" a
 // hash (sliding windows and policies), "0" nowhere (the sliding log reads the marker).
 std::string holds_block(const Case& c) {
   const std::string kind = c.kind;
@@ -129,8 +129,8 @@ std::string holds_block(const Case& c) {
 TEST_P(EveryStrategyTest, BlockRunsTheBlockScriptWithMode3AndTheDuration) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(evalsha(scripts::block(), both_keys(s, "user-42"),
-                                     {now(), "1", "3", "90000000", holds_block(c())})))
+  EXPECT_CALL(*mock,
+              command(evalsha(scripts::block(), both_keys(s, "user-42"), {now(), "3 1 90000000 " + holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 90'000'000, 90'000'000, 0)));
   const Decision d = s.block("user-42", 90s);
   EXPECT_FALSE(d.allowed);
@@ -176,7 +176,7 @@ TEST_P(EveryStrategyTest, RedisTimeSourceSendsRedis) {
   EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "2"))))
       .WillOnce(Return(reply(1, 0, 0, 0)));
   EXPECT_CALL(*mock,
-              command(evalsha(scripts::block(), both_keys(s, "u"), {"redis", "1", "3", "1000000", holds_block(c())})))
+              command(evalsha(scripts::block(), both_keys(s, "u"), {"redis", "3 1 1000000 " + holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000, 0)));
   clock->advance(10s);  // irrelevant with TimeSource::redis
   s.consume("u", 1);

@@ -52,8 +52,8 @@ Argv batch_argv(const redlimit::detail::Script& script, const std::string& now,
     argv.push_back("redlimit:{r|" + s + "}:st");
     if (stride == 2) argv.push_back("redlimit:{r|" + s + "}:blk");
   }
-  argv.insert(argv.end(), {now, costs.front(), "1"});
-  argv.push_back(scripts::params_arg(params));  // the parameters in one argument
+  argv.push_back(now);
+  argv.push_back("1 " + costs.front() + " " + scripts::params_arg(params));  // the head: mode, cost, parameters
   argv.insert(argv.end(), costs.begin() + 1, costs.end());
   return argv;
 }
@@ -111,13 +111,13 @@ TEST_F(MemoryTest, AKeyOfAnotherTypeInABatchIsReplacedAndFailsNoOtherRequest) {
 }
 
 TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
-  const Argv args{std::to_string((kT0 + 250ms).count()), "1", "1", "3 1000000"};
+  const Argv args{std::to_string((kT0 + 250ms).count()), "1 1 3 1000000"};
   Reply r = store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  ASSERT_EQ(r.elements.size(), 5u);
+  ASSERT_EQ(r.elements.size(), 3u);  // an admission that waits for nothing: allowed, remaining, reset
   EXPECT_EQ(r.elements[0].integer, 1);
   EXPECT_EQ(r.elements[1].integer, 2);
-  EXPECT_EQ(r.elements[3].integer, 750'000);
+  EXPECT_EQ(r.elements[2].integer, 750'000);
 
   r = store->command(eval_argv("EVALSHA", std::string(40, 'a'), args));
   ASSERT_TRUE(r.is_error());
@@ -134,9 +134,9 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1}).is_error());
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "x"}).is_error());
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "3", "a", "b"}).is_error());
-  EXPECT_TRUE(store->command({"EVALSHA", scripts::sliding_log().sha1, "1", "a", "1", "1"}).is_error())
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::sliding_log().sha1, "1", "a", "1", "1 1 3 1000000"}).is_error())
       << "a sliding log takes two keys a request";
-  r = store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1", "1", "x 1"});
+  r = store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1 1 x 1"});
   EXPECT_TRUE(r.is_error()) << "a limit that is not a number is a Lua error";
 
   // DEL counts the keys that existed.
@@ -150,23 +150,23 @@ TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
   // what Redis gives. Each string state names its layout by its length (prologue.lua): a token
   // bucket reads a fixed window's 20-byte state as no state at all, a full bucket.
-  const Argv fw_args{std::to_string(kT0.count()), "1", "1", "3 1000000"};
+  const Argv fw_args{std::to_string(kT0.count()), "1 1 3 1000000"};
   ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, fw_args)).type, Reply::Type::array);
-  const Argv tb_args{std::to_string(kT0.count()), "1", "1", "3 1 1"};
+  const Argv tb_args{std::to_string(kT0.count()), "1 1 3 1 1"};
   Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 2) << "a full bucket of 3, 1 taken";
   // A string where a hash belongs, or a hash where a sorted set does, reads as no state (redis.pcall)
   // and is replaced by the write (lua/epilogue.lua, foreign keys); a peek leaves it.
-  const Argv policy_args{std::to_string(kT0.count()), "1", "1", "1 3/s 3 1000000 1000000"};
+  const Argv policy_args{std::to_string(kT0.count()), "1 1 1 3/s 3 1000000 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 2) << "an empty window of 3, 1 taken";
-  const Argv log_peek{std::to_string(kT0.count()), "1", "0", "3 1000000"};
+  const Argv log_peek{std::to_string(kT0.count()), "0 1 3 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 3) << "an empty log";
-  const Argv log_args{std::to_string(kT0.count()), "1", "1", "3 1000000"};
+  const Argv log_args{std::to_string(kT0.count()), "1 1 3 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(r.elements[1].integer, 2) << "the hash replaced by a log, 1 taken";

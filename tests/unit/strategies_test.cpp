@@ -11,8 +11,10 @@ namespace {
 class StrategiesTest : public StrategyTestBase, public ::testing::Test {
  protected:
   static Argv keys(const Strategy& s, std::string_view subject) { return redlimit_unit::request_keys(s, subject); }
-  // ARGV as sent: now, cost and mode, then the parameters (given word by word) in one string.
-  static Argv args_of(const Argv& a) { return {a[0], a[1], a[2], joined(Argv(a.begin() + 3, a.end()))}; }
+  // ARGV as sent, from now, cost, mode and the parameters word by word: now, then the head.
+  static Argv args_of(const Argv& a) {
+    return call_args(a[0], std::stoll(a[1]), a[2].c_str(), Argv(a.begin() + 3, a.end()));
+  }
 };
 
 TEST_F(StrategiesTest, AccessorsReflectTheConstruction) {

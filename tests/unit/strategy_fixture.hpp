@@ -79,7 +79,7 @@ struct Case {
   const char* name;
   const Script& (*script)();
   std::function<Strategy(const RateLimiter&, std::string resource)> make;
-  Argv params;         // the parameters, word by word: ARGV[4] sends them space-separated (joined())
+  Argv params;         // the parameters, word by word: the head (ARGV[2]) ends with them, space-separated
   std::int64_t limit;  // Decision::limit: the limit's count or the bucket's capacity
   const char* kind;    // the key's kind suffix
   bool policy_reply;   // replies carry the deciding limit and one limit's state (policies of one)
@@ -123,8 +123,12 @@ std::vector<Case> cases() {
   };
 }
 
-// A strategy's parameters as ARGV[4] carries them: one string, space-separated (lua/helpers.lua).
+// A strategy's parameters as the head (ARGV[2]) ends with them: space-separated (lua/helpers.lua).
 inline std::string joined(const Argv& words) { return scripts::params_arg(words); }
+// A call's ARGV for one request: now, then the head "<mode> <cost> <parameters>" (lua/prologue.lua).
+inline Argv call_args(std::string now, std::int64_t cost, const char* mode, const Argv& params) {
+  return {std::move(now), scripts::head(mode, cost, joined(params))};
+}
 
 class StrategyTestBase {
  protected:

@@ -41,8 +41,8 @@ struct StrategySpec {
   const Script* script;              // the strategy's own script (block() runs another)
   std::vector<std::int64_t> limits;  // each limit's count (several for a policy)
   std::int64_t least_limit;          // the smallest of them: the most a request may cost
-  std::vector<std::string> params;   // the script's ARGV after now, cost and mode: its parameters in one
-                                     // string, space-separated (lua/helpers.lua, params)
+  std::string params;                // the script's parameters, space-separated: the end of its
+                                     // head, ARGV[2] (lua/prologue.lua; detail::scripts::head)
   std::vector<std::chrono::microseconds> windows;  // each limit's window (policies: Decision::limits)
   // Sends concurrent consume_async() calls as shared script calls (detail/async_lane.hpp); null when
   // each goes alone (Options::share_script_calls off, or a cluster with Options::batch_per_master

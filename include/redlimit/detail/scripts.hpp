@@ -2,6 +2,7 @@
 // The Lua sources, embedded at build time from lua/*.lua, each behind lua/prologue.lua
 // (see cmake/embed_lua.cmake).
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,10 @@ const Script& token_bucket();
 const Script& leaky_bucket();
 const Script& block();
 
-// Where a strategy's decisions read its block, as block.lua's ARGV[5] names it: "1" the state is
-// one string that holds it (fixed window, token and leaky buckets: lua/helpers.lua, split_block),
-// "2" a hash that holds it in a field (sliding window and policies: lua/policy.lua, read), "0" only
-// the marker (sliding log).
+// Where a strategy's decisions read its block, as block.lua's kind (its second parameter) names it:
+// "1" the state is one string that holds it (fixed window, token and leaky buckets: lua/helpers.lua,
+// split_block), "2" a hash that holds it in a field (sliding window and policies: lua/policy.lua,
+// read), "0" only the marker (sliding log).
 const char* block_holder(const Script& script);
 
 // The keys each request of the script sends: 2 when the script reads the block marker (the sliding
@@ -28,9 +29,12 @@ const char* block_holder(const Script& script);
 // state alone) for the others, whose state holds its block. lua/prologue.lua names them.
 std::size_t keys_per_request(const Script& script);
 
-// A strategy's parameters as its script takes them, in one argument (ARGV[4]): the words joined by
+// A strategy's parameters as its script takes them, at the end of its head: the words joined by
 // spaces (lua/helpers.lua, params).
 std::string params_arg(const std::vector<std::string>& words);
+// A call's head, ARGV[2] (lua/prologue.lua): "<mode> <cost> <params>". Mode, cost and parameters
+// go in one argument: each argument costs Redis an object, and Lua a string and a slot in ARGV.
+std::string head(const char* mode, std::int64_t cost, const std::string& params);
 
 // The Redis Functions library that holds every script above (cmake/embed_lua.cmake), and its name,
 // which carries a hash of its code: two redlimit versions on one Redis never replace each other's.

@@ -182,9 +182,10 @@ REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
       script_calls_.push_back(first);
       continue;
     }
-    // KEYS: each request's (lua/prologue.lua); ARGV: the first request's (its now, cost,
-    // mode, the strategy's parameters), then the costs of the others, unless they all cost what
-    // the first does (lua/prologue.lua): fewer arguments for Redis to read and the script to parse.
+    // KEYS: each request's (lua/prologue.lua); ARGV: the first request's (its now, and its head:
+    // mode, cost, the strategy's parameters), then the costs of the others, unless they all cost
+    // what the first does (lua/prologue.lua): fewer arguments for Redis to read and the script to
+    // parse. Requests of one path share mode and parameters, so equal heads mean equal costs.
     ScriptCall merged;
     merged.keys.reserve(2 * (to - from));
     merged.args = first.args;
@@ -197,11 +198,11 @@ REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
     }
     if (!uniform) {
       merged.args.reserve(first.args.size() + (to - from - 1));
-      for (std::size_t j = from + 1; j < to; ++j) merged.args.push_back(requests_[pending_[g[j]]].args[1]);
+      for (std::size_t j = from + 1; j < to; ++j) merged.args.push_back(std::to_string(costs_[pending_[g[j]]]));
     }
     // Consuming requests whose keys all differ say so (mode "4", lua/prologue.lua): the script then
     // keeps no table of the values it wrote, which a key read again would need.
-    if (merged.args[2] == "1" && decision_path_impl::all_distinct(merged.keys)) merged.args[2] = "4";
+    if (merged.args[1][0] == '1' && decision_path_impl::all_distinct(merged.keys)) merged.args[1][0] = '4';
     script_calls_.push_back(std::move(merged));
   }
 }

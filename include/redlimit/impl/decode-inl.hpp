@@ -29,8 +29,12 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
                                          const std::vector<std::chrono::microseconds>& windows) {
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
   const std::size_t policy = decode_impl::policy_width(limits.size());
-  if (reply.type != Reply::Type::array || (reply.elements.size() != 5 && reply.elements.size() != policy)) {
-    throw ReplyError(message("a strategy script must return an array of 5 or {} integers, not {}", policy,
+  const std::size_t size = reply.type == Reply::Type::array ? reply.elements.size() : 0;
+  // Five integers, or three, {allowed, remaining, reset_after}, for a decision that waits for nothing
+  // (lua/epilogue.lua, reply), or a policy's.
+  const bool short_form = size == 3;
+  if (reply.type != Reply::Type::array || (size != 5 && size != policy && !short_form)) {
+    throw ReplyError(message("a strategy script must return an array of 3, 5 or {} integers, not {}", policy,
                              decode_impl::shape_of(reply)));
   }
   for (const auto& e : reply.elements) {
@@ -60,9 +64,13 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
   d.allowed = v[0].integer == 1;
   d.limit = limits[index];
   d.remaining = v[1].integer;
-  d.retry_after = std::chrono::microseconds{v[2].integer};
-  d.reset_after = std::chrono::microseconds{v[3].integer};
-  d.delay = std::chrono::microseconds{v[4].integer};
+  if (short_form) {
+    d.reset_after = std::chrono::microseconds{v[2].integer};
+  } else {
+    d.retry_after = std::chrono::microseconds{v[2].integer};
+    d.reset_after = std::chrono::microseconds{v[3].integer};
+    d.delay = std::chrono::microseconds{v[4].integer};
+  }
   d.limit_index = index;
   return d;
 }

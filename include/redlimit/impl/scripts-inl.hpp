@@ -1,6 +1,9 @@
 #pragma once
 // Bodies of redlimit/detail/scripts.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
 // with REDLIMIT_HEADER_ONLY).
+#include <charconv>
+#include <cstring>
+
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/lua_sources.hpp"  // generated from lua/*.lua (cmake/embed_lua.cmake)
 
@@ -33,6 +36,22 @@ REDLIMIT_INLINE std::string params_arg(const std::vector<std::string>& words) {
   for (const std::string& w : words) {
     if (!out.empty()) out += ' ';
     out += w;
+  }
+  return out;
+}
+
+REDLIMIT_INLINE std::string head(const char* mode, std::int64_t cost, const std::string& params) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, cost);
+  (void)ec;  // an int64_t always fits in 24 characters
+  std::string out;
+  out.reserve(std::strlen(mode) + 2 + static_cast<std::size_t>(end - digits) + params.size());
+  out += mode;
+  out += ' ';
+  out.append(digits, end);
+  if (!params.empty()) {
+    out += ' ';
+    out += params;
   }
   return out;
 }

@@ -63,9 +63,9 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
     if (flights == 0) flights = conn->thread_safe() ? ctx_->options.pool.size : 1;
     sync_lane = std::make_unique<detail::SyncLane>(flights);
   }
-  // The script's parameters go as one argument, space-separated (lua/helpers.lua, params): each
-  // argument costs Redis an object, and Lua a string and a slot in ARGV.
-  std::vector<std::string> script_params{detail::scripts::params_arg(params)};
+  // The script's parameters go at the end of each call's head, space-separated (lua/helpers.lua,
+  // params; detail::scripts::head).
+  std::string script_params = detail::scripts::params_arg(params);
   spec_ = std::make_shared<const detail::StrategySpec>(
       detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
                            std::move(script_params), std::move(windows), std::move(lane), std::move(sync_lane)});
@@ -92,23 +92,20 @@ REDLIMIT_INLINE void Strategy::check_cost(std::int64_t cost) const {
 }
 
 REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(const detail::Script& script, std::string_view subject,
-                                                     std::int64_t cost, const char* mode,
-                                                     const std::vector<std::string>& params,
+                                                     std::int64_t cost, const char* mode, const std::string& params,
                                                      const std::string* now) const {
   detail::ScriptCall call;
   call.keys.reserve(2);
   call.keys.push_back(key_for(subject));  // checks the subject
   if (detail::scripts::keys_per_request(script) == 2) call.keys.push_back(block_key_for(subject));
-  call.args.reserve(3 + params.size());
+  call.args.reserve(2);
   call.args.push_back(now ? *now : ctx_->now_arg());
-  call.args.push_back(std::to_string(cost));
-  call.args.emplace_back(mode);
-  call.args.insert(call.args.end(), params.begin(), params.end());
+  call.args.push_back(detail::scripts::head(mode, cost, params));
   return call;
 }
 
 REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject,
-                                       std::int64_t cost, const std::vector<std::string>& params) const {
+                                       std::int64_t cost, const std::string& params) const {
   return run(op, script, prepare(script, subject, cost, strategy_impl::mode_of(op), params), cost);
 }
 
@@ -263,7 +260,7 @@ REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
 
 REDLIMIT_INLINE detail::ScriptCall Strategy::block_call(std::string_view subject, std::string duration) const {
   return prepare(detail::scripts::block(), subject, 1, strategy_impl::mode_of(Operation::block),
-                 {std::move(duration), detail::scripts::block_holder(*spec_->script)});
+                 detail::scripts::params_arg({std::move(duration), detail::scripts::block_holder(*spec_->script)}));
 }
 
 REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
