@@ -13,8 +13,8 @@
 --       requests each send two keys (KEYS[2i-1] the state, KEYS[2i] the marker); a string state
 --       holds its block, and so does a policy's hash (its decide() answers): their requests send
 --       the state alone (KEYS[i]), a key less for Redis to parse and file in KEYS (prologue.lua);
---   width: the length of a decision (5, or 6 + 2m for a policy of m limits: the deciding limit,
---       then `each`).
+--   width: the length of a decision (5, or 6 + 2m for a policy of m > 1 limits: the deciding
+--       limit, then `each`).
 -- The functions below are its load part (cmake/embed_lua.cmake): they follow the script's own.
 
 -- What a block says of each limit of a policy: nothing left, until the block ends.
@@ -231,7 +231,7 @@ for i = 1, n do
         seen = {}
         rejected[key] = seen
       end
-      seen[cost] = {rem, retry, reset, delay, decider, each and {unpack(each, 1, width - 6)}}
+      seen[cost] = {rem, retry, reset, delay, decider, width > 5 and {unpack(each, 1, width - 6)}}
     elseif seen then
       rejected[key] = nil
     end

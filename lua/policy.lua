@@ -10,7 +10,11 @@
 -- Returns {allowed 0|1, remaining, retry_after_us, reset_after_us, delay_us = 0, deciding limit 1..m,
 --          then for each limit i = 1..m: its own remaining, its own reset_after_us}: the first six
 --          are the policy's (least remaining, longest reset), the pairs let a caller state every
---          limit truthfully (RateLimit header items, one per limit)
+--          limit truthfully (RateLimit header items, one per limit). A policy of one limit (every
+--          sliding window) returns the first five alone, as the other scripts do: its limit's
+--          remaining and reset are the policy's, and the deciding limit is 1; the client fills
+--          Decision::limits from them (detail::decode_decision). Three or six integers less a
+--          decision for Redis to convert, about 400 instructions each.
 --
 -- Time math, per limit: P = precision, n = window / P, r = now mod P, b = (now - r) / P is the
 -- current bucket. The window (now - window, now] holds buckets b-n+1 .. b entirely, and bucket
@@ -347,7 +351,7 @@ end
 if params ~= params_arg then
   local p = words(params)
   local m = tonumber(p[1])
-  width = 6 + 2 * m
+  width = m == 1 and 5 or 6 + 2 * m -- (see above)
   limits, by_tag = {}, {}
   for i = 1, m do
     local base = 2 + 4 * (i - 1)

@@ -177,8 +177,9 @@ class PolicyTwin {
  public:
   explicit PolicyTwin(const Call& c);
   Decided decide(KeyRef& key, std::int64_t cost);
-  // 6 + 2m: the deciding limit, then each limit's remaining and reset_after (policy.lua's width).
-  int width() const { return 6 + 2 * static_cast<int>(limits_.size()); }
+  // 6 + 2m: the deciding limit, then each limit's remaining and reset_after (policy.lua's width);
+  // 5 for a policy of one limit, whose own remaining and reset are the decision's.
+  int width() const { return limits_.size() == 1 ? 5 : 6 + 2 * static_cast<int>(limits_.size()); }
 
   // One limit of the policy: its parameters (P = precision, n = buckets a window, r = now mod P,
   // b = the current bucket), then what decide() learns of it for the request at hand.

@@ -110,7 +110,7 @@ std::string script_of(const Command& c, const std::map<std::string, std::string>
   return "";
 }
 
-// The length of one decision in a command's reply: 5, or 6 + 2m for a policy of m limits (the third
+// The length of one decision in a command's reply: 5, or 6 + 2m for a policy of m > 1 limits (the third
 // word of its head, ARGV[2] after the numkeys keys and now: mode, cost, m, ...).
 int decision_width(const Command& c, const std::map<std::string, std::string>& scripts) {
   if (script_of(c, scripts) != "policy") return 5;
@@ -119,7 +119,7 @@ int decision_width(const Command& c, const std::map<std::string, std::string>& s
     std::istringstream head(c.argv.at(3 + numkeys + 1));
     std::string mode, cost, m;
     if (!(head >> mode >> cost >> m)) return 6;
-    return 6 + 2 * std::stoi(m);
+    return m == "1" ? 5 : 6 + 2 * std::stoi(m);  // a policy of one limit answers as the others
   } catch (const std::exception&) {
     return 6;  // a hand-made call without the limits: the script errs, nothing to compare by field
   }

@@ -91,6 +91,24 @@ TEST(DecisionTest, TheShortFormIsADecisionWithoutRetryOrDelay) {
   EXPECT_THROW(redlimit::detail::decode_decisions(ints({1, 7, 0, 1, 6, 0}), 2, {10}, {}), ReplyError);
 }
 
+// A policy of one limit (every sliding window) answers as the other strategies (lua/policy.lua):
+// its one limit's state is the decision's, whole or short.
+TEST(DecisionTest, APolicyOfOneLimitAnswersInFiveOrThreeAndHasItsLimitsState) {
+  const std::vector<microseconds> window{microseconds(60'000'000)};
+  for (const Reply& r : {ints({0, 0, 250, 40'000'000, 0}), ints({1, 6, 40'000'000})}) {
+    const Decision d = decode_decision(r, {10}, window);
+    ASSERT_EQ(d.limits.size(), 1u);
+    EXPECT_EQ(d.limits[0].limit, 10);
+    EXPECT_EQ(d.limits[0].window, window[0]);
+    EXPECT_EQ(d.limits[0].remaining, d.remaining);
+    EXPECT_EQ(d.limits[0].reset_after, microseconds(40'000'000));
+    EXPECT_EQ(d.limit_index, 0u);
+  }
+  EXPECT_TRUE(decode_decision(ints({1, 6, 40'000'000}), {10}).limits.empty()) << "no window: not a policy";
+  EXPECT_TRUE(decode_decision(ints({1, 6, 0, 4, 0}), {10, 20}, {window[0], window[0]}).limits.empty())
+      << "a policy of two limits says each limit's state in its own reply";
+}
+
 TEST(DecisionTest, WrongLength) {
   EXPECT_THROW(decode_decision(ints({}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1}), {10}), ReplyError);

@@ -71,6 +71,11 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
     d.reset_after = std::chrono::microseconds{v[3].integer};
     d.delay = std::chrono::microseconds{v[4].integer};
   }
+  // A policy of one limit (a sliding window) answers as the other strategies do (lua/policy.lua):
+  // its limit's state is the decision's.
+  if (v.size() != policy && limits.size() == 1 && !windows.empty()) {
+    d.limits.push_back(LimitState{limits[0], windows[0], d.remaining, d.reset_after});
+  }
   d.limit_index = index;
   return d;
 }
