@@ -13,11 +13,12 @@ namespace redlimit::detail {
 // Decodes {allowed, remaining, retry_after_us, reset_after_us, delay_us}, or its short form
 // {allowed, remaining, reset_after_us} (retry and delay 0: lua/epilogue.lua, reply), into a Decision
 // whose `limit` is limits[0] (a policy of one limit, given its window, answers so too: its
-// `limits` then holds that limit's state, the decision's own); or a policy's {..., deciding limit 1..m, then each limit's remaining and
-// reset_after_us} (6 + 2m integers, m = limits.size()) into one whose `limit` is limits[deciding - 1]
-// and whose `limits` holds every limit's state, with windows[i] as its window (0 when `windows`
-// is shorter). Throws ReplyError for an error reply, or anything but those shapes of non-negative
-// integers with allowed in {0, 1} and a deciding index in range.
+// `limits` then holds that limit's state, the decision's own); or a policy's {..., deciding limit
+// 1..m, then each limit's remaining and reset_after_us} (6 + 2m integers, m = limits.size()) into
+// one whose `limit` is limits[deciding - 1] and whose `limits` holds every limit's state, with
+// windows[i] as its window (0 when `windows` is shorter). Throws ReplyError for an error reply, or
+// anything but those shapes of non-negative integers with allowed in {0, 1} and a deciding index
+// in range.
 Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
                          const std::vector<std::chrono::microseconds>& windows = {});
 
