@@ -3,7 +3,8 @@
 // converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors,
 // and with detail::decode_decisions as the reply of a batch.
 // Only ReplyError may escape; decode_decision must accept exactly the documented shape
-// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, or a policy's 6 + 2m with the
+// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, its short form {allowed,
+// remaining, reset_after_us} with retry and delay 0, or a policy's 6 + 2m with the
 // deciding limit 1..m and each limit's remaining and reset; non-negative integers, allowed in
 // {0, 1}) and copy its fields faithfully.
 //
@@ -46,7 +47,7 @@ bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   if (reply.type != Reply::Type::array) return false;
   const auto& v = reply.elements;
   const bool policy = v.size() == policy_width(limits);
-  if (v.size() != 5 && !policy) return false;
+  if (v.size() != 5 && v.size() != 3 && !policy) return false;  // 3: the short form, no retry or delay
   for (const Reply& e : v) {
     if (e.type != Reply::Type::integer || e.integer < 0) return false;
   }
@@ -69,9 +70,10 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   const auto& v = reply.elements;
   FUZZ_CHECK(d.allowed == (v[0].integer == 1), "allowed flag");
   FUZZ_CHECK(d.remaining == v[1].integer && d.remaining >= 0, "remaining");
-  FUZZ_CHECK(d.retry_after.count() == v[2].integer && d.retry_after.count() >= 0, "retry_after");
-  FUZZ_CHECK(d.reset_after.count() == v[3].integer && d.reset_after.count() >= 0, "reset_after");
-  FUZZ_CHECK(d.delay.count() == v[4].integer && d.delay.count() >= 0, "delay");
+  const bool short_form = v.size() == 3;  // {allowed, remaining, reset_after}
+  FUZZ_CHECK(d.retry_after.count() == (short_form ? 0 : v[2].integer) && d.retry_after.count() >= 0, "retry_after");
+  FUZZ_CHECK(d.reset_after.count() == v[short_form ? 2 : 3].integer && d.reset_after.count() >= 0, "reset_after");
+  FUZZ_CHECK(d.delay.count() == (short_form ? 0 : v[4].integer) && d.delay.count() >= 0, "delay");
   const bool policy = v.size() == policy_width(limits);
   const std::size_t index = policy ? static_cast<std::size_t>(v[5].integer - 1) : 0;
   FUZZ_CHECK(d.limit_index == index && index < limits.size(), "limit_index %zu", d.limit_index);
