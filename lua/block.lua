@@ -25,7 +25,8 @@
 -- type is no block: epilogue.lua, foreign keys), a string state with MGET, as the batches read
 -- states (another type reads as none, and a block replaces it), a hash with HGETALL (another type:
 -- no block, and a block deletes the key first, as a decision's write would).
-local duration, kind = match(params, '^(%S+) ?(%S*)$')
+local p = words(params) -- helpers.lua; split as the memory twin splits them
+local duration, kind = p[1], p[2]
 if not tonumber(duration) then error('block.lua: the duration is not a number: ' .. params) end
 local marker = tonumber(redis.pcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds

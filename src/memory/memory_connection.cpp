@@ -92,16 +92,14 @@ std::optional<std::vector<std::string_view>> script_args(const std::vector<std::
   args.reserve(argv.size() - first + 12);
   if (first + 1 >= argv.size()) return std::nullopt;  // no head: Lua's match(nil) fails
   args.emplace_back(argv[first]);
-  {
-    const std::string_view head = argv[first + 1];
-    if (head.size() < 3 || head[0] < '0' || head[0] > '4' || head[1] != ' ') return std::nullopt;
-    const std::size_t cost_end = head.find(' ', 2);
-    const std::string_view cost = head.substr(2, cost_end == std::string_view::npos ? head.npos : cost_end - 2);
-    if (cost.empty() || cost.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-    args.push_back(cost);
-    args.push_back(head.substr(0, 1));
-    if (cost_end != std::string_view::npos) split_words(head.substr(cost_end + 1), args);
-  }
+  const std::string_view head = argv[first + 1];
+  if (head.size() < 3 || head[0] < '0' || head[0] > '4' || head[1] != ' ') return std::nullopt;
+  const std::size_t cost_end = head.find(' ', 2);
+  const std::string_view cost = head.substr(2, cost_end == std::string_view::npos ? head.npos : cost_end - 2);
+  if (cost.empty() || cost.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  args.push_back(cost);
+  args.push_back(head.substr(0, 1));
+  if (cost_end != std::string_view::npos) split_words(head.substr(cost_end + 1), args);
   for (std::size_t i = first + 2; i < argv.size(); ++i) args.emplace_back(argv[i]);
   return args;
 }
