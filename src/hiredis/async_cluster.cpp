@@ -202,6 +202,9 @@ void AsyncCluster::shard_refused(std::string_view key) { relearn(map()->node_for
 // another master, never a blocking read on the loop's thread; one at a time, at most one every
 // 100 ms (a dead master fails every call routed to it, and until its replica is promoted the map
 // stays as it is). The calls made after the answer go to the slots' owners it names.
+// The masters other than `failed` are asked in turn, one re-read after another: one that cannot
+// answer either (down as well, or cut off from this client) fails its CLUSTER SLOTS, and the next
+// re-read asks the next, where always asking the first by name would ask that one for good.
 void AsyncCluster::relearn(const std::string& failed) {
   const auto now = std::chrono::steady_clock::now();
   std::shared_ptr<AsyncConnection> ask;
@@ -209,13 +212,14 @@ void AsyncCluster::relearn(const std::string& failed) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (relearning_ || now < next_relearn_) return;
-    for (const auto& [name, conn] : masters_) {
-      if (name == failed) continue;
-      ask = conn;
-      host = name.substr(0, name.rfind(':'));
-      break;
+    std::vector<const std::pair<const std::string, std::shared_ptr<AsyncConnection>>*> others;
+    for (const auto& master : masters_) {
+      if (master.first != failed) others.push_back(&master);
     }
-    if (!ask) return;
+    if (others.empty()) return;
+    const auto& [name, conn] = *others[relearn_turn_++ % others.size()];
+    ask = conn;
+    host = name.substr(0, name.rfind(':'));
     relearning_ = true;
     next_relearn_ = now + std::chrono::milliseconds(100);
   }

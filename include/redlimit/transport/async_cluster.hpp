@@ -11,15 +11,15 @@
 // the limiter's per-master breakers and both paths go by one map. The map is read when a slot's
 // owner is unknown, and again with an asynchronous CLUSTER SLOTS to another master after a master
 // fails a call in transit or a breaker refuses a call for it (shard_refused), so that the slots of
-// a master replaced by a failover go to its promoted replica. MOVED is followed to the new owner,
-// which the map learns for the next calls; ASK is followed behind ASKING; at most
-// ClusterConnection::max_redirects() in a row, after which the redirect is the reply (an outage for
-// the failure policy). TRYAGAIN and CLUSTERDOWN are retried as on the synchronous path (10 to 100
-// ms apart, at most ClusterConnection::max_retries() times, within the call's deadline), the waits
-// on the loop's timer (post_after); what is left is the reply. A command answered MOVED, ASK,
-// TRYAGAIN or CLUSTERDOWN did not run, so sending it again never replays a call. FUNCTION LOAD and
-// SCRIPT LOAD go to every master; their reply is the first error any master gave, else the first
-// answer. Each call keeps its one deadline across its redirects and retries.
+// a master replaced by a failover go to its promoted replica; the other masters are asked in turn,
+// one re-read after another. MOVED is followed to the new owner, which the map learns for the next
+// calls; ASK is followed behind ASKING; at most ClusterConnection::max_redirects() in a row, after
+// which the redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are retried as on the
+// synchronous path (10 to 100 ms apart, at most ClusterConnection::max_retries() times, within the call's deadline),
+// the waits on the loop's timer (post_after); what is left is the reply. A command answered MOVED, ASK, TRYAGAIN or
+// CLUSTERDOWN did not run, so sending it again never replays a call. FUNCTION LOAD and SCRIPT LOAD go to every master;
+// their reply is the first error any master gave, else the first answer. Each call keeps its one deadline across its
+// redirects and retries.
 //
 // Threads. As for AsyncRedis: callbacks run on the loop's thread, and attach_* must be called on the
 // loop's thread or before the loop runs; the masters known then get their connection at once. A
@@ -99,6 +99,7 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   std::map<std::string, std::shared_ptr<AsyncConnection>> masters_;  // by "host:port"
   bool relearning_ = false;  // a CLUSTER SLOTS of relearn() is on its way
   std::chrono::steady_clock::time_point next_relearn_{};
+  std::size_t relearn_turn_ = 0;  // which of the other masters relearn() asks next
 };
 
 }  // namespace redlimit
