@@ -157,7 +157,8 @@ def _why_concurrent(res, f, misses):
         "mode, that bound is: {}. The "
         "pipelined ceiling runs a one-line INCR script at {} us of main-thread CPU per call; a "
         "`consume_many` batch shares one script call's fixed cost over up to 256 decisions, but "
-        "each decision still reads its state, writes it back with a TTL and returns five integers. "
+        "each decision still reads its state, writes it back with a TTL and returns its integers "
+        "(two or three for an admission that waits for nothing, five otherwise). "
         "rate-limiter-flexible with 64 in flight reaches {} decisions/s at {} us a decision; 5x "
         "that is {} decisions/s ({:.1f}x the bound of our cheapest). On this {}-core machine the "
         "client (building and decoding the batches) also shares the cores with Redis.".format(
@@ -180,7 +181,7 @@ def _why_cpu(res, f, missed):
         "batch and one write per admitted request (`SETRANGE`, in place, inside a window the fixed "
         "window has started, or a bucket's lease; `PSETEX` otherwise: a new window, a new lease, a new "
         "subject). What is left per decision is that write, the script's Lua arithmetic and the "
-        "five integers of its decision; a script that "
+        "integers of its decision (two for an admission that waits for nothing, five otherwise); a script that "
         "touches nothing and returns a decision costs {} us a call ({} of rate-limiter-flexible's "
         "whole script).".format(
             _ratios(missed), f.rlf_inner.replace("config|resetstat=0.00", "").strip(), inner("fixed_window"),

@@ -48,21 +48,30 @@ local function put(out, m, a, rem, retry, reset, delay, decider, each)
   end
 end
 
--- One request's reply. A decision of five integers with no wait and no delay, the common case
--- (an admission), goes short: {allowed, remaining, reset_after}, which the client reads as retry and
--- delay 0 (detail::decode_decision); each integer less spares Redis about 400 instructions of
--- converting it. Five integers go in a table kept from call to call (one_out), as batch_out above;
--- a longer decision (a policy's) as a table built whole, at its size (put() grows one from empty,
+-- The reply's integers. Redis converts each one it is returned (about 440 instructions apiece,
+-- callgrind on 7.0: a tenth of a batched decision's), so an admission that waits for nothing (retry
+-- and delay 0), the common case, goes short; the client reads the forms back
+-- (detail::decode_decision, decode_decisions):
+-- - one request's reply: {remaining, reset_after} for such an admission, else its five integers
+--   {allowed, remaining, retry_after, reset_after, delay};
+-- - a batch's, decision after decision: {2, remaining} for such an admission whose reset_after is
+--   the previous decision's (a fixed window's, or a sliding window's, is the same for every subject
+--   of a call), {3, remaining, reset_after} for another such admission, else the five integers,
+--   whose first (allowed) is 0 or 1;
+-- - a policy's decisions of several limits (width > 5) always come whole, in a batch too.
+-- One request's reply goes in a table kept from call to call (one_out), as batch_out above; a
+-- longer decision (a policy's) in a table built whole, at its size (put() grows one from empty,
 -- which a batch's reply amortises and a single decision would not).
 local one_out = {0, 0, 0, 0, 0}
 local function reply(a, rem, retry, reset, delay, decider, each)
   if width == 5 then
-    one_out[1] = a
-    one_out[2] = rem
-    if retry == 0 and delay == 0 then
-      one_out[3] = reset
-      one_out[4] = nil -- the reply ends here
+    if a == 1 and retry == 0 and delay == 0 then
+      one_out[1] = rem
+      one_out[2] = reset
+      one_out[3] = nil -- the reply ends here
     else
+      one_out[1] = a
+      one_out[2] = rem
       one_out[3] = retry
       one_out[4] = reset
       one_out[5] = delay
@@ -114,8 +123,9 @@ end
 -- the names are redlimit's, docs/keys.md) reads as no state, and the next write replaces it: a
 -- string state's SET overwrites any type, and sliding_log.lua and policy.lua delete such a key
 -- before they write. Reads that Redis would fail with WRONGTYPE go through redis.pcall, whose
--- error comes back as a table with `err` (a string answers any field with nil, through its
--- metatable: no call); MGET, which batches read with, answers nil for such a key anyway. So no
+-- error comes back as a table with `err`, whose length (#) is 0: a single decision's GET takes a
+-- value of length 0 for no state, where asking a string for `err` goes through its metatable;
+-- MGET, which batches read with, answers nil for such a key anyway. So no
 -- request fails for what another program left under its key, and no request of a batch, or of a
 -- script call shared by many callers (the sync and async lanes), fails for another's.
 
@@ -128,9 +138,12 @@ if n == 1 then
   local value, wait, blocked_until, len = nil, nil, nil, nil
   if state_is_string then
     value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
-    if value and value.err then value = nil end
     len = value and #value
-    if value and BLOCKED[len] then value, blocked_until, wait = unblock(value) end
+    if len == 0 then -- pcall's error table (#: 0), or an empty string: no state either way
+      value, len = nil, nil
+    elseif value and BLOCKED[len] then
+      value, blocked_until, wait = unblock(value)
+    end
   elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
     local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
@@ -177,6 +190,7 @@ local distinct = mode == '4' -- no key repeats: no value this call wrote is read
 -- request gets the same answer: `rejected[key][cost]` remembers it, and a flood from one subject
 -- inside a batch costs a table lookup a request.
 local out, m, rejected = batch_out, 0, {}
+local last_reset -- the previous decision's reset_after (reply, above)
 local first_cost = #ARGV > 2 and #ARGV - n -- false: every request costs cost1 (prologue.lua)
 if first_cost then
   -- Every cost is read before anything is written: a call with a cost that is not a number (a raw
@@ -236,16 +250,29 @@ for i = 1, n do
       rejected[key] = nil
     end
   end
-  if width == 5 then -- put()'s first five, without the call
+  if width > 5 then
+    put(out, m, a, rem, retry, reset, delay, decider, each)
+    m = m + width
+  elseif a == 1 and retry == 0 and delay == 0 then -- the short forms (reply, above)
+    if reset == last_reset then
+      out[m + 1] = 2
+      out[m + 2] = rem
+      m = m + 2
+    else
+      out[m + 1] = 3
+      out[m + 2] = rem
+      out[m + 3] = reset
+      m = m + 3
+    end
+  else -- put()'s first five, without the call
     out[m + 1] = a
     out[m + 2] = rem
     out[m + 3] = retry
     out[m + 4] = reset
     out[m + 5] = delay
-  else
-    put(out, m, a, rem, retry, reset, delay, decider, each)
+    m = m + 5
   end
-  m = m + width
+  last_reset = reset
 end
 out[m + 1] = nil
 return out

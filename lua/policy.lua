@@ -364,7 +364,10 @@ if params ~= params_arg then
 end
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
   local l = limits[i]
-  l.r = fmod(now, l.P)
-  local b = (now - l.r) / l.P
+  local P = l.P
+  local r = now % P -- now mod P inline (helpers.lua, TWO52; fixed_window.lua)
+  if r < 0 then r = r + P end
+  l.r = r
+  local b = (now - r) / P
   if b ~= l.b then l.b, l.oldest, l.field = b, b - l.n, l.tag .. ':' .. fmt(b) end
 end

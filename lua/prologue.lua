@@ -23,9 +23,9 @@
 --          parameters: the strategy's, named in each script (block.lua's are its own)
 -- ARGV[3 .. 2 + n - 1]  the costs of requests 2..n: none when n = 1, or when every request costs
 --          what request 1 does (the common case, and 0.1-0.2 us of Redis's time a request less)
--- Returns request 1's decision when n = 1 (of five integers, as {allowed, remaining, reset_after}
--- when retry_after and delay are 0: epilogue.lua, reply), otherwise the n decisions one after the
--- other, each whole.
+-- Returns request 1's decision when n = 1, otherwise the n decisions one after the other: five
+-- integers each (a policy's 6 + 2m), or fewer for an admission that waits for nothing (epilogue.lua,
+-- reply).
 -- On a Redis Cluster a call may hold requests of many slots of one node: the Functions library's
 -- <name>_spread function (cmake/embed_lua.cmake) takes FCALL's one declared key (the first
 -- request's state, which routes the call) and its arguments: the number of keys, the keys (KEYS

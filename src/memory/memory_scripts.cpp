@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -85,25 +86,41 @@ std::int64_t script_now(std::string_view argv1, std::int64_t clock_now) {
 
 namespace {
 
-// The decisions of a call as the reply array. A Lua table becomes a Redis array up to its first
-// nil: a policy of no limits has a nil remaining, which ends the reply after its `allowed`. A
-// call of one request whose decision of five integers waits for nothing replies with three
-// (epilogue.lua, reply).
+// The decisions of a call as the reply array, in epilogue.lua's forms (reply): an admission that
+// waits for nothing goes short, {remaining, reset_after} alone in a call of one request, and in a
+// batch {2, remaining} when its reset_after is the previous decision's, else {3, remaining,
+// reset_after}; a policy's decisions of several limits (width > 5) come whole. A Lua table becomes
+// a Redis array up to its first nil: a policy of no limits has a nil remaining, which ends the
+// reply after its `allowed`.
 class Out {
  public:
   Out(std::size_t n, int width) : width_(width), one_(n == 1) { items_.reserve(n * static_cast<std::size_t>(width)); }
   void add(const Decided& d) {
     if (cut_) return;
+    const bool short_form = width_ == 5 && d.allowed == 1 && d.retry_after == 0 && d.delay == 0;
+    if (short_form && one_) {
+      push(d.remaining);
+      push(d.reset_after);
+    } else if (short_form) {
+      const bool same_reset = last_reset_ && *last_reset_ == d.reset_after;
+      push(same_reset ? 2 : 3);
+      push(d.remaining);
+      if (!same_reset) push(d.reset_after);
+    } else {
+      add_whole(d);
+    }
+    last_reset_ = d.reset_after;
+  }
+  Reply done() { return Reply::make_array(std::move(items_)); }
+
+ private:
+  void add_whole(const Decided& d) {
     push(d.allowed);
     if (!d.has_remaining) {
       cut_ = true;
       return;
     }
     push(d.remaining);
-    if (one_ && width_ == 5 && d.retry_after == 0 && d.delay == 0) {
-      push(d.reset_after);
-      return;
-    }
     push(d.retry_after);
     push(d.reset_after);
     push(d.delay);
@@ -112,14 +129,12 @@ class Out {
       for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
     }
   }
-  Reply done() { return Reply::make_array(std::move(items_)); }
-
- private:
   void push(std::int64_t v) { items_.push_back(Reply::make_integer(v)); }
   std::vector<Reply> items_;
   int width_;
   bool one_;  // the call decides one request
   bool cut_ = false;
+  std::optional<std::int64_t> last_reset_;  // the previous decision's reset_after
 };
 
 }  // namespace

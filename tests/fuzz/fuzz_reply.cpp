@@ -3,10 +3,11 @@
 // converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors,
 // and with detail::decode_decisions as the reply of a batch.
 // Only ReplyError may escape; decode_decision must accept exactly the documented shape
-// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, its short form {allowed,
-// remaining, reset_after_us} with retry and delay 0, or a policy's 6 + 2m with the
+// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, its short form {remaining,
+// reset_after_us} for an admission with retry and delay 0, or a policy's 6 + 2m with the
 // deciding limit 1..m and each limit's remaining and reset; non-negative integers, allowed in
-// {0, 1}) and copy its fields faithfully.
+// {0, 1}) and copy its fields faithfully; decode_decisions a batch's decisions one after the other
+// in the forms lua/epilogue.lua's reply describes.
 //
 // The conversion is the library's own detail::from_hiredis, the one both connections use.
 #include <hiredis/hiredis.h>
@@ -47,11 +48,12 @@ bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   if (reply.type != Reply::Type::array) return false;
   const auto& v = reply.elements;
   const bool policy = v.size() == policy_width(limits);
-  if (v.size() != 5 && v.size() != 3 && !policy) return false;  // 3: the short form, no retry or delay
+  const bool short_form = v.size() == 2;  // {remaining, reset_after}: an admission, no retry or delay
+  if (v.size() != 5 && !short_form && !policy) return false;
   for (const Reply& e : v) {
     if (e.type != Reply::Type::integer || e.integer < 0) return false;
   }
-  if (v[0].integer > 1) return false;
+  if (!short_form && v[0].integer > 1) return false;
   if (limits.empty()) return false;
   if (policy && (v[5].integer < 1 || static_cast<std::uint64_t>(v[5].integer) > limits.size())) return false;
   return true;
@@ -68,11 +70,11 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   }
   FUZZ_CHECK(valid, "a malformed reply was accepted");
   const auto& v = reply.elements;
-  FUZZ_CHECK(d.allowed == (v[0].integer == 1), "allowed flag");
-  FUZZ_CHECK(d.remaining == v[1].integer && d.remaining >= 0, "remaining");
-  const bool short_form = v.size() == 3;  // {allowed, remaining, reset_after}
+  const bool short_form = v.size() == 2;  // {remaining, reset_after}
+  FUZZ_CHECK(d.allowed == (short_form || v[0].integer == 1), "allowed flag");
+  FUZZ_CHECK(d.remaining == v[short_form ? 0 : 1].integer && d.remaining >= 0, "remaining");
   FUZZ_CHECK(d.retry_after.count() == (short_form ? 0 : v[2].integer) && d.retry_after.count() >= 0, "retry_after");
-  FUZZ_CHECK(d.reset_after.count() == v[short_form ? 2 : 3].integer && d.reset_after.count() >= 0, "reset_after");
+  FUZZ_CHECK(d.reset_after.count() == v[short_form ? 1 : 3].integer && d.reset_after.count() >= 0, "reset_after");
   FUZZ_CHECK(d.delay.count() == (short_form ? 0 : v[4].integer) && d.delay.count() >= 0, "delay");
   const bool policy = v.size() == policy_width(limits);
   const std::size_t index = policy ? static_cast<std::size_t>(v[5].integer - 1) : 0;
@@ -87,20 +89,48 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   FUZZ_CHECK(d.source == redlimit::Source::primary && !d.shadow_rejected, "source or shadow flag set");
 }
 
-// A batch reply (n decisions one after the other): accepted exactly when it is an array of n equal
-// slices of 5 or 6 + 2m elements, each a well-formed decision, and then decoded slice by slice.
-void decode_batch(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits) {
-  bool valid = reply.type == Reply::Type::array && reply.elements.size() % n == 0 &&
-               (reply.elements.size() / n == 5 || reply.elements.size() / n == policy_width(limits));
-  std::vector<Reply> slices;
-  if (valid) {
-    const std::size_t w = reply.elements.size() / n;
-    for (std::size_t i = 0; i < n && valid; ++i) {
-      slices.push_back(Reply::make_array({reply.elements.begin() + static_cast<std::ptrdiff_t>(i * w),
-                                          reply.elements.begin() + static_cast<std::ptrdiff_t>((i + 1) * w)}));
-      valid = well_formed(slices.back(), limits);
+// The model of a batch reply (n decisions one after the other): for a policy of several limits, n
+// slices of 6 + 2m elements; otherwise each decision {2, remaining} (allowed, retry and delay 0,
+// reset_after the previous decision's: never first), {3, remaining, reset_after} (allowed, retry
+// and delay 0) or five elements, and nothing after the n-th. Each decision, as its five or 6 + 2m
+// integers, goes to `whole`; false when the reply is not of that shape or a decision is not
+// well-formed.
+bool batch_model(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits,
+                 std::vector<Reply>& whole) {
+  if (reply.type != Reply::Type::array) return false;
+  const auto& e = reply.elements;
+  const auto slice = [&](std::size_t from, std::size_t len) {
+    return Reply::make_array(
+        {e.begin() + static_cast<std::ptrdiff_t>(from), e.begin() + static_cast<std::ptrdiff_t>(from + len)});
+  };
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool tagged = limits.size() <= 1 && at < e.size() && e[at].type == Reply::Type::integer &&
+                        (e[at].integer == 2 || e[at].integer == 3);
+    const std::size_t len = limits.size() > 1 ? policy_width(limits) : tagged ? e[at].integer : 5;
+    if (e.size() - at < len) return false;
+    if (tagged) {
+      for (std::size_t k = at; k < at + len; ++k) {
+        if (e[k].type != Reply::Type::integer || e[k].integer < 0) return false;
+      }
+      if (len == 2 && whole.empty()) return false;
+      const std::int64_t reset = len == 2 ? whole.back().elements[3].integer : e[at + 2].integer;
+      whole.push_back(Reply::make_array({Reply::make_integer(1), e[at + 1], Reply::make_integer(0),
+                                         Reply::make_integer(reset), Reply::make_integer(0)}));
+    } else {
+      whole.push_back(slice(at, len));
     }
+    if (!well_formed(whole.back(), limits)) return false;
+    at += len;
   }
+  return at == e.size();
+}
+
+// A batch reply: accepted exactly when batch_model() accepts it, and then decoded decision by
+// decision as the model expands it.
+void decode_batch(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits) {
+  std::vector<Reply> whole;
+  const bool valid = batch_model(reply, n, limits, whole);
   std::vector<redlimit::Decision> ds;
   try {
     ds = redlimit::detail::decode_decisions(reply, n, limits);
@@ -111,7 +141,11 @@ void decode_batch(const Reply& reply, std::size_t n, const std::vector<std::int6
   FUZZ_CHECK(valid, "a malformed batch reply was accepted");
   FUZZ_CHECK(ds.size() == n, "batch size");
   for (std::size_t i = 0; i < n; ++i) {
-    FUZZ_CHECK(ds[i].remaining == slices[i].elements[1].integer && ds[i].limit_index < limits.size(), "batch decision");
+    const auto& v = whole[i].elements;
+    FUZZ_CHECK(ds[i].allowed == (v[0].integer == 1) && ds[i].remaining == v[1].integer &&
+                   ds[i].retry_after.count() == v[2].integer && ds[i].reset_after.count() == v[3].integer &&
+                   ds[i].delay.count() == v[4].integer && ds[i].limit_index < limits.size(),
+               "batch decision %zu", i);
   }
 }
 
@@ -140,7 +174,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       freeReplyObject(raw);
       raw = nullptr;
       for (const auto& limits : kLimits) decode(reply, limits);
-      for (std::size_t n : {2, 3}) decode_batch(reply, n, {10, 120, 240});
+      for (std::size_t n : {2, 3}) {
+        decode_batch(reply, n, {10, 120, 240});
+        decode_batch(reply, n, {100});
+      }
       // Wrapped in an array, or in an error, it is never a decision.
       decode(Reply::make_array({reply}), {100});
       if (reply.type == Reply::Type::array) {

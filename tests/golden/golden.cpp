@@ -1,11 +1,13 @@
 // The trace format, the replay against MemoryConnection, and the comparison of two traces.
 #include "golden.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "redlimit/clock.hpp"
 #include "redlimit/detail/scripts.hpp"
@@ -127,11 +129,31 @@ int decision_width(const Command& c, const std::map<std::string, std::string>& s
 
 std::string error_code(const std::string& message) { return message.substr(0, message.find(' ')); }
 
-// Whether field `field` of a decision `width` integers long is a time: retry_after, reset_after,
-// delay, and for a policy (6 + 2m) each limit's reset_after.
-bool time_field(std::size_t field, int width) {
-  if (field >= 2 && field <= 4) return true;
-  return width > 6 && field >= 7 && (field - 7) % 2 == 0;
+// Which integers of a reply are times: retry_after, reset_after, delay, and for a policy (6 + 2m)
+// each limit's reset_after. Decisions of `width` 5 come in lua/epilogue.lua's forms (reply): alone,
+// {remaining, reset_after} (no batch replies 2 integers) or five; in a batch, one after the other,
+// {2, remaining}, {3, remaining, reset_after} or five.
+std::vector<bool> time_fields(const Reply& reply, int width) {
+  const auto& e = reply.elements;
+  std::vector<bool> time(e.size(), false);
+  if (width > 5) {
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      const std::size_t field = i % static_cast<std::size_t>(width);
+      time[i] = (field >= 2 && field <= 4) || (width > 6 && field >= 7 && (field - 7) % 2 == 0);
+    }
+    return time;
+  }
+  if (e.size() == 2) {
+    time[1] = true;
+    return time;
+  }
+  for (std::size_t at = 0; at < e.size();) {
+    const std::int64_t tag = e[at].type == Reply::Type::integer ? e[at].integer : -1;
+    const std::size_t len = tag == 2 ? 2 : tag == 3 ? 3 : 5;
+    for (std::size_t k = at + 2; k < std::min(at + len, e.size()); ++k) time[k] = true;
+    at += len;
+  }
+  return time;
 }
 
 // Whether `got` answers what `want` (Redis's reply) answers. Errors: the same code (Redis adds the
@@ -149,20 +171,20 @@ bool same(const Reply& want, const Reply& got, int width, std::int64_t tolerance
     case Reply::Type::string:
     case Reply::Type::status:
       return want.str == got.str;
-    case Reply::Type::array:
+    case Reply::Type::array: {
       if (want.elements.size() != got.elements.size()) return false;
+      const std::vector<bool> time = time_fields(want, width);
       for (std::size_t i = 0; i < want.elements.size(); ++i) {
         const Reply& a = want.elements[i];
         const Reply& b = got.elements[i];
-        const std::size_t field = i % static_cast<std::size_t>(width);
-        if (tolerance_us >= 0 && time_field(field, width) && a.type == Reply::Type::integer &&
-            b.type == Reply::Type::integer) {
+        if (tolerance_us >= 0 && time[i] && a.type == Reply::Type::integer && b.type == Reply::Type::integer) {
           if (std::llabs(a.integer - b.integer) > tolerance_us) return false;
         } else if (!same(a, b, width, -1)) {
           return false;
         }
       }
       return true;
+    }
   }
   return false;
 }

@@ -1,6 +1,7 @@
 // decode_decision: {allowed, remaining, retry_us, reset_us, delay_us} -> Decision, its short form
-// {allowed, remaining, reset_us} (retry and delay 0), or a policy's {..., deciding limit 1..m, then
-// each limit's remaining and reset_us}; anything else is a ReplyError.
+// {remaining, reset_us} (an admission, retry and delay 0), or a policy's {..., deciding limit 1..m,
+// then each limit's remaining and reset_us}; anything else is a ReplyError. decode_decisions: a
+// batch's decisions one after the other.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -75,10 +76,9 @@ TEST(DecisionTest, ZeroesAreFine) {
   EXPECT_EQ(d.remaining, 0);
 }
 
-// A decision that waits for nothing comes as three integers (lua/epilogue.lua, reply); a batch's
-// decisions always come whole.
-TEST(DecisionTest, TheShortFormIsADecisionWithoutRetryOrDelay) {
-  const Decision d = decode_decision(ints({1, 7, 1'500'000}), {10});
+// An admission that waits for nothing comes as two integers (lua/epilogue.lua, reply).
+TEST(DecisionTest, TheShortFormIsAnAdmissionWithoutRetryOrDelay) {
+  const Decision d = decode_decision(ints({7, 1'500'000}), {10});
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.limit, 10);
   EXPECT_EQ(d.remaining, 7);
@@ -86,16 +86,41 @@ TEST(DecisionTest, TheShortFormIsADecisionWithoutRetryOrDelay) {
   EXPECT_EQ(d.reset_after, microseconds(1'500'000));
   EXPECT_EQ(d.delay, microseconds(0));
   EXPECT_EQ(d.limit_index, 0u);
-  EXPECT_THROW(decode_decision(ints({2, 7, 0}), {10}), ReplyError);
-  EXPECT_THROW(decode_decision(ints({1, -7, 0}), {10}), ReplyError);
-  EXPECT_THROW(redlimit::detail::decode_decisions(ints({1, 7, 0, 1, 6, 0}), 2, {10}, {}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({-7, 0}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 7, 0}), {10}), ReplyError) << "three integers: no form of one decision";
+}
+
+// A batch's decisions one after the other (lua/epilogue.lua, reply): {2, remaining} an admission
+// whose reset_after is the previous decision's, {3, remaining, reset_after} another admission
+// waiting for nothing, else five integers.
+TEST(DecisionTest, ABatchMixesTheShortFormsAndWholeDecisions) {
+  using redlimit::detail::decode_decisions;
+  const auto ds = decode_decisions(ints({3, 9, 500, 2, 8, 0, 0, 700, 500, 0, 2, 7, 1, 6, 0, 500, 30}), 5, {10});
+  ASSERT_EQ(ds.size(), 5u);
+  EXPECT_TRUE(ds[0].allowed && ds[1].allowed && !ds[2].allowed && ds[3].allowed && ds[4].allowed);
+  const std::int64_t remaining[] = {9, 8, 0, 7, 6};
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(ds[i].remaining, remaining[i]) << i;
+    EXPECT_EQ(ds[i].reset_after, microseconds(500)) << i;
+    EXPECT_EQ(ds[i].retry_after, microseconds(i == 2 ? 700 : 0)) << i;
+    EXPECT_EQ(ds[i].delay, microseconds(i == 4 ? 30 : 0)) << i;
+  }
+  // Malformed: a reset taken from no decision, a decision cut short, integers left over, a tag of
+  // no form, a negative.
+  EXPECT_THROW(decode_decisions(ints({2, 9, 3, 8, 500}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 3, 8}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, 8, 1}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 4, 8, 0, 0, 0}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, -8}), 2, {10}), ReplyError);
+  // A policy of several limits: whole decisions only.
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, 8}), 2, {10, 20}), ReplyError);
 }
 
 // A policy of one limit (every sliding window) answers as the other strategies (lua/policy.lua):
 // its one limit's state is the decision's, whole or short.
-TEST(DecisionTest, APolicyOfOneLimitAnswersInFiveOrThreeAndHasItsLimitsState) {
+TEST(DecisionTest, APolicyOfOneLimitAnswersInFiveOrTwoAndHasItsLimitsState) {
   const std::vector<microseconds> window{microseconds(60'000'000)};
-  for (const Reply& r : {ints({0, 0, 250, 40'000'000, 0}), ints({1, 6, 40'000'000})}) {
+  for (const Reply& r : {ints({0, 0, 250, 40'000'000, 0}), ints({6, 40'000'000})}) {
     const Decision d = decode_decision(r, {10}, window);
     ASSERT_EQ(d.limits.size(), 1u);
     EXPECT_EQ(d.limits[0].limit, 10);
@@ -104,7 +129,7 @@ TEST(DecisionTest, APolicyOfOneLimitAnswersInFiveOrThreeAndHasItsLimitsState) {
     EXPECT_EQ(d.limits[0].reset_after, microseconds(40'000'000));
     EXPECT_EQ(d.limit_index, 0u);
   }
-  EXPECT_TRUE(decode_decision(ints({1, 6, 40'000'000}), {10}).limits.empty()) << "no window: not a policy";
+  EXPECT_TRUE(decode_decision(ints({6, 40'000'000}), {10}).limits.empty()) << "no window: not a policy";
   EXPECT_TRUE(decode_decision(ints({1, 6, 0, 4, 0}), {10, 20}, {window[0], window[0]}).limits.empty())
       << "a policy of two limits says each limit's state in its own reply";
 }
@@ -112,7 +137,7 @@ TEST(DecisionTest, APolicyOfOneLimitAnswersInFiveOrThreeAndHasItsLimitsState) {
 TEST(DecisionTest, WrongLength) {
   EXPECT_THROW(decode_decision(ints({}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1}), {10}), ReplyError);
-  EXPECT_THROW(decode_decision(ints({1, 9}), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(ints({1, 9, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 0}), {10}), ReplyError);
   EXPECT_THROW(decode_decision(ints({1, 9, 0, 0, 0, 1, 1, 1}), {10, 20}), ReplyError);

@@ -326,7 +326,7 @@ TEST_P(EveryStrategyTest, MalformedReplyThrowsReplyError) {
   EXPECT_CALL(*mock, command(_))
       .WillOnce(Return(Reply::make_integer(1)))
       .WillOnce(Return(Reply::make_nil()))
-      .WillOnce(Return(Reply::make_array({Reply::make_integer(1), Reply::make_integer(2)})))
+      .WillOnce(Return(Reply::make_array({Reply::make_integer(1), Reply::make_integer(2), Reply::make_integer(3)})))
       .WillOnce(Return(reply(3, 0, 0, 0)))
       .WillOnce(Return(reply(1, -2, 0, 0)))
       .WillOnce(Return(policy_reply(1, 0, 0, 0, 2)));  // deciding limit 2 of 1

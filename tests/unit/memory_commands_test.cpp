@@ -1,8 +1,15 @@
 // The commands the in-memory backend answers, its batches (one locked script run, as on Redis), and
 // the sorted set kept in Redis's order (fixture: memory_fixture.hpp).
+#include "redlimit/detail/decode.hpp"
 #include "unit/memory_fixture.hpp"
 
 namespace {
+
+// A call's decisions as the client reads them (detail::decode_decisions: lua/epilogue.lua's forms).
+std::vector<redlimit::Decision> decisions(const Reply& r, std::size_t n) {
+  return redlimit::detail::decode_decisions(r, n, {1});
+}
+redlimit::Decision decision(const Reply& r) { return redlimit::detail::decode_decision(r, {1}); }
 
 // --- the commands it answers ------------------------------------------------------------------
 
@@ -58,9 +65,9 @@ Argv batch_argv(const redlimit::detail::Script& script, const std::string& now,
   return argv;
 }
 
-std::vector<std::int64_t> allowed_of(const Reply& r, std::size_t width) {
+std::vector<std::int64_t> allowed_of(const Reply& r, std::size_t n) {
   std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < r.elements.size(); i += width) out.push_back(r.elements[i].integer);
+  for (const auto& d : decisions(r, n)) out.push_back(d.allowed ? 1 : 0);
   return out;
 }
 
@@ -71,7 +78,7 @@ TEST(MemoryBatch, ReadsRedisTimeOnceForTheWholeBatch) {
   const Reply r =
       store.command(batch_argv(scripts::fixed_window(), "redis", {"u", "u", "u"}, {"2", "1000000"}, {"1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 0}));
+  EXPECT_EQ(allowed_of(r, 3), (std::vector<std::int64_t>{1, 1, 0}));
 }
 
 TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
@@ -80,7 +87,7 @@ TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
       batch_argv(scripts::token_bucket(), now, {"a", "b", "a", "a", "a"}, {"3", "1", "1"}, {"2", "3", "1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 1, 0, 0}));
-  EXPECT_EQ(r.elements[5 * 2 + 1].integer, 0) << "a's bucket is empty after 2 + 1";
+  EXPECT_EQ(decisions(r, 5)[2].remaining, 0) << "a's bucket is empty after 2 + 1";
 }
 
 TEST_F(MemoryTest, AFailedBatchWritesNoStringState) {
@@ -102,10 +109,10 @@ TEST_F(MemoryTest, AKeyOfAnotherTypeInABatchIsReplacedAndFailsNoOtherRequest) {
   const Reply r =
       store->command(batch_argv(scripts::sliding_log(), now, {"a", "b", "c"}, {"5", "1000000"}, {"1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  ASSERT_EQ(r.elements.size(), 15u);
+  const auto ds = decisions(r, 3);
   for (std::size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(r.elements[5 * i].integer, 1) << "request " << i;
-    EXPECT_EQ(r.elements[5 * i + 1].integer, 4) << "request " << i;
+    EXPECT_TRUE(ds[i].allowed) << "request " << i;
+    EXPECT_EQ(ds[i].remaining, 4) << "request " << i;
   }
   EXPECT_EQ(store->size(), 3u) << "three logs, b's string replaced";
 }
@@ -114,10 +121,9 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   const Argv args{std::to_string((kT0 + 250ms).count()), "1 1 3 1000000"};
   Reply r = store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  ASSERT_EQ(r.elements.size(), 3u);  // an admission that waits for nothing: allowed, remaining, reset
-  EXPECT_EQ(r.elements[0].integer, 1);
-  EXPECT_EQ(r.elements[1].integer, 2);
-  EXPECT_EQ(r.elements[2].integer, 750'000);
+  ASSERT_EQ(r.elements.size(), 2u);  // an admission that waits for nothing: remaining, reset
+  EXPECT_EQ(r.elements[0].integer, 2);
+  EXPECT_EQ(r.elements[1].integer, 750'000);
 
   r = store->command(eval_argv("EVALSHA", std::string(40, 'a'), args));
   ASSERT_TRUE(r.is_error());
@@ -125,7 +131,7 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
 
   r = store->command(eval_argv("eval", std::string(scripts::fixed_window().source), args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(r.elements[1].integer, 1);  // the same state: the second unit
+  EXPECT_EQ(decision(r).remaining, 1);  // the same state: the second unit
 
   r = store->command(eval_argv("EVAL", "return 1", args));
   EXPECT_TRUE(r.is_error());
@@ -155,21 +161,21 @@ TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   const Argv tb_args{std::to_string(kT0.count()), "1 1 3 1 1"};
   Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(r.elements[1].integer, 2) << "a full bucket of 3, 1 taken";
+  EXPECT_EQ(decision(r).remaining, 2) << "a full bucket of 3, 1 taken";
   // A string where a hash belongs, or a hash where a sorted set does, reads as no state (redis.pcall)
   // and is replaced by the write (lua/epilogue.lua, foreign keys); a peek leaves it.
   const Argv policy_args{std::to_string(kT0.count()), "1 1 1 3/s 3 1000000 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(r.elements[1].integer, 2) << "an empty window of 3, 1 taken";
+  EXPECT_EQ(decision(r).remaining, 2) << "an empty window of 3, 1 taken";
   const Argv log_peek{std::to_string(kT0.count()), "0 1 3 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(r.elements[1].integer, 3) << "an empty log";
+  EXPECT_EQ(decision(r).remaining, 3) << "an empty log";
   const Argv log_args{std::to_string(kT0.count()), "1 1 3 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(r.elements[1].integer, 2) << "the hash replaced by a log, 1 taken";
+  EXPECT_EQ(decision(r).remaining, 2) << "the hash replaced by a log, 1 taken";
 }
 
 // A transport that has never seen the scripts: every EVALSHA names an unknown SHA1, so each call

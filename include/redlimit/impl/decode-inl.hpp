@@ -30,11 +30,11 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
   const std::size_t policy = decode_impl::policy_width(limits.size());
   const std::size_t size = reply.type == Reply::Type::array ? reply.elements.size() : 0;
-  // Five integers, or three, {allowed, remaining, reset_after}, for a decision that waits for nothing
+  // Five integers, or two, {remaining, reset_after}, for an admission that waits for nothing
   // (lua/epilogue.lua, reply), or a policy's.
-  const bool short_form = size == 3;
+  const bool short_form = size == 2;
   if (reply.type != Reply::Type::array || (size != 5 && size != policy && !short_form)) {
-    throw ReplyError(message("a strategy script must return an array of 3, 5 or {} integers, not {}", policy,
+    throw ReplyError(message("a strategy script must return an array of 2, 5 or {} integers, not {}", policy,
                              decode_impl::shape_of(reply)));
   }
   for (const auto& e : reply.elements) {
@@ -43,7 +43,7 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
     }
   }
   const auto& v = reply.elements;
-  if (v[0].integer > 1) throw ReplyError("the allowed flag must be 0 or 1");
+  if (!short_form && v[0].integer > 1) throw ReplyError("the allowed flag must be 0 or 1");
   if (limits.empty()) throw ReplyError("no limits to decode against");
   std::size_t index = 0;
   Decision d;
@@ -61,12 +61,14 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
       s.reset_after = std::chrono::microseconds{v[7 + 2 * i].integer};
     }
   }
-  d.allowed = v[0].integer == 1;
   d.limit = limits[index];
-  d.remaining = v[1].integer;
   if (short_form) {
-    d.reset_after = std::chrono::microseconds{v[2].integer};
+    d.allowed = true;
+    d.remaining = v[0].integer;
+    d.reset_after = std::chrono::microseconds{v[1].integer};
   } else {
+    d.allowed = v[0].integer == 1;
+    d.remaining = v[1].integer;
     d.retry_after = std::chrono::microseconds{v[2].integer};
     d.reset_after = std::chrono::microseconds{v[3].integer};
     d.delay = std::chrono::microseconds{v[4].integer};
@@ -80,27 +82,71 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
   return d;
 }
 
+namespace decode_impl {
+
+// The next decision of a batch of one limit, from elements[at]: {2, remaining} (an admission
+// waiting for nothing whose reset_after is the previous decision's, `last_reset`: none before the
+// first), {3, remaining, reset_after} (another such admission) or the five integers, as `one`'s
+// five integers; `at` moves past it. False when the elements do not hold one of those shapes.
+inline bool next_decision(const std::vector<Reply>& e, std::size_t& at, const std::int64_t* last_reset, Reply& one) {
+  if (at >= e.size() || e[at].type != Reply::Type::integer) return false;
+  const std::int64_t tag = e[at].integer;
+  const std::size_t len = tag == 2 ? 2 : tag == 3 ? 3 : 5;
+  if (e.size() - at < len || (tag == 2 && last_reset == nullptr)) return false;
+  for (std::size_t i = at; i < at + len; ++i) {
+    if (e[i].type != Reply::Type::integer || e[i].integer < 0) return false;
+  }
+  if (len == 5) {  // allowed 0 or 1; decode_decision refuses any other
+    std::copy_n(e.begin() + static_cast<std::ptrdiff_t>(at), 5, one.elements.begin());
+  } else {
+    const std::int64_t ints[] = {1, e[at + 1].integer, 0, tag == 2 ? *last_reset : e[at + 2].integer, 0};
+    for (std::size_t i = 0; i < 5; ++i) one.elements[i] = Reply::make_integer(ints[i]);
+  }
+  at += len;
+  return true;
+}
+
+}  // namespace decode_impl
+
 REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n,
                                                        const std::vector<std::int64_t>& limits,
                                                        const std::vector<std::chrono::microseconds>& windows) {
   if (n == 1) return {decode_decision(reply, limits, windows)};
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
-  const std::size_t total = reply.elements.size();
-  const std::size_t policy = decode_impl::policy_width(limits.size());
-  if (reply.type != Reply::Type::array || n == 0 || total % n != 0 || (total / n != 5 && total / n != policy)) {
-    throw ReplyError(message("a strategy script deciding {} requests must return {} or {} integers", n, 5 * n,
-                             policy * n));
+  if (reply.type != Reply::Type::array || n == 0) {
+    throw ReplyError(message("a strategy script deciding {} requests must return an array", n));
   }
-  const std::size_t width = total / n;
+  const auto& e = reply.elements;
   std::vector<Decision> out;
   out.reserve(n);
   Reply one;
   one.type = Reply::Type::array;
-  one.elements.resize(width);
+  if (limits.size() > 1) {  // a policy's decisions, each whole (lua/epilogue.lua, reply)
+    const std::size_t width = decode_impl::policy_width(limits.size());
+    if (e.size() != n * width) {
+      throw ReplyError(message("a policy script deciding {} requests must return {} integers", n, n * width));
+    }
+    one.elements.resize(width);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::copy_n(e.begin() + static_cast<std::ptrdiff_t>(i * width), width, one.elements.begin());
+      out.push_back(decode_decision(one, limits, windows));
+    }
+    return out;
+  }
+  one.elements.resize(5);
+  std::size_t at = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    std::copy_n(reply.elements.begin() + static_cast<std::ptrdiff_t>(i * width), width, one.elements.begin());
+    const std::int64_t last_reset = out.empty() ? 0 : out.back().reset_after.count();
+    if (!decode_impl::next_decision(e, at, out.empty() ? nullptr : &last_reset, one)) {
+      throw ReplyError(
+          message("decision {} of {} in a strategy script's reply is not (2, remaining), (3, "
+                  "remaining, reset_after) or five integers",
+                  i + 1, n));
+    }
     out.push_back(decode_decision(one, limits, windows));
   }
+  if (at != e.size())
+    throw ReplyError(message("{} integers follow a strategy script's {} decisions", e.size() - at, n));
   return out;
 }
 
