@@ -1,37 +1,10 @@
-// Each strategy behind RateLimiter(MockConnection): the exact EVALSHA it sends, how the reply becomes
-// a Decision, refund / block / acquire / reset, and invalid input that must throw InvalidArgument
-// before anything is sent. The same tests for every strategy (one Case each: strategy_fixture.hpp).
-#include "unit/strategy_fixture.hpp"
+// Each strategy behind RateLimiter(MockConnection): the exact EVALSHA it sends for consume, peek,
+// refund, block and reset, its keys, its clock, and invalid input that must throw InvalidArgument
+// before anything is sent. The same tests for every strategy (one Case each: strategy_fixture.hpp);
+// how the replies become decisions is every_strategy_reply_test.cpp's.
+#include "unit/every_strategy_fixture.hpp"
 
 namespace {
-
-// =================================================================================================
-// The contract every strategy shares
-// =================================================================================================
-
-class EveryStrategyTest : public StrategyTestBase, public ::testing::TestWithParam<Case> {
- protected:
-  const Case& c() const { return GetParam(); }
-  const Script& script() const { return c().script(); }
-  Strategy make(const RateLimiter& l, std::string resource = "api") const { return c().make(l, std::move(resource)); }
-  // A request's KEYS (its state; a sliding log's block marker too), and a subject's every key, as
-  // block.lua and reset() name them.
-  static Argv keys(const Strategy& s, std::string_view subject) { return redlimit_unit::request_keys(s, subject); }
-  static Argv both_keys(const Strategy& s, std::string_view subject) {
-    return {s.key_for(subject), s.block_key_for(subject)};
-  }
-  Argv args(const std::string& now_arg, std::int64_t cost, const char* mode) const {
-    return call_args(now_arg, cost, mode, c().params);
-  }
-  Reply reply(std::int64_t allowed, std::int64_t remaining, std::int64_t retry_us, std::int64_t reset_us,
-              std::int64_t delay_us = 0) const {
-    Reply r = decision_reply(allowed, remaining, retry_us, reset_us, delay_us);
-    if (c().policy_reply) {  // the deciding limit, then its own remaining and reset
-      for (const std::int64_t v : {std::int64_t{1}, remaining, reset_us}) r.elements.push_back(Reply::make_integer(v));
-    }
-    return r;
-  }
-};
 
 TEST_P(EveryStrategyTest, ConsumeSendsOneEvalshaWithTheDocumentedArgv) {
   const RateLimiter limiter = make_limiter();
@@ -119,7 +92,9 @@ TEST_P(EveryStrategyTest, RefundSendsMode2) {
 }
 
 // block.lua's kind, its second parameter: where the strategy's state holds the block. "1" a string state, "2" a
+
 // hash (sliding windows and policies), "0" nowhere (the sliding log reads the marker).
+
 std::string holds_block(const Case& c) {
   const std::string kind = c.kind;
   if (kind == "fw" || kind == "tb" || kind == "lb") return "1";
@@ -228,27 +203,6 @@ TEST_P(EveryStrategyTest, SubjectOf1024BytesIsAccepted) {
   EXPECT_TRUE(s.consume(subject, 1).allowed);
 }
 
-TEST_P(EveryStrategyTest, RejectedReplyIsDecoded) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(_)).WillOnce(Return(reply(0, 0, 250'000, 1'000'000)));
-  const Decision d = s.consume("u", 1);
-  EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.limit, c().limit);
-  EXPECT_EQ(d.remaining, 0);
-  EXPECT_EQ(d.retry_after, 250ms);
-  EXPECT_EQ(d.reset_after, 1s);
-}
-
-TEST_P(EveryStrategyTest, DelayIsDecoded) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(_)).WillOnce(Return(reply(1, 3, 0, 2'000'000, 1'500'000)));
-  const Decision d = s.consume("u", 1);
-  EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.delay, 1500ms);
-}
-
 TEST_P(EveryStrategyTest, ResetSendsOneDelOfTheSubjectsKeys) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
@@ -261,13 +215,6 @@ TEST_P(EveryStrategyTest, ResetOfAnUnknownSubjectIsFine) {
   const Strategy s = make(limiter);
   EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "nobody")))).WillOnce(Return(Reply::make_integer(0)));
   EXPECT_NO_THROW(s.reset("nobody"));
-}
-
-TEST_P(EveryStrategyTest, ResetErrorReplyThrowsReplyError) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "u")))).WillOnce(Return(Reply::make_error("ERR boom")));
-  EXPECT_THROW(s.reset("u"), ReplyError);
 }
 
 TEST_P(EveryStrategyTest, InvalidCostThrowsAndSendsNothing) {
@@ -306,126 +253,6 @@ TEST_P(EveryStrategyTest, InvalidResourceThrowsAndSendsNothing) {
   EXPECT_THROW(make(limiter, ""), InvalidArgument);
   EXPECT_THROW(make(limiter, std::string(redlimit::detail::kMaxResourceBytes + 1, 'r')), InvalidArgument);
   EXPECT_NO_THROW(make(limiter, std::string(redlimit::detail::kMaxResourceBytes, 'r')));
-}
-
-TEST_P(EveryStrategyTest, ErrorReplyThrowsReplyError) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(_)).WillOnce(Return(Reply::make_error("ERR Error running script: @user_script:10: boom")));
-  try {
-    s.consume("u", 1);
-    FAIL() << "did not throw";
-  } catch (const ReplyError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("boom"));
-  }
-}
-
-TEST_P(EveryStrategyTest, MalformedReplyThrowsReplyError) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(_))
-      .WillOnce(Return(Reply::make_integer(1)))
-      .WillOnce(Return(Reply::make_nil()))
-      .WillOnce(Return(Reply::make_array({Reply::make_integer(1), Reply::make_integer(2), Reply::make_integer(3)})))
-      .WillOnce(Return(reply(3, 0, 0, 0)))
-      .WillOnce(Return(reply(1, -2, 0, 0)))
-      .WillOnce(Return(policy_reply(1, 0, 0, 0, 2)));  // deciding limit 2 of 1
-  for (int i = 0; i < 6; ++i) EXPECT_THROW(s.consume("u", 1), ReplyError) << i;
-}
-
-TEST_P(EveryStrategyTest, NoscriptIsFollowedByOneEvalWithTheSameArguments) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  const Argv a = args(now(), 2, "1");
-  InSequence seq;
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), a))).WillOnce(Return(redlimit_unit::noscript_reply()));
-  EXPECT_CALL(*mock, command(eval(script(), keys(s, "u"), a))).WillOnce(Return(reply(1, 4, 0, 9)));
-  const Decision d = s.consume("u", 2);
-  EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.remaining, 4);
-  EXPECT_EQ(d.reset_after, 9us);
-}
-
-TEST_P(EveryStrategyTest, ConnectionErrorPropagatesAndIsNotRetried) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("connection reset")));
-  EXPECT_THROW(s.consume("u", 1), ConnectionError);
-}
-
-TEST_P(EveryStrategyTest, AcquireSleepsOnTheLimiterClockUntilAdmitted) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  InSequence seq;
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(std::to_string(kStart), 2, "1"))))
-      .WillOnce(Return(reply(0, 1, 300'000, 900'000)));
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(std::to_string(kStart + 300'000), 2, "1"))))
-      .WillOnce(Return(reply(1, 0, 0, 900'000)));
-  const Decision d = s.acquire("u", 2, 1s);
-  EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(clock->now(), Micros{kStart + 300'000});
-}
-
-TEST_P(EveryStrategyTest, AcquireGivesUpWhenTheWaitExceedsMaxWait) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(now(), 1, "1"))))
-      .WillOnce(Return(reply(0, 0, 2'000'000, 2'000'000)));
-  const Decision d = s.acquire("u", 1, 1s);
-  EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.retry_after, 2s);
-  EXPECT_EQ(clock->now(), Micros{kStart});  // no point sleeping
-}
-
-TEST_P(EveryStrategyTest, AcquireWithZeroMaxWaitIsOneConsume) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(now(), 1, "1"))))
-      .WillOnce(Return(reply(0, 0, 1, 1)));
-  EXPECT_FALSE(s.acquire("u", 1, 0us).allowed);
-  EXPECT_EQ(clock->now(), Micros{kStart});
-}
-
-TEST_P(EveryStrategyTest, AcquireWithNegativeMaxWaitThrowsAndSendsNothing) {
-  const RateLimiter limiter = make_limiter();
-  const Strategy s = make(limiter);
-  expect_nothing_sent();
-  EXPECT_THROW(s.acquire("u", 1, -1us), InvalidArgument);
-}
-
-TEST_P(EveryStrategyTest, StrategyOutlivesTheLimiter) {
-  std::optional<Strategy> s;
-  {
-    const RateLimiter limiter = make_limiter();
-    s.emplace(make(limiter));
-  }
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(*s, "u"), args(now(), 1, "1")))).WillOnce(Return(reply(1, 0, 0, 0)));
-  EXPECT_TRUE(s->consume("u", 1).allowed);
-}
-
-TEST_P(EveryStrategyTest, CallsFromManyThreadsAreSerialised) {
-  // A script call per consume (the mock answers each with one decision): the limiter's own mutex,
-  // not a shared script call, is what keeps them from overlapping here.
-  const RateLimiter limiter = make_limiter(TimeSource::client, "redlimit:", /*share=*/false);
-  const Strategy s = make(limiter);
-  std::atomic<int> in_flight{0};
-  std::atomic<int> overlaps{0};
-  constexpr int kThreads = 8, kCalls = 25;
-  const Reply ok = reply(1, 0, 0, 0);
-  EXPECT_CALL(*mock, command(_)).Times(kThreads * kCalls).WillRepeatedly([&](const Argv&) {
-    if (in_flight.fetch_add(1) != 0) overlaps.fetch_add(1);
-    std::this_thread::sleep_for(20us);
-    in_flight.fetch_sub(1);
-    return ok;
-  });
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kCalls; ++i) s.consume("subject-" + std::to_string(t), 1);
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(overlaps.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategyTest, ::testing::ValuesIn(cases()),
