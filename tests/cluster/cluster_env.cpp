@@ -246,6 +246,29 @@ bool wait_cluster_ok(std::chrono::milliseconds limit) {
   return false;
 }
 
+bool in_sync(int port) {
+  try {
+    return raw(port, {"INFO", "replication"}).str.find("master_link_status:up") != std::string::npos;
+  } catch (const redlimit::ConnectionError&) {
+    return false;
+  }
+}
+
+bool wait_in_sync(int port) {
+  for (int i = 0; i < 200; ++i) {
+    if (in_sync(port)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+int replica_of(const NodeInfo& master) {
+  for (const auto& n : cluster_nodes(master.port)) {
+    if (n.master_id == master.id) return n.port;
+  }
+  return 0;
+}
+
 void config_set_everywhere(const std::string& name, const std::string& value) {
   for (int port : g_state.ports) {
     try {

@@ -62,6 +62,15 @@ pid_t restart_node(int port);
 // slots; false if that did not happen within `limit`.
 bool wait_cluster_ok(std::chrono::milliseconds limit);
 
+// Whether the node on `port` is a replica whose link to its master is up (in sync); waiting up to
+// 20 s for it. A replica takes over only then: a new cluster's take a few seconds, Redis 7 waiting
+// 5 s before a diskless full sync.
+bool in_sync(int port);
+bool wait_in_sync(int port);
+
+// The port of a replica of `master` (0 if it has none), per CLUSTER NODES from the master.
+int replica_of(const NodeInfo& master);
+
 // CONFIG SET name value on every node that answers.
 void config_set_everywhere(const std::string& name, const std::string& value);
 

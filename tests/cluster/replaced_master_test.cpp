@@ -11,23 +11,17 @@
 //   Before, they were short-circuited until the old master's breaker let a probe through. Async
 //   calls likewise: the AsyncCluster shares the limiter's map, and a refusal has it read the map
 //   again without blocking.
-// - AsyncCluster asks the masters other than the failed one in turn for the map, so one that cannot
-//   answer either (here, cut off from the client) does not keep the map from being read.
+// (relearn_test.cpp: a re-read asks the other masters in turn.)
 // Each test lets the old master go at the end; it rejoins as a replica, so the cluster is whole again
 // for the suites after this one.
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "cluster/cluster_fixture.hpp"
 #include "integration/async_fixture.hpp"
@@ -41,24 +35,6 @@ using namespace std::chrono_literals;
 using redlimit::Decision;
 using redlimit::Limit;
 using redlimit::Source;
-
-// Whether the node on `port` is a replica whose link to its master is up (in sync).
-bool in_sync(int port) {
-  try {
-    return raw(port, {"INFO", "replication"}).str.find("master_link_status:up") != std::string::npos;
-  } catch (const redlimit::ConnectionError&) {
-    return false;
-  }
-}
-
-// Waits up to 20 s for in_sync(port).
-bool wait_in_sync(int port) {
-  for (int i = 0; i < 200; ++i) {
-    if (in_sync(port)) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
-}
 
 // "shard:state ..." of every breaker health() lists.
 std::string breakers(const redlimit::Health& h) {
@@ -87,10 +63,7 @@ class ClusterReplacedMaster : public ClusterTest {
       if (p != victim_ && p != 0 && elsewhere.empty()) elsewhere = who;
     }
     ASSERT_FALSE(on_victim.empty() || elsewhere.empty());
-    int replica = 0;
-    for (const auto& n : cluster_nodes(victim_)) {
-      if (n.master_id == masters[0].id) replica = n.port;
-    }
+    const int replica = replica_of(masters[0]);
     ASSERT_NE(replica, 0) << "the victim has no replica";
     ASSERT_TRUE(wait_in_sync(replica)) << "the victim's replica never synced";
   }
@@ -265,127 +238,6 @@ TEST_F(ClusterReplacedMaster, AnOpenBreakerSendsAsyncCallsToThePromotedReplica) 
   async.reset();
   loop.stop();
   ASSERT_NO_FATAL_FAILURE(resume_victim());
-}
-
-// A master's connection the test can cut off from this client: while cut, every command fails in
-// transit (a ConnectionError, on the loop's thread) without reaching Redis, as for a master
-// partitioned away from the client; the cluster itself still sees the node.
-class Cuttable final : public redlimit::AsyncConnection {
- public:
-  explicit Cuttable(std::shared_ptr<redlimit::AsyncConnection> real) : real_(std::move(real)) {}
-  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override {
-    command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), real_->call_deadline());
-  }
-  Deadline call_deadline() const override { return real_->call_deadline(); }
-  void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
-                           Deadline deadline) override {
-    if (cut) {
-      real_->post([on_error] { on_error(std::make_exception_ptr(redlimit::ConnectionError("cut off by the test"))); });
-      return;
-    }
-    real_->command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), deadline);
-  }
-  void post(std::function<void()> task) override { real_->post(std::move(task)); }
-  void post_after(std::chrono::milliseconds delay, std::function<void()> task) override {
-    real_->post_after(delay, std::move(task));
-  }
-  void send_now() override { real_->send_now(); }
-
-  std::atomic<bool> cut{false};
-
- private:
-  std::shared_ptr<redlimit::AsyncConnection> real_;
-};
-
-// A re-read asks the masters other than the failed one in turn. Two masters are cut off from the
-// client (Cuttable): A, whose slots a manual failover then gives to its replica, and B, the first
-// other master by name (the AsyncCluster keeps them by "host:port"). A's subject then fails in
-// transit until a re-read asks C and learns the promoted replica. Before, every re-read asked B,
-// which never answered, and the subject failed for good.
-TEST_F(ClusterReplacedMaster, AReReadAsksTheOtherMastersInTurn) {
-  at(0s);
-  auto masters = live_masters();
-  ASSERT_EQ(masters.size(), 3u);
-  std::sort(masters.begin(), masters.end(),
-            [](const NodeInfo& x, const NodeInfo& y) { return std::to_string(x.port) < std::to_string(y.port); });
-  const NodeInfo a = masters[2], b = masters[0];
-  int replica = 0;
-  for (const auto& n : cluster_nodes(a.port)) {
-    if (n.master_id == a.id) replica = n.port;
-  }
-  ASSERT_NE(replica, 0) << "A has no replica";
-  ASSERT_TRUE(wait_in_sync(replica)) << "A's replica never synced";
-
-  redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
-  std::mutex made_mutex;
-  std::map<int, std::shared_ptr<Cuttable>> made;  // every master connection, by port
-  redlimit::AsyncOptions ao;
-  ao.command_timeout = 300ms;
-  auto async = redlimit::AsyncCluster::attach(
-      redlimit::parse_cluster_url(cluster().url),
-      [&](const redlimit::Endpoint& e) -> std::shared_ptr<redlimit::AsyncConnection> {
-        auto c = std::make_shared<Cuttable>(redlimit::AsyncRedis::attach_libevent(loop.base(), e, ao));
-        std::lock_guard<std::mutex> lock(made_mutex);
-        made[e.port] = c;
-        return c;
-      },
-      ao);
-  loop.start();
-  const auto cut = [&](int port, bool on) {
-    std::lock_guard<std::mutex> lock(made_mutex);
-    ASSERT_EQ(made.count(port), 1u) << port;
-    made[port]->cut = on;
-  };
-  {  // the limiter is gone at the end of the block: the loop then returns by itself
-    redlimit::Options o = options();
-    o.on_failure = redlimit::OnFailure::fail_closed;
-    o.breaker_threshold = 0;  // every call reaches the router (the test clock does not move)
-    auto rl = redlimit::RateLimiter::connect(cluster().url, o);
-    rl.attach_async(async);
-    const auto fw = rl.fixed_window("async.turns", Limit(1000, 1h));
-    std::string on_a;
-    for (int i = 0; on_a.empty() && i < 100000; ++i) {
-      const std::string who = "turn" + std::to_string(i);
-      if (owner_port(redlimit::detail::key_slot(fw.key_for(who))) == a.port) on_a = who;
-    }
-    ASSERT_FALSE(on_a.empty());
-    const int slot = redlimit::detail::key_slot(fw.key_for(on_a));
-    auto first = fw.consume_future(on_a);
-    ASSERT_EQ(redlimit_test::get_within(first).source, Source::primary);
-
-    ASSERT_NO_FATAL_FAILURE(cut(a.port, true));
-    ASSERT_NO_FATAL_FAILURE(cut(b.port, true));
-    EXPECT_EQ(raw(replica, {"CLUSTER", "FAILOVER"}).str, "OK");
-    const auto t0 = std::chrono::steady_clock::now();
-    int failed = 0;
-    Decision last;
-    while (std::chrono::steady_clock::now() - t0 < 20s) {
-      auto f = fw.consume_future(on_a);
-      last = redlimit_test::get_within(f);
-      if (last.source == Source::primary) break;
-      failed += last.source == Source::failure_policy;
-      std::this_thread::sleep_for(50ms);
-    }
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-    EXPECT_EQ(owner_port(slot), replica) << "the manual failover did not happen: nothing was tested";
-    EXPECT_EQ(last.source, Source::primary) << "A's subject was never decided again: " << last;
-    EXPECT_GT(failed, 0) << "no call failed in transit: no re-read was needed";
-    EXPECT_EQ(last.remaining, 1000 - 2) << last;  // a manual failover loses no write
-    std::printf(
-        "[ replaced master ] A and B cut off: A's subject decided by its promoted replica %lld ms after "
-        "CLUSTER FAILOVER, %d calls answered by fail_closed meanwhile\n",
-        static_cast<long long>(took.count()), failed);
-  }
-  ASSERT_NO_FATAL_FAILURE(cut(a.port, false));
-  ASSERT_NO_FATAL_FAILURE(cut(b.port, false));
-  async.reset();
-  {
-    std::lock_guard<std::mutex> lock(made_mutex);
-    made.clear();  // the last owners of the connections: the loop then returns
-  }
-  loop.stop();
-  ASSERT_TRUE(wait_cluster_ok(std::chrono::seconds(20)));
-  EXPECT_TRUE(wait_in_sync(a.port)) << "the old master did not sync as a replica";
 }
 
 #endif

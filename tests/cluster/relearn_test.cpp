@@ -1,0 +1,171 @@
+// AsyncCluster reads the slot map again after a master fails a call in transit, with a CLUSTER
+// SLOTS to another master (relearn). The masters other than the failed one are asked in turn, one
+// re-read after another, so a second master that cannot answer either (down too, or cut off from
+// this client) does not keep the map from ever being read again. Before, every re-read asked the
+// first other master by name.
+// In a 3-master cluster two masters down leave no majority, so no failover and no new map: the test
+// cuts masters off from the client instead, while the cluster still sees them (the case of a client
+// partitioned from part of a cluster, or of a larger cluster with two masters down).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/cluster_fixture.hpp"
+#include "integration/async_fixture.hpp"
+#include "redlimit/detail/keys.hpp"
+#include "redlimit/transport/async_cluster.hpp"
+
+namespace redlimit_cluster {
+namespace {
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+
+using namespace std::chrono_literals;
+using redlimit::Decision;
+using redlimit::Limit;
+using redlimit::Source;
+
+// A master's connection the test can cut off from this client: while cut, every command fails in
+// transit (a ConnectionError, on the loop's thread) without reaching Redis.
+class Cuttable final : public redlimit::AsyncConnection {
+ public:
+  explicit Cuttable(std::shared_ptr<redlimit::AsyncConnection> real) : real_(std::move(real)) {}
+  void command_async(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error) override {
+    command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), real_->call_deadline());
+  }
+  Deadline call_deadline() const override { return real_->call_deadline(); }
+  void command_async_until(std::vector<std::string> argv, ReplyCallback on_reply, ErrorCallback on_error,
+                           Deadline deadline) override {
+    if (cut) {
+      real_->post([on_error] { on_error(std::make_exception_ptr(redlimit::ConnectionError("cut off by the test"))); });
+      return;
+    }
+    real_->command_async_until(std::move(argv), std::move(on_reply), std::move(on_error), deadline);
+  }
+  void post(std::function<void()> task) override { real_->post(std::move(task)); }
+  void post_after(std::chrono::milliseconds delay, std::function<void()> task) override {
+    real_->post_after(delay, std::move(task));
+  }
+  void send_now() override { real_->send_now(); }
+
+  std::atomic<bool> cut{false};
+
+ private:
+  std::shared_ptr<redlimit::AsyncConnection> real_;
+};
+
+// An AsyncCluster on `loop` whose every master connection is a Cuttable, kept by port.
+class CuttableCluster {
+ public:
+  explicit CuttableCluster(redlimit_test::LibeventLoop& loop) {
+    redlimit::AsyncOptions ao;
+    ao.command_timeout = 300ms;
+    async_ = redlimit::AsyncCluster::attach(
+        redlimit::parse_cluster_url(cluster().url),
+        [this, &loop, ao](const redlimit::Endpoint& e) -> std::shared_ptr<redlimit::AsyncConnection> {
+          auto c = std::make_shared<Cuttable>(redlimit::AsyncRedis::attach_libevent(loop.base(), e, ao));
+          std::lock_guard<std::mutex> lock(mutex_);
+          made_[e.port] = c;
+          return c;
+        },
+        ao);
+  }
+  const std::shared_ptr<redlimit::AsyncCluster>& async() const { return async_; }
+  void cut(int port, bool on) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ASSERT_EQ(made_.count(port), 1u) << port;
+    made_[port]->cut = on;
+  }
+  // Lets go of every connection, the last owner of each, so that the loop returns.
+  void release() {
+    async_.reset();
+    std::lock_guard<std::mutex> lock(mutex_);
+    made_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, std::shared_ptr<Cuttable>> made_;  // every master connection, by port
+  std::shared_ptr<redlimit::AsyncCluster> async_;
+};
+
+class ClusterRelearn : public ClusterTest {};
+
+// Two masters cut off from the client: A, whose slots a manual failover then gives to its replica,
+// and B, the first other master by name (the AsyncCluster keeps its masters by "host:port"). A's
+// subject fails in transit until a re-read asks C and learns the promoted replica.
+TEST_F(ClusterRelearn, AReReadAsksTheOtherMastersInTurn) {
+  at(0s);
+  auto masters = live_masters();
+  ASSERT_EQ(masters.size(), 3u);
+  std::sort(masters.begin(), masters.end(),
+            [](const NodeInfo& x, const NodeInfo& y) { return std::to_string(x.port) < std::to_string(y.port); });
+  const NodeInfo a = masters[2], b = masters[0];
+  const int replica = replica_of(a);
+  ASSERT_NE(replica, 0) << "A has no replica";
+  ASSERT_TRUE(wait_in_sync(replica)) << "A's replica never synced";
+
+  redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
+  CuttableCluster masters_seen(loop);
+  loop.start();
+  {  // the limiter is gone at the end of the block: the loop then returns by itself
+    redlimit::Options o = options();
+    o.on_failure = redlimit::OnFailure::fail_closed;
+    o.breaker_threshold = 0;  // every call reaches the router (the test clock does not move)
+    auto rl = redlimit::RateLimiter::connect(cluster().url, o);
+    rl.attach_async(masters_seen.async());
+    const auto fw = rl.fixed_window("async.turns", Limit(1000, 1h));
+    std::string on_a;
+    for (int i = 0; on_a.empty() && i < 100000; ++i) {
+      const std::string who = "turn" + std::to_string(i);
+      if (owner_port(redlimit::detail::key_slot(fw.key_for(who))) == a.port) on_a = who;
+    }
+    ASSERT_FALSE(on_a.empty());
+    auto first = fw.consume_future(on_a);
+    ASSERT_EQ(redlimit_test::get_within(first).source, Source::primary);
+
+    ASSERT_NO_FATAL_FAILURE(masters_seen.cut(a.port, true));
+    ASSERT_NO_FATAL_FAILURE(masters_seen.cut(b.port, true));
+    EXPECT_EQ(raw(replica, {"CLUSTER", "FAILOVER"}).str, "OK");
+    const auto t0 = std::chrono::steady_clock::now();
+    int failed = 0;
+    Decision last;
+    while (std::chrono::steady_clock::now() - t0 < 20s) {
+      auto f = fw.consume_future(on_a);
+      last = redlimit_test::get_within(f);
+      if (last.source == Source::primary) break;
+      failed += last.source == Source::failure_policy;
+      std::this_thread::sleep_for(50ms);
+    }
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    EXPECT_EQ(owner_port(redlimit::detail::key_slot(fw.key_for(on_a))), replica)
+        << "the manual failover did not happen: nothing was tested";
+    EXPECT_EQ(last.source, Source::primary) << "A's subject was never decided again: " << last;
+    EXPECT_GT(failed, 0) << "no call failed in transit: no re-read was needed";
+    EXPECT_EQ(last.remaining, 1000 - 2) << last;  // a manual failover loses no write
+    std::printf(
+        "[ relearn ] A and B cut off: A's subject decided by its promoted replica %lld ms after CLUSTER FAILOVER, %d "
+        "calls answered by fail_closed meanwhile\n",
+        static_cast<long long>(took.count()), failed);
+  }
+  ASSERT_NO_FATAL_FAILURE(masters_seen.cut(a.port, false));
+  ASSERT_NO_FATAL_FAILURE(masters_seen.cut(b.port, false));
+  masters_seen.release();
+  loop.stop();
+  ASSERT_TRUE(wait_cluster_ok(std::chrono::seconds(20)));
+  EXPECT_TRUE(wait_in_sync(a.port)) << "the old master did not sync as a replica";
+}
+
+#endif
+
+}  // namespace
+}  // namespace redlimit_cluster
