@@ -58,14 +58,19 @@ end
 --   the previous decision's (a fixed window's, or a sliding window's, is the same for every subject
 --   of a call), {3, remaining, reset_after} for another such admission, else the five integers,
 --   whose first (allowed) is 0 or 1;
--- - a policy's decisions of several limits (width > 5) always come whole, in a batch too.
--- One request's reply goes in a table kept from call to call (one_out), as batch_out above; a
--- longer decision (a policy's) in a table built whole, at its size (put() grows one from empty,
--- which a batch's reply amortises and a single decision would not).
+-- - a policy's decision of m > 1 limits (width 6 + 2m): such an admission is its limits' pairs
+--   alone, {remaining_1, reset_after_1, ..., remaining_m, reset_after_m} (in a batch after a 2),
+--   from which the client takes the decision's own (the least remaining, the latest reset, the
+--   first limit with the least left: policy.lua, conclude); any other decision comes whole.
+-- One request's reply goes in a table kept from call to call (one_out; a policy's admission in
+-- its `each`, kept by policy.lua), as batch_out above; another policy decision in a table built
+-- whole, at its size (put() grows one from empty, which a batch's reply amortises and a single
+-- decision would not).
 local one_out = {0, 0, 0, 0, 0}
 local function reply(a, rem, retry, reset, delay, decider, each)
+  local short = a == 1 and retry == 0 and delay == 0
   if width == 5 then
-    if a == 1 and retry == 0 and delay == 0 then
+    if short then
       one_out[1] = rem
       one_out[2] = reset
       one_out[3] = nil -- the reply ends here
@@ -77,6 +82,10 @@ local function reply(a, rem, retry, reset, delay, decider, each)
       one_out[5] = delay
     end
     return one_out
+  end
+  if short and width > 6 then
+    each[width - 5] = nil -- the reply ends after the m pairs (the table may have held more)
+    return each
   end
   local out = {a, rem, retry, reset, delay, decider}
   for i = 1, width - 6 do out[6 + i] = each[i] end
@@ -251,8 +260,14 @@ for i = 1, n do
     end
   end
   if width > 5 then
-    put(out, m, a, rem, retry, reset, delay, decider, each)
-    m = m + width
+    if a == 1 and retry == 0 and delay == 0 and width > 6 then -- a policy's short form (reply, above)
+      out[m + 1] = 2
+      for i = 1, width - 6 do out[m + 1 + i] = each[i] end
+      m = m + width - 5
+    else
+      put(out, m, a, rem, retry, reset, delay, decider, each)
+      m = m + width
+    end
   elseif a == 1 and retry == 0 and delay == 0 then -- the short forms (reply, above)
     if reset == last_reset then
       out[m + 1] = 2

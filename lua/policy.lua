@@ -13,8 +13,10 @@
 --          limit truthfully (RateLimit header items, one per limit). A policy of one limit (every
 --          sliding window) returns the first five alone, as the other scripts do: its limit's
 --          remaining and reset are the policy's, and the deciding limit is 1; the client fills
---          Decision::limits from them (detail::decode_decision). Three or six integers less a
---          decision for Redis to convert, about 400 instructions each.
+--          Decision::limits from them (detail::decode_decision). An admission of a policy of
+--          several limits returns the pairs alone, from which the client takes the first six
+--          (conclude, below). Fewer integers for Redis to convert, about 440 instructions each
+--          (epilogue.lua, reply).
 --
 -- Time math, per limit: P = precision, n = window / P, r = now mod P, b = (now - r) / P is the
 -- current bucket. The window (now - window, now] holds buckets b-n+1 .. b entirely, and bucket
@@ -272,8 +274,10 @@ end
 local each_out = {}
 
 -- The deciding limit: when rejected, the one that makes the caller wait longest (at that time
--- all of them have room: usage only falls while nothing is admitted); when admitted, the one with
--- the least quota left.
+-- all of them have room: usage only falls while nothing is admitted); when admitted, the first one
+-- with the least quota left. An admission's remaining is the least of the limits', its reset_after
+-- the latest, its retry and delay 0: all of it follows from `each`, which is all its reply holds
+-- (detail::decode_decision takes them back the same way).
 local function conclude(key, cost, allowed, ttl_holds)
   local remaining, retry, reset, decider = nil, 0, 0, 1
   local each = each_out

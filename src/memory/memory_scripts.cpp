@@ -89,25 +89,28 @@ namespace {
 // The decisions of a call as the reply array, in epilogue.lua's forms (reply): an admission that
 // waits for nothing goes short, {remaining, reset_after} alone in a call of one request, and in a
 // batch {2, remaining} when its reset_after is the previous decision's, else {3, remaining,
-// reset_after}; a policy's decisions of several limits (width > 5) come whole. A Lua table becomes
-// a Redis array up to its first nil: a policy of no limits has a nil remaining, which ends the
-// reply after its `allowed`.
+// reset_after}; a policy's of several limits (width 6 + 2m) as its limits' pairs, after a 2 in a
+// batch. A Lua table becomes a Redis array up to its first nil: a policy of no limits has a nil
+// remaining, which ends the reply after its `allowed`.
 class Out {
  public:
   Out(std::size_t n, int width) : width_(width), one_(n == 1) { items_.reserve(n * static_cast<std::size_t>(width)); }
   void add(const Decided& d) {
     if (cut_) return;
-    const bool short_form = width_ == 5 && d.allowed == 1 && d.retry_after == 0 && d.delay == 0;
-    if (short_form && one_) {
+    const bool admission = d.allowed == 1 && d.retry_after == 0 && d.delay == 0;
+    if (!admission || width_ == 6) {  // (6: a policy of no limits)
+      add_whole(d);
+    } else if (width_ > 6) {
+      if (!one_) push(2);
+      for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
+    } else if (one_) {
       push(d.remaining);
       push(d.reset_after);
-    } else if (short_form) {
+    } else {
       const bool same_reset = last_reset_ && *last_reset_ == d.reset_after;
       push(same_reset ? 2 : 3);
       push(d.remaining);
       if (!same_reset) push(d.reset_after);
-    } else {
-      add_whole(d);
     }
     last_reset_ = d.reset_after;
   }

@@ -5,9 +5,9 @@
 // Only ReplyError may escape; decode_decision must accept exactly the documented shape
 // ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, its short form {remaining,
 // reset_after_us} for an admission with retry and delay 0, or a policy's 6 + 2m with the
-// deciding limit 1..m and each limit's remaining and reset; non-negative integers, allowed in
-// {0, 1}) and copy its fields faithfully; decode_decisions a batch's decisions one after the other
-// in the forms lua/epilogue.lua's reply describes.
+// deciding limit 1..m and each limit's remaining and reset, or for a policy's admission its m pairs
+// alone; non-negative integers, allowed in {0, 1}) and copy its fields faithfully; decode_decisions a batch's decisions
+// one after the other in the forms lua/epilogue.lua's reply describes.
 //
 // The conversion is the library's own detail::from_hiredis, the one both connections use.
 #include <hiredis/hiredis.h>
@@ -44,9 +44,39 @@ void* capped_create_array(const redisReadTask* task, int elements) {
 
 std::size_t policy_width(const std::vector<std::int64_t>& limits) { return 6 + 2 * limits.size(); }
 
+// A policy's admission (m > 1 limits): its limits' pairs alone.
+bool policy_admission(const Reply& reply, const std::vector<std::int64_t>& limits) {
+  return reply.type == Reply::Type::array && limits.size() > 1 && reply.elements.size() == 2 * limits.size();
+}
+
+// The whole decision a policy's admission stands for (lua/policy.lua, conclude): allowed, the least
+// remaining, no retry, the latest reset, no delay, the first limit with the least left, the pairs.
+Reply whole_admission(const Reply& pairs) {
+  const auto& p = pairs.elements;
+  std::size_t least = 0;
+  std::int64_t latest = 0;
+  for (std::size_t i = 0; i < p.size(); i += 2) {
+    if (p[i].integer < p[least].integer) least = i;
+    if (p[i + 1].integer > latest) latest = p[i + 1].integer;
+  }
+  std::vector<Reply> v;
+  for (const std::int64_t x : {std::int64_t{1}, p[least].integer, std::int64_t{0}, latest, std::int64_t{0},
+                               static_cast<std::int64_t>(least / 2 + 1)}) {
+    v.push_back(Reply::make_integer(x));
+  }
+  v.insert(v.end(), p.begin(), p.end());
+  return Reply::make_array(std::move(v));
+}
+
 bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   if (reply.type != Reply::Type::array) return false;
   const auto& v = reply.elements;
+  if (policy_admission(reply, limits)) {
+    for (const Reply& e : v) {
+      if (e.type != Reply::Type::integer || e.integer < 0) return false;
+    }
+    return true;
+  }
   const bool policy = v.size() == policy_width(limits);
   const bool short_form = v.size() == 2;  // {remaining, reset_after}: an admission, no retry or delay
   if (v.size() != 5 && !short_form && !policy) return false;
@@ -69,7 +99,8 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
     return;
   }
   FUZZ_CHECK(valid, "a malformed reply was accepted");
-  const auto& v = reply.elements;
+  const Reply whole = policy_admission(reply, limits) ? whole_admission(reply) : reply;
+  const auto& v = whole.elements;
   const bool short_form = v.size() == 2;  // {remaining, reset_after}
   FUZZ_CHECK(d.allowed == (short_form || v[0].integer == 1), "allowed flag");
   FUZZ_CHECK(d.remaining == v[short_form ? 0 : 1].integer && d.remaining >= 0, "remaining");
@@ -105,9 +136,19 @@ bool batch_model(const Reply& reply, std::size_t n, const std::vector<std::int64
   };
   std::size_t at = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const bool tagged = limits.size() <= 1 && at < e.size() && e[at].type == Reply::Type::integer &&
-                        (e[at].integer == 2 || e[at].integer == 3);
-    const std::size_t len = limits.size() > 1 ? policy_width(limits) : tagged ? e[at].integer : 5;
+    const bool tag2 = at < e.size() && e[at].type == Reply::Type::integer && e[at].integer == 2;
+    if (limits.size() > 1) {  // a policy's: {2, the pairs}, or whole
+      const std::size_t from = tag2 ? at + 1 : at, len = tag2 ? 2 * limits.size() : policy_width(limits);
+      if (e.size() - from < len) return false;
+      whole.push_back(slice(from, len));
+      if (!well_formed(whole.back(), limits)) return false;
+      if (tag2) whole.back() = whole_admission(whole.back());
+      at = from + len;
+      continue;
+    }
+    const bool tagged =
+        at < e.size() && e[at].type == Reply::Type::integer && (e[at].integer == 2 || e[at].integer == 3);
+    const std::size_t len = tagged ? e[at].integer : 5;
     if (e.size() - at < len) return false;
     if (tagged) {
       for (std::size_t k = at; k < at + len; ++k) {
@@ -144,7 +185,8 @@ void decode_batch(const Reply& reply, std::size_t n, const std::vector<std::int6
     const auto& v = whole[i].elements;
     FUZZ_CHECK(ds[i].allowed == (v[0].integer == 1) && ds[i].remaining == v[1].integer &&
                    ds[i].retry_after.count() == v[2].integer && ds[i].reset_after.count() == v[3].integer &&
-                   ds[i].delay.count() == v[4].integer && ds[i].limit_index < limits.size(),
+                   ds[i].delay.count() == v[4].integer && ds[i].limit_index < limits.size() &&
+                   (limits.size() < 2 || ds[i].limit_index + 1 == static_cast<std::size_t>(v[5].integer)),
                "batch decision %zu", i);
   }
 }

@@ -130,16 +130,26 @@ int decision_width(const Command& c, const std::map<std::string, std::string>& s
 std::string error_code(const std::string& message) { return message.substr(0, message.find(' ')); }
 
 // Which integers of a reply are times: retry_after, reset_after, delay, and for a policy (6 + 2m)
-// each limit's reset_after. Decisions of `width` 5 come in lua/epilogue.lua's forms (reply): alone,
-// {remaining, reset_after} (no batch replies 2 integers) or five; in a batch, one after the other,
-// {2, remaining}, {3, remaining, reset_after} or five.
+// each limit's reset_after. Decisions come in lua/epilogue.lua's forms (reply). Of `width` 5:
+// alone, {remaining, reset_after} (no batch replies 2 integers) or five; in a batch, one after the
+// other, {2, remaining}, {3, remaining, reset_after} or five. A policy's: alone, its m pairs (no
+// batch replies 2m integers) or whole; in a batch, {2, its m pairs} or whole.
 std::vector<bool> time_fields(const Reply& reply, int width) {
   const auto& e = reply.elements;
   std::vector<bool> time(e.size(), false);
   if (width > 5) {
-    for (std::size_t i = 0; i < e.size(); ++i) {
-      const std::size_t field = i % static_cast<std::size_t>(width);
-      time[i] = (field >= 2 && field <= 4) || (width > 6 && field >= 7 && (field - 7) % 2 == 0);
+    const std::size_t pairs = static_cast<std::size_t>(width) - 6, whole = static_cast<std::size_t>(width);
+    if (e.size() == pairs) {
+      for (std::size_t i = 1; i < e.size(); i += 2) time[i] = true;
+      return time;
+    }
+    for (std::size_t at = 0; at < e.size();) {
+      const bool admission = e[at].type == Reply::Type::integer && e[at].integer == 2;
+      const std::size_t first = admission ? at + 1 : at;
+      for (std::size_t k = 0; k < (admission ? pairs : whole) && first + k < e.size(); ++k) {
+        time[first + k] = admission ? k % 2 == 1 : (k >= 2 && k <= 4) || (k >= 7 && (k - 7) % 2 == 0);
+      }
+      at += admission ? 1 + pairs : whole;
     }
     return time;
   }

@@ -168,6 +168,49 @@ TEST(DecisionTest, PolicyReplyNamesTheDecidingLimit) {
   }
 }
 
+// A policy's admission is its limits' pairs alone (lua/epilogue.lua, reply): the decision's
+// remaining is their least, its reset their latest, and the first limit with the least left decides,
+// as policy.lua's conclude() says for an admission.
+TEST(DecisionTest, APolicysAdmissionIsItsLimitsPairsAlone) {
+  const std::vector<std::int64_t> limits{10, 120, 240};
+  const std::vector<microseconds> windows{microseconds(1'000'000), microseconds(60'000'000),
+                                          microseconds(3'600'000'000)};
+  const Decision d = decode_decision(ints({7, 1'000'000, 7, 60'000'000, 9, 30'000'000}), limits, windows);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 7);
+  EXPECT_EQ(d.reset_after, microseconds(60'000'000));
+  EXPECT_EQ(d.retry_after, microseconds(0));
+  EXPECT_EQ(d.delay, microseconds(0));
+  EXPECT_EQ(d.limit_index, 0u) << "the first of the two limits with 7 left";
+  EXPECT_EQ(d.limit, 10);
+  ASSERT_EQ(d.limits.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(d.limits[i].limit, limits[i]);
+    EXPECT_EQ(d.limits[i].window, windows[i]);
+  }
+  EXPECT_EQ(d.limits[2].remaining, 9);
+  EXPECT_EQ(d.limits[2].reset_after, microseconds(30'000'000));
+  EXPECT_EQ(decode_decision(ints({9, 1, 3, 2, 3, 1}), limits).limit_index, 1u);
+  EXPECT_THROW(decode_decision(ints({9, 1, 3, 2}), limits), ReplyError) << "two pairs for three limits";
+  EXPECT_THROW(decode_decision(ints({9, 1, 3, -2, 3, 1}), limits), ReplyError);
+
+  // In a batch: {2, the pairs}, or the whole decision.
+  const auto ds = redlimit::detail::decode_decisions(
+      ints({2, 5, 10, 6, 20, 1, 40, 0, 0, 700, 70, 0, 1, 0, 700, 4, 20, 3, 70}), 2, limits);
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_EQ(ds[0].remaining, 1);
+  EXPECT_EQ(ds[0].limit_index, 2u);
+  EXPECT_EQ(ds[0].reset_after, microseconds(40));
+  EXPECT_FALSE(ds[1].allowed);
+  EXPECT_EQ(ds[1].retry_after, microseconds(700));
+  EXPECT_EQ(ds[1].limits[2].remaining, 3);
+  using redlimit::detail::decode_decisions;
+  EXPECT_THROW(decode_decisions(ints({2, 5, 10, 6, 20, 1, 40, 2, 5, 10, 6}), 2, limits), ReplyError) << "cut short";
+  EXPECT_THROW(decode_decisions(ints({2, 5, 10, 6, 20, 1, 40, 2, 5, 10, 6, 20, 1, 40, 9}), 2, limits), ReplyError)
+      << "an integer left over";
+}
+
 TEST(DecisionTest, PolicyReplyOfOneLimit) {
   const Decision d = decode_decision(ints({1, 99, 0, 60'000'000, 0, 1, 99, 60'000'000}), {100}, {microseconds(60'000'000)});
   EXPECT_TRUE(d.allowed);

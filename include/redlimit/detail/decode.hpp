@@ -14,19 +14,20 @@ namespace redlimit::detail {
 // {remaining, reset_after_us} (an admission, retry and delay 0: lua/epilogue.lua, reply), into a
 // Decision whose `limit` is limits[0] (a policy of one limit, given its window, answers so too: its
 // `limits` then holds that limit's state, the decision's own); or a policy's {..., deciding limit
-// 1..m, then each limit's remaining and reset_after_us} (6 + 2m integers, m = limits.size()) into
-// one whose `limit` is limits[deciding - 1] and whose `limits` holds every limit's state, with
-// windows[i] as its window (0 when `windows` is shorter). Throws ReplyError for an error reply, or
-// anything but those shapes of non-negative integers with allowed in {0, 1} and a deciding index
-// in range.
+// 1..m, then each limit's remaining and reset_after_us} (6 + 2m integers, m = limits.size() > 1),
+// or for its admission the m pairs alone (the decision's remaining their least, its reset_after
+// their latest, the first limit with the least left deciding), into one whose `limit` is the
+// deciding limit's and whose `limits` holds every limit's state, with windows[i] as its window (0
+// when `windows` is shorter). Throws ReplyError for an error reply, or anything but those shapes
+// of non-negative integers with allowed in {0, 1} and a deciding index in range.
 Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
                          const std::vector<std::chrono::microseconds>& windows = {});
 
 // Decodes the reply of a script call that decided n requests: one decision for n = 1, otherwise
-// n decisions one after the other: a policy's of m > 1 limits 6 + 2m integers each; another
-// strategy's each {2, remaining} (an admission that waits for nothing, whose reset_after is the
-// previous decision's), {3, remaining, reset_after} (another such admission) or its five integers
-// (lua/epilogue.lua, reply).
+// n decisions one after the other: a policy's of m > 1 limits each {2, its m pairs} (an admission)
+// or its 6 + 2m integers; another strategy's each {2, remaining} (an admission that waits for
+// nothing, whose reset_after is the previous decision's), {3, remaining, reset_after} (another such
+// admission) or its five integers (lua/epilogue.lua, reply).
 std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits,
                                        const std::vector<std::chrono::microseconds>& windows = {});
 

@@ -25,17 +25,48 @@ inline std::string shape_of(const Reply& r) {
 
 }  // namespace decode_impl
 
+namespace decode_impl {
+
+// Each limit's state, from the pairs (remaining, reset_after) at v[from], into d.limits.
+inline void limit_states(const std::vector<Reply>& v, std::size_t from, const std::vector<std::int64_t>& limits,
+                         const std::vector<std::chrono::microseconds>& windows, Decision& d) {
+  d.limits.resize(limits.size());
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    LimitState& s = d.limits[i];
+    s.limit = limits[i];
+    if (i < windows.size()) s.window = windows[i];
+    s.remaining = v[from + 2 * i].integer;
+    s.reset_after = std::chrono::microseconds{v[from + 2 * i + 1].integer};
+  }
+}
+
+// A policy's admission from its limits' states alone (lua/policy.lua, conclude): the least remaining,
+// the latest reset, and the first limit with the least left deciding; retry and delay 0.
+inline std::size_t admission_of(Decision& d) {
+  std::size_t index = 0;
+  for (std::size_t i = 0; i < d.limits.size(); ++i) {
+    if (d.limits[i].remaining < d.limits[index].remaining) index = i;
+    d.reset_after = std::max(d.reset_after, d.limits[i].reset_after);
+  }
+  d.allowed = true;
+  d.remaining = d.limits[index].remaining;
+  return index;
+}
+
+}  // namespace decode_impl
+
 REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
                                          const std::vector<std::chrono::microseconds>& windows) {
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
   const std::size_t policy = decode_impl::policy_width(limits.size());
   const std::size_t size = reply.type == Reply::Type::array ? reply.elements.size() : 0;
-  // Five integers, or two, {remaining, reset_after}, for an admission that waits for nothing
-  // (lua/epilogue.lua, reply), or a policy's.
+  // Five integers, or a policy's; for an admission that waits for nothing two, {remaining,
+  // reset_after}, or a policy's pairs alone (lua/epilogue.lua, reply).
   const bool short_form = size == 2;
-  if (reply.type != Reply::Type::array || (size != 5 && size != policy && !short_form)) {
-    throw ReplyError(message("a strategy script must return an array of 2, 5 or {} integers, not {}", policy,
-                             decode_impl::shape_of(reply)));
+  const bool policy_admission = limits.size() > 1 && size == 2 * limits.size();
+  if (reply.type != Reply::Type::array || (size != 5 && size != policy && !short_form && !policy_admission)) {
+    throw ReplyError(message("a strategy script must return an array of 2, 5, {} or {} integers, not {}",
+                             2 * limits.size(), policy, decode_impl::shape_of(reply)));
   }
   for (const auto& e : reply.elements) {
     if (e.type != Reply::Type::integer || e.integer < 0) {
@@ -43,36 +74,32 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
     }
   }
   const auto& v = reply.elements;
-  if (!short_form && v[0].integer > 1) throw ReplyError("the allowed flag must be 0 or 1");
+  if (!short_form && !policy_admission && v[0].integer > 1) throw ReplyError("the allowed flag must be 0 or 1");
   if (limits.empty()) throw ReplyError("no limits to decode against");
   std::size_t index = 0;
   Decision d;
-  if (v.size() == policy) {
+  if (policy_admission) {
+    decode_impl::limit_states(v, 0, limits, windows, d);
+    index = decode_impl::admission_of(d);
+  } else if (v.size() == policy) {
     if (v[5].integer < 1 || static_cast<std::uint64_t>(v[5].integer) > limits.size()) {
       throw ReplyError(message("deciding limit {} is not in 1..{}", v[5].integer, limits.size()));
     }
     index = static_cast<std::size_t>(v[5].integer - 1);
-    d.limits.resize(limits.size());
-    for (std::size_t i = 0; i < limits.size(); ++i) {
-      LimitState& s = d.limits[i];
-      s.limit = limits[i];
-      if (i < windows.size()) s.window = windows[i];
-      s.remaining = v[6 + 2 * i].integer;
-      s.reset_after = std::chrono::microseconds{v[7 + 2 * i].integer};
-    }
+    decode_impl::limit_states(v, 6, limits, windows, d);
   }
-  d.limit = limits[index];
   if (short_form) {
     d.allowed = true;
     d.remaining = v[0].integer;
     d.reset_after = std::chrono::microseconds{v[1].integer};
-  } else {
+  } else if (!policy_admission) {
     d.allowed = v[0].integer == 1;
     d.remaining = v[1].integer;
     d.retry_after = std::chrono::microseconds{v[2].integer};
     d.reset_after = std::chrono::microseconds{v[3].integer};
     d.delay = std::chrono::microseconds{v[4].integer};
   }
+  d.limit = limits[index];
   // A policy of one limit (a sliding window) answers as the other strategies do (lua/policy.lua):
   // its limit's state is the decision's.
   if (v.size() != policy && limits.size() == 1 && !windows.empty()) {
@@ -121,20 +148,25 @@ REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::
   out.reserve(n);
   Reply one;
   one.type = Reply::Type::array;
-  if (limits.size() > 1) {  // a policy's decisions, each whole (lua/epilogue.lua, reply)
+  std::size_t at = 0;
+  if (limits.size() > 1) {  // a policy's: {2, its limits' pairs} (an admission), or whole
     const std::size_t width = decode_impl::policy_width(limits.size());
-    if (e.size() != n * width) {
-      throw ReplyError(message("a policy script deciding {} requests must return {} integers", n, n * width));
-    }
-    one.elements.resize(width);
     for (std::size_t i = 0; i < n; ++i) {
-      std::copy_n(e.begin() + static_cast<std::ptrdiff_t>(i * width), width, one.elements.begin());
+      const bool admission = at < e.size() && e[at].type == Reply::Type::integer && e[at].integer == 2;
+      const std::size_t from = admission ? at + 1 : at, len = admission ? width - 6 : width;
+      if (e.size() - from < len) {
+        throw ReplyError(message("decision {} of {} in a policy script's reply is cut short", i + 1, n));
+      }
+      one.elements.assign(e.begin() + static_cast<std::ptrdiff_t>(from),
+                          e.begin() + static_cast<std::ptrdiff_t>(from + len));
       out.push_back(decode_decision(one, limits, windows));
+      at = from + len;
     }
+    if (at != e.size())
+      throw ReplyError(message("{} integers follow a policy script's {} decisions", e.size() - at, n));
     return out;
   }
   one.elements.resize(5);
-  std::size_t at = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t last_reset = out.empty() ? 0 : out.back().reset_after.count();
     if (!decode_impl::next_decision(e, at, out.empty() ? nullptr : &last_reset, one)) {
