@@ -138,8 +138,10 @@ end
 -- request fails for what another program left under its key, and no request of a batch, or of a
 -- script call shared by many callers (the sync and async lanes), fails for another's.
 
+-- The keys a request sends (see above): set once, with the script.
+local stride = reads_marker and 2 or 1
+
 -- Per call: -------------------------------------------------------------------------------------
-local stride = reads_marker and 2 or 1 -- the keys a request sends (see above)
 local n = #KEYS / stride
 if n == 1 then
   -- One request: one read (a string state holds its own block: helpers.lua, split_block), at most
@@ -165,6 +167,12 @@ if n == 1 then
     redis.call('SETRANGE', KEYS[1], '0', new)
   elseif new ~= nil then
     write(KEYS[1], new, ttl, len)
+  end
+  if a == 1 and retry == 0 and delay == 0 and width == 5 then -- reply()'s common case, without the call
+    one_out[1] = rem
+    one_out[2] = reset
+    one_out[3] = nil
+    return one_out
   end
   return reply(a, rem, retry, reset, delay, decider, each)
 end
