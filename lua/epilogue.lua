@@ -65,25 +65,20 @@ end
 -- One request's reply goes in a table kept from call to call (one_out; a policy's admission in
 -- its `each`, kept by policy.lua), as batch_out above; another policy decision in a table built
 -- whole, at its size (put() grows one from empty, which a batch's reply amortises and a single
--- decision would not).
+-- decision would not). reply() answers every request but the common one, an admission of width 5,
+-- whose {remaining, reset_after} the single path below writes into one_out itself: a Lua call
+-- costs Redis about as much as the work around it (helpers.lua, TWO52).
 local one_out = {0, 0, 0, 0, 0}
 local function reply(a, rem, retry, reset, delay, decider, each)
-  local short = a == 1 and retry == 0 and delay == 0
   if width == 5 then
-    if short then
-      one_out[1] = rem
-      one_out[2] = reset
-      one_out[3] = nil -- the reply ends here
-    else
-      one_out[1] = a
-      one_out[2] = rem
-      one_out[3] = retry
-      one_out[4] = reset
-      one_out[5] = delay
-    end
+    one_out[1] = a
+    one_out[2] = rem
+    one_out[3] = retry
+    one_out[4] = reset
+    one_out[5] = delay
     return one_out
   end
-  if short and width > 6 then
+  if a == 1 and retry == 0 and delay == 0 and width > 6 then
     each[width - 5] = nil -- the reply ends after the m pairs (the table may have held more)
     return each
   end
@@ -134,9 +129,9 @@ end
 -- before they write. Reads that Redis would fail with WRONGTYPE go through redis.pcall, whose
 -- error comes back as a table with `err`, whose length (#) is 0: a single decision's GET takes a
 -- value of length 0 for no state, where asking a string for `err` goes through its metatable;
--- MGET, which batches read with, answers nil for such a key anyway. So no
--- request fails for what another program left under its key, and no request of a batch, or of a
--- script call shared by many callers (the sync and async lanes), fails for another's.
+-- MGET, which batches read with, answers nil for such a key anyway. So no request fails for what
+-- another program left under its key, and no request of a batch, or of a script call shared by
+-- many callers (the sync and async lanes), fails for another's.
 
 -- The keys a request sends (see above): set once, with the script.
 local stride = reads_marker and 2 or 1
@@ -168,10 +163,10 @@ if n == 1 then
   elseif new ~= nil then
     write(KEYS[1], new, ttl, len)
   end
-  if a == 1 and retry == 0 and delay == 0 and width == 5 then -- reply()'s common case, without the call
+  if a == 1 and retry == 0 and delay == 0 and width == 5 then -- the short form (reply, above)
     one_out[1] = rem
     one_out[2] = reset
-    one_out[3] = nil
+    one_out[3] = nil -- the reply ends here
     return one_out
   end
   return reply(a, rem, retry, reset, delay, decider, each)
@@ -267,8 +262,9 @@ for i = 1, n do
       rejected[key] = nil
     end
   end
+  local short = a == 1 and retry == 0 and delay == 0 -- an admission that waits for nothing (reply, above)
   if width > 5 then
-    if a == 1 and retry == 0 and delay == 0 and width > 6 then -- a policy's short form (reply, above)
+    if short and width > 6 then -- a policy's: 2, then its limits' pairs
       out[m + 1] = 2
       for i = 1, width - 6 do out[m + 1 + i] = each[i] end
       m = m + width - 5
@@ -276,7 +272,7 @@ for i = 1, n do
       put(out, m, a, rem, retry, reset, delay, decider, each)
       m = m + width
     end
-  elseif a == 1 and retry == 0 and delay == 0 then -- the short forms (reply, above)
+  elseif short then
     if reset == last_reset then
       out[m + 1] = 2
       out[m + 2] = rem

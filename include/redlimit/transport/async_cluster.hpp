@@ -14,11 +14,12 @@
 // a master replaced by a failover go to its promoted replica; the other masters are asked in turn,
 // one re-read after another. MOVED is followed to the new owner, which the map learns for the next
 // calls; ASK is followed behind ASKING; at most ClusterConnection::max_redirects() in a row, after
-// which the redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are retried as on the
-// synchronous path (10 to 100 ms apart, at most ClusterConnection::max_retries() times, within the call's deadline),
-// the waits on the loop's timer (post_after); what is left is the reply. A command answered MOVED, ASK, TRYAGAIN or
-// CLUSTERDOWN did not run, so sending it again never replays a call. FUNCTION LOAD and SCRIPT LOAD go to every master;
-// their reply is the first error any master gave, else the first answer. Each call keeps its one deadline across its
+// which the redirect is the reply (an outage for the failure policy). TRYAGAIN and CLUSTERDOWN are
+// retried as on the synchronous path (10 to 100 ms apart, at most ClusterConnection::max_retries()
+// times, within the call's deadline), the waits on the loop's timer (post_after); what is left is
+// the reply. A command answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN did not run, so sending it
+// again never replays a call. FUNCTION LOAD and SCRIPT LOAD go to every master; their reply is the
+// first error any master gave, else the first answer. Each call keeps its one deadline across its
 // redirects and retries.
 //
 // Threads. As for AsyncRedis: callbacks run on the loop's thread, and attach_* must be called on the
