@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "redlimit/detail/keys.hpp"
@@ -79,7 +80,7 @@ void AsyncCluster::connect_masters() {
   for (const Endpoint& e : map()->master_endpoints()) {
     auto conn = connect_(e);
     std::lock_guard<std::mutex> lock(mutex_);
-    masters_.emplace(name_of(e), std::move(conn));
+    masters_.emplace(name_of(e), Master{e, std::move(conn)});
   }
 }
 
@@ -108,8 +109,8 @@ void AsyncCluster::command_async_until(std::vector<std::string> argv, ReplyCallb
   call->deadline = deadline;
   Endpoint to;
   try {
-    to = map()->master_endpoint(call->slot);
-  } catch (const ConnectionError&) {  // no node answered: nothing was sent
+    to = target(call->slot);
+  } catch (const ConnectionError&) {  // no master to send to: nothing was sent
     call->on_error(std::current_exception());
     return;
   }
@@ -166,13 +167,33 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       auto made = self->connect_(to);
       {
         std::lock_guard<std::mutex> lock(self->mutex_);
-        made = self->masters_.emplace(name_of(to), std::move(made)).first->second;
+        made = self->masters_.emplace(name_of(to), Master{to, std::move(made)}).first->second.connection;
       }
       send(*made);
     } catch (...) {
       call->on_error(std::current_exception());
     }
   });
+}
+
+Endpoint AsyncCluster::target(std::uint16_t slot) {
+  if (auto mapped = map()->mapped_master(slot)) return *mapped;
+  relearn(std::string());  // any master may answer
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (masters_.empty()) throw ConnectionError(fmt::format("no master known to send slot {}'s call to", slot));
+  auto it = masters_.begin();
+  std::advance(it, static_cast<std::ptrdiff_t>(unmapped_turn_++ % masters_.size()));
+  return it->second.endpoint;
+}
+
+std::vector<Endpoint> AsyncCluster::every_master() {
+  auto out = map()->mapped_masters();
+  if (!out.empty()) return out;
+  relearn(std::string());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& master : masters_) out.push_back(master.second.endpoint);
+  if (out.empty()) throw ConnectionError("no master known to send the command to");
+  return out;
 }
 
 // The limiter's map from now on (RateLimiter::attach_async): the masters it names are those the
@@ -212,13 +233,13 @@ void AsyncCluster::relearn(const std::string& failed) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (relearning_ || now < next_relearn_) return;
-    std::vector<const std::pair<const std::string, std::shared_ptr<AsyncConnection>>*> others;
+    std::vector<const std::pair<const std::string, Master>*> others;
     for (const auto& master : masters_) {
       if (master.first != failed) others.push_back(&master);
     }
     if (others.empty()) return;
-    const auto& [name, conn] = *others[relearn_turn_++ % others.size()];
-    ask = conn;
+    const auto& [name, master] = *others[relearn_turn_++ % others.size()];
+    ask = master.connection;
     host = name.substr(0, name.rfind(':'));
     relearning_ = true;
     next_relearn_ = now + std::chrono::milliseconds(100);
@@ -245,8 +266,8 @@ void AsyncCluster::relearn(const std::string& failed) {
 // the slot's owner (which says where the keys are by then) after 10, 20, 40, 80, then 100 ms, at most
 // ClusterConnection::max_retries() times, and never when the wait would end past the call's deadline;
 // the wait is on the loop's timer (post_after), so the loop goes on meanwhile. The map is not read
-// again here (that is a blocking CLUSTER SLOTS): a slot whose owner changed answers MOVED, which the
-// map learns. False: the reply is the call's, an outage for its failure policy.
+// again here: a slot whose owner changed answers MOVED, which the map learns. False: the reply is the call's, an outage
+// for its failure policy.
 bool AsyncCluster::retry_later(const std::shared_ptr<Call>& call) {
   if (!call->keyed || call->retries >= ClusterConnection::max_retries()) return false;
   const auto wait = ClusterConnection::retry_wait(call->retries + 1);
@@ -258,7 +279,7 @@ bool AsyncCluster::retry_later(const std::shared_ptr<Call>& call) {
   auto self = shared_from_this();
   loop->post_after(wait, [self, call] {
     try {
-      self->route(call, self->map()->master_endpoint(call->slot), false);
+      self->route(call, self->target(call->slot), false);
     } catch (...) {  // nothing of this call is queued any more
       call->on_error(std::current_exception());
     }
@@ -272,7 +293,7 @@ void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_rep
                              Deadline deadline) {
   std::vector<Endpoint> masters;
   try {
-    masters = map()->master_endpoints();
+    masters = every_master();
   } catch (const ConnectionError&) {
     on_error(std::current_exception());
     return;
@@ -325,12 +346,12 @@ void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_rep
 std::shared_ptr<AsyncConnection> AsyncCluster::connection_to(const Endpoint& e) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = masters_.find(name_of(e));
-  return it == masters_.end() ? nullptr : it->second;
+  return it == masters_.end() ? nullptr : it->second.connection;
 }
 
 std::shared_ptr<AsyncConnection> AsyncCluster::any_connection() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return masters_.empty() ? nullptr : masters_.begin()->second;
+  return masters_.empty() ? nullptr : masters_.begin()->second.connection;
 }
 
 void AsyncCluster::post(std::function<void()> task) {
@@ -357,7 +378,7 @@ void AsyncCluster::send_now() {
   std::vector<std::shared_ptr<AsyncConnection>> conns;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, conn] : masters_) conns.push_back(conn);
+    for (const auto& master : masters_) conns.push_back(master.second.connection);
   }
   for (int pass = 0; pass < 2; ++pass) {
     for (const auto& conn : conns) conn->send_now();

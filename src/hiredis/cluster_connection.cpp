@@ -328,6 +328,25 @@ std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {
 
 Endpoint ClusterConnection::master_endpoint(std::uint16_t slot) { return route(slot % 16384)->endpoint; }
 
+std::optional<Endpoint> ClusterConnection::mapped_master(std::uint16_t slot) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const auto& n = slots_[slot % 16384];
+  if (!n) return std::nullopt;
+  return n->endpoint;
+}
+
+std::vector<Endpoint> ClusterConnection::mapped_masters() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  std::vector<const Node*> seen;
+  std::vector<Endpoint> out;
+  for (const auto& s : slots_) {
+    if (!s || std::find(seen.begin(), seen.end(), s.get()) != seen.end()) continue;
+    seen.push_back(s.get());
+    out.push_back(s->endpoint);
+  }
+  return out;
+}
+
 std::vector<Endpoint> ClusterConnection::master_endpoints() {
   std::vector<Endpoint> out;
   for (const auto& n : every_master()) out.push_back(n->endpoint);

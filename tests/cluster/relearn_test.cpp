@@ -6,7 +6,13 @@
 // In a 3-master cluster two masters down leave no majority, so no failover and no new map: the test
 // cuts masters off from the client instead, while the cluster still sees them (the case of a client
 // partitioned from part of a cluster, or of a larger cluster with two masters down).
+// A slot whose owner the map does not know is sent to a master the router has a connection to,
+// without reading the map on the calling thread (ASlotWithNoKnownOwnerIsSentWithoutBlocking).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,6 +170,90 @@ TEST_F(ClusterRelearn, AReReadAsksTheOtherMastersInTurn) {
   loop.stop();
   ASSERT_TRUE(wait_cluster_ok(std::chrono::seconds(20)));
   EXPECT_TRUE(wait_in_sync(a.port)) << "the old master did not sync as a replica";
+}
+
+// A listening socket on a free loopback port that never accepts: a connection to it opens (the
+// kernel completes the handshake) and then nothing answers, as from a hung node.
+class HungNode {
+ public:
+  HungNode() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("cannot listen on a loopback port");
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~HungNode() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HungNode(const HungNode&) = delete;
+  HungNode& operator=(const HungNode&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// A limiter whose slot map is empty (it started while its one seed did not answer: here a seed
+// that accepts connections and never answers, as a hung node) hands that map to the AsyncCluster
+// (attach_async). A slot whose owner the map does not know is sent to a master the router has a
+// connection to, whose MOVED names the owner, and an asynchronous CLUSTER SLOTS fills the map.
+// Before, the router read the map with a blocking CLUSTER SLOTS on the thread that routed the call
+// (the loop's, for calls that share a script call), which asked the hung seed, held the loop for
+// the command timeout and failed the call: every call, for as long as the seed hung.
+TEST_F(ClusterRelearn, ASlotWithNoKnownOwnerIsSentWithoutBlocking) {
+  HungNode hung;
+  redlimit::Options o = options();
+  o.on_failure = redlimit::OnFailure::fail_closed;  // starts without a map, where raise would throw
+  o.connect_timeout = 2000ms;
+  o.command_timeout = 2000ms;
+  auto unmapped = std::make_shared<redlimit::ClusterConnection>(
+      redlimit::parse_cluster_url("redis-cluster://127.0.0.1:" + std::to_string(hung.port())), o);
+  ASSERT_TRUE(unmapped->masters().empty()) << "the map was read: nothing would be tested";
+
+  redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
+  redlimit::AsyncOptions ao;
+  ao.command_timeout = 2000ms;
+  auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url), ao);
+  loop.start();
+  {  // the limiter is gone at the end of the block: the loop then returns by itself
+    redlimit::RateLimiter rl(unmapped, o);
+    rl.attach_async(async);
+    async.reset();
+    const auto fw = rl.fixed_window("async.unmapped", Limit(1000, 1h));
+    std::map<int, std::string> subject_of;  // one subject on each master, by the master's port
+    for (int i = 0; subject_of.size() < 3 && i < 100000; ++i) {
+      const std::string who = "unmapped" + std::to_string(i);
+      subject_of.emplace(owner_port(redlimit::detail::key_slot(fw.key_for(who))), who);
+    }
+    ASSERT_EQ(subject_of.size(), 3u);
+    for (const auto& [port, who] : subject_of) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto f = fw.consume_future(who);
+      const Decision d = redlimit_test::get_within(f);
+      // Routing reads nothing (the calls of a loop turn are routed on the loop's thread): a read
+      // of the map would ask the hung seed and hold the loop for its 2 s.
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, 1000ms) << "the call waited for a read of the map";
+      EXPECT_EQ(d.source, Source::primary) << "the subject on :" << port << " was not decided by Redis: " << d;
+      EXPECT_EQ(d.remaining, 1000 - 1) << d;
+    }
+    // The map learns every owner (the MOVED followed, the asynchronous re-read).
+    const auto t0 = std::chrono::steady_clock::now();
+    while (unmapped->masters().size() < 3 && std::chrono::steady_clock::now() - t0 < 10s) {
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(unmapped->masters().size(), 3u);
+    for (const auto& [port, who] : subject_of) {
+      EXPECT_EQ(unmapped->node_for_slot(redlimit::detail::key_slot(fw.key_for(who))),
+                "127.0.0.1:" + std::to_string(port));
+    }
+  }
+  loop.stop();
 }
 
 #endif

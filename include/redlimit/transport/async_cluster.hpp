@@ -8,8 +8,8 @@
 //
 // Routing. The slot map is a ClusterConnection's: one of its own, read at attach, until a limiter
 // over a cluster attaches it (RateLimiter::attach_async), and from then on that limiter's, so that
-// the limiter's per-master breakers and both paths go by one map. The map is read when a slot's
-// owner is unknown, and again with an asynchronous CLUSTER SLOTS to another master after a master
+// the limiter's per-master breakers and both paths go by one map. The map is read again with an
+// asynchronous CLUSTER SLOTS when a slot's owner is unknown, and, to another master, after a master
 // fails a call in transit or a breaker refuses a call for it (shard_refused), so that the slots of
 // a master replaced by a failover go to its promoted replica; the other masters are asked in turn,
 // one re-read after another. MOVED is followed to the new owner, which the map learns for the next
@@ -24,9 +24,10 @@
 //
 // Threads. As for AsyncRedis: callbacks run on the loop's thread, and attach_* must be called on the
 // loop's thread or before the loop runs; the masters known then get their connection at once. A
-// master met later (a failover, resharding) gets its connection on the loop's thread. Finding a
-// slot's owner when it is unknown asks the cluster with a blocking CLUSTER SLOTS (bounded by
-// connect_timeout and command_timeout) on the thread that sent the command.
+// master met later (a failover, resharding) gets its connection on the loop's thread. No call
+// blocks: a slot whose owner the map does not know (a map read while slots were unassigned, or a
+// limiter's that started without one) is sent to a master with a connection, whose MOVED names
+// the owner, while an asynchronous CLUSTER SLOTS reads the map again.
 #include <chrono>
 #include <functional>
 #include <map>
@@ -83,6 +84,12 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
  private:
   struct Call;  // one command on its way, with what a redirect needs to send it again
   void route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking);
+  // Where a call for `slot` goes first: the master the map names, with no I/O; for a slot whose
+  // owner the map does not know, a master with a connection, in turn (its MOVED names the owner),
+  // and the map is read again (relearn). ConnectionError when there is no master to send to.
+  Endpoint target(std::uint16_t slot);
+  // The masters to send a command for every master to: the map's, else those with a connection.
+  std::vector<Endpoint> every_master();
   bool retry_later(const std::shared_ptr<Call>& call);
   // An asynchronous CLUSTER SLOTS to a master other than `failed` ("host:port"), into the map.
   void relearn(const std::string& failed);
@@ -97,10 +104,15 @@ class AsyncCluster final : public AsyncConnection, public std::enable_shared_fro
   Connect connect_;
   AsyncOptions options_;
   mutable std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<AsyncConnection>> masters_;  // by "host:port"
+  struct Master {
+    Endpoint endpoint;
+    std::shared_ptr<AsyncConnection> connection;
+  };
+  std::map<std::string, Master> masters_;  // by "host:port"
   bool relearning_ = false;  // a CLUSTER SLOTS of relearn() is on its way
   std::chrono::steady_clock::time_point next_relearn_{};
   std::size_t relearn_turn_ = 0;  // which of the other masters relearn() asks next
+  std::size_t unmapped_turn_ = 0;  // which master target() sends the next unmapped slot's call to
 };
 
 }  // namespace redlimit

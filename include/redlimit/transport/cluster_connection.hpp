@@ -79,6 +79,10 @@ class ClusterConnection final : public Connection {
   // answers); of every master; of any node by name, with the seeds' credentials and TLS options.
   Endpoint master_endpoint(std::uint16_t slot);
   std::vector<Endpoint> master_endpoints();
+  // The same from the map as it stands, with no I/O: nullopt (none) while the slot's owner (every
+  // owner) is unknown, where the two above read the map first. For a router that must not block.
+  std::optional<Endpoint> mapped_master(std::uint16_t slot) const;
+  std::vector<Endpoint> mapped_masters() const;
   // A reply of a command sent for `slot`: when it is MOVED (the map learns the slot's new owner,
   // with no I/O) or ASK (`ask` set: this command only, behind ASKING), where to send it again.
   std::optional<Endpoint> redirected_to(const Reply& reply, std::uint16_t slot, bool& ask);
