@@ -14,6 +14,8 @@
 // waits past its own; if it fails (broken, timed out), every call it carried gets that error: their
 // outcome is unknown, and none is sent again. A call's commands go out together and in order.
 #include <algorithm>
+#include <exception>
+#include <iterator>
 #include <vector>
 
 #include "pool_rider.hpp"
@@ -28,6 +30,23 @@ namespace {
 // Large enough that a burst of single decisions goes out in a few writes, small enough that one
 // round trip's replies stay a modest buffer.
 constexpr std::size_t kMostCommands = 512;
+
+// Hands each rider of a round trip its replies, in order, or the round trip's error; each is done.
+template <typename Rider>
+void settle(const std::vector<Rider*>& batch, std::vector<Reply>& replies, const std::exception_ptr& error) {
+  std::size_t next = 0;
+  for (Rider* r : batch) {
+    if (error) {
+      r->error = error;
+    } else {
+      const auto first = replies.begin() + static_cast<std::ptrdiff_t>(next);
+      r->replies.assign(std::make_move_iterator(first),
+                        std::make_move_iterator(first + static_cast<std::ptrdiff_t>(r->size())));
+    }
+    next += r->size();
+    r->done = true;
+  }
+}
 
 }  // namespace
 
@@ -82,10 +101,7 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
   }
   if (!slot.connection) {  // no connection to send on: every rider taken gets the error, unsent
     lock.lock();
-    for (Rider* r : batch) {
-      r->error = error;
-      r->done = true;
-    }
+    settle(batch, replies, error);
     ridden_.notify_all();
     return;
   }
@@ -107,18 +123,7 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
   connected_check(slot);
   slot.last_used = std::chrono::steady_clock::now();
   lock.lock();
-  std::size_t next = 0;
-  for (Rider* r : batch) {
-    if (error) {
-      r->error = error;
-    } else {
-      const auto first = replies.begin() + static_cast<std::ptrdiff_t>(next);
-      r->replies.assign(std::make_move_iterator(first),
-                        std::make_move_iterator(first + static_cast<std::ptrdiff_t>(r->size())));
-    }
-    next += r->size();
-    r->done = true;
-  }
+  settle(batch, replies, error);
   idle_.push_back(std::move(slot));
   ridden_.notify_all();
   available_.notify_one();

@@ -28,6 +28,20 @@ std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi
   return hi;
 }
 
+// A refund of `left` units (at most what the window holds): whole entries from the newest, the last
+// one shortened, as sliding_log.lua gives them back.
+void give_back(EntryLog& log, std::int64_t left) {
+  while (left > 0) {
+    const LogEntry e = log.pop_newest();
+    if (e.cost > left) {
+      log.append({e.time, e.cum - left, e.cost - left});
+      left = 0;
+    } else {
+      left -= e.cost;
+    }
+  }
+}
+
 }  // namespace
 
 Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
@@ -58,17 +72,9 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
 
   const bool allowed = c_.refund || used + cost <= limit_;
   if (c_.refund) {
-    std::int64_t left = std::min(cost, used);
+    const std::int64_t left = std::min(cost, used);
     used -= left;
-    while (left > 0) {  // whole entries from the newest, the last one shortened
-      const LogEntry e = log->pop_newest();
-      if (e.cost > left) {
-        log->append({e.time, e.cum - left, e.cost - left});
-        left = 0;
-      } else {
-        left -= e.cost;
-      }
-    }
+    if (left > 0) give_back(*log, left);  // used > 0: the log holds live entries
     if (log != nullptr && log->empty()) key.erase();
   } else if (allowed && c_.record) {
     const std::int64_t t = cum ? std::max(now, newest_t) : now;
