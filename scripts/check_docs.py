@@ -8,6 +8,8 @@ line number is a bug (a line number goes stale with the next edit). Reported, on
   tree's top folders only; globs and placeholders such as <name> are skipped);
 - a `Suite.Test` in backticks whose suite is a test suite of tests/ but which names no test of it,
   or whose suite ends in "Test" and is no suite at all;
+- a `Class::member` in backticks whose class is declared in include/ or src/ but whose member is
+  no name there at all;
 - a file reference with a line number (`file.cpp:120`, `#L120`).
 
   scripts/check_docs.py [ROOT]     # exit status 1 when anything is reported
@@ -25,6 +27,7 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 TEST_NAME = re.compile(r"`([A-Z]\w+)\.([A-Z]\w+)`")
 LINE_NUMBER = re.compile(r"\.(?:cpp|hpp|h|lua|sh|py|cmake|md|txt)(?::\d+|#L\d+)\b")
 TEST_MACRO = re.compile(r"\bTEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)")
+MEMBER = re.compile(r"`(?:redlimit::)?(?:detail::)?(\w+)::(\w+)")
 
 
 def anchors(path):
@@ -55,7 +58,22 @@ def known_tests(root):
     return tests
 
 
-def check_line(root, doc, i, line, tests, suites, problems):
+def code_names(root):
+    """The classes declared in include/ and src/, and every name that appears there."""
+    classes, names = set(), set()
+    for top in ("include", "src"):
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if name.endswith((".hpp", ".cpp", ".h")):
+                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                        text = f.read()
+                    classes.update(re.findall(r"\b(?:class|struct)\s+(\w+)", text))
+                    names.update(re.findall(r"\b\w+\b", text))
+    return classes, names
+
+
+def check_line(root, doc, i, line, known, problems):
+    tests, suites, classes, names = known
     where = "%s:%d" % (os.path.relpath(doc, root), i)
     for target in LINK.findall(line):
         if re.match(r"^[a-z]+:", target):
@@ -75,6 +93,9 @@ def check_line(root, doc, i, line, tests, suites, problems):
             problems.append("%s: names a missing test: %s.%s" % (where, suite, name))
         elif suite.endswith("Test") and suite not in suites:
             problems.append("%s: names a missing test suite: %s.%s" % (where, suite, name))
+    for cls, member in MEMBER.findall(line):
+        if cls in classes and member not in names:
+            problems.append("%s: names a missing member: %s::%s" % (where, cls, member))
     if LINE_NUMBER.search(line):
         problems.append("%s: points at a line number: %s" % (where, line.strip()))
 
@@ -84,7 +105,7 @@ def self_test():
     are reported."""
     files = {
         "tests/a_test.cpp": "TEST_F(GoodTest, Exists) {}\nTEST(OtherSuite, Exists) {}\n",
-        "src/real.cpp": "",
+        "src/real.cpp": "struct Options { int size; };\n",
         "docs/other.md": "# A heading\n",
         "README.md": "[ok](docs/other.md#a-heading) `src/real.cpp` `GoodTest.Exists`\n",
         "docs/x.md": "\n".join([
@@ -94,10 +115,11 @@ def self_test():
             "`GoodTest.Renamed`",
             "`GoneTest.Anything`",
             "see src/real.cpp:12 for it",
+            "`Options::gone`",
             "```",
             "`src/inside_a_code_block.cpp`",
             "```",
-            "`OtherSuite.Exists` `src/*.cpp` `tests/<suite>/`",
+            "`OtherSuite.Exists` `src/*.cpp` `tests/<suite>/` `Options::size` `std::vector`",
         ]) + "\n",
     }
     with tempfile.TemporaryDirectory() as root:
@@ -108,7 +130,8 @@ def self_test():
         problems = check(root)
     expected = ["docs/x.md:1: link to a missing file", "docs/x.md:2: link to a missing heading",
                 "docs/x.md:3: names a missing path", "docs/x.md:4: names a missing test:",
-                "docs/x.md:5: names a missing test suite", "docs/x.md:6: points at a line number"]
+                "docs/x.md:5: names a missing test suite", "docs/x.md:6: points at a line number",
+                "docs/x.md:7: names a missing member"]
     missed = [e for e in expected if not any(p.startswith(e) for p in problems)]
     extra = [p for p in problems if not any(p.startswith(e) for e in expected)]
     for m in missed:
@@ -125,6 +148,7 @@ def check(root):
     docs += sorted(os.path.join(root, "docs", n) for n in os.listdir(os.path.join(root, "docs")) if n.endswith(".md"))
     tests = known_tests(root)
     suites = {t.split(".")[0] for t in tests}
+    known = (tests, suites) + code_names(root)
     problems = [] if tests else ["no tests found under %s/tests" % root]
     for doc in docs:
         in_code = False
@@ -134,7 +158,7 @@ def check(root):
                     in_code = not in_code
                     continue
                 if not in_code:
-                    check_line(root, doc, i, line, tests, suites, problems)
+                    check_line(root, doc, i, line, known, problems)
     return problems
 
 
