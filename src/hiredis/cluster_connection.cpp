@@ -276,18 +276,7 @@ Reply ClusterConnection::command(const std::vector<std::string>& argv) {
   const int slot = command_slot(argv);
   if (slot >= 0) return send(argv, static_cast<std::uint16_t>(slot));
   if (to_every_master(argv)) return pipeline({argv}).front();
-  std::shared_ptr<Node> any;
-  {
-    std::shared_lock<std::shared_mutex> lock(mutex_);
-    for (const auto& s : slots_) {
-      if (s) {
-        any = s;
-        break;
-      }
-    }
-  }
-  if (!any) throw ConnectionError("cluster has no known master");
-  return any->pool->command(argv);
+  return every_master().front()->pool->command(argv);  // a keyless command: any master answers it
 }
 
 std::size_t ClusterConnection::node_of(std::string_view key) const {

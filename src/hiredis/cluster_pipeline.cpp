@@ -26,8 +26,8 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
   // Only when every command failed does the call fail as a whole.
   CallScope call(*this);
   std::vector<Reply> out(commands.size());
-  std::vector<Group> groups = group_by_master(commands);
   std::exception_ptr failure;
+  std::vector<Group> groups = group_by_master(commands, out, failure);
   if (groups.size() == 1) {
     send_group(groups.front(), commands, out, failure);  // may share a round trip with other calls
   } else if (!groups.empty()) {
@@ -38,7 +38,7 @@ std::vector<Reply> ClusterConnection::pipeline(const std::vector<std::vector<std
 }
 
 std::vector<ClusterConnection::Group> ClusterConnection::group_by_master(
-    const std::vector<std::vector<std::string>>& commands) {
+    const std::vector<std::vector<std::string>>& commands, std::vector<Reply>& out, std::exception_ptr& failure) {
   std::vector<Group> groups;
   std::vector<std::size_t> everywhere;  // FUNCTION LOAD: ahead of each master's share
   const auto group_of = [&](const std::shared_ptr<Node>& n) {
@@ -51,7 +51,14 @@ std::vector<ClusterConnection::Group> ClusterConnection::group_by_master(
       continue;
     }
     const int slot = command_slot(commands[i]);
-    group_of(route_fresh(static_cast<std::uint16_t>(slot < 0 ? 0 : slot)))->indices.push_back(i);
+    std::shared_ptr<Node> node;
+    try {
+      node = slot < 0 ? every_master().front() : route_fresh(static_cast<std::uint16_t>(slot));
+    } catch (const ConnectionError& e) {  // no master serves its slot (or none answered): it alone fails
+      fail_group(Group{nullptr, {i}}, commands, e, out, failure);
+      continue;
+    }
+    group_of(node)->indices.push_back(i);
   }
   if (everywhere.empty()) return groups;
   for (const auto& n : every_master()) {
@@ -61,13 +68,22 @@ std::vector<ClusterConnection::Group> ClusterConnection::group_by_master(
   return groups;
 }
 
+// Every master the map names. Only an empty map is read first: a map that lacks some slots (no
+// master serves them, cluster-require-full-coverage no) still names the masters of the others.
 std::vector<std::shared_ptr<ClusterConnection::Node>> ClusterConnection::every_master() {
-  route(0);  // an empty map is read first (or the call fails: no master known)
-  std::vector<std::shared_ptr<Node>> masters;
-  std::shared_lock<std::shared_mutex> lock(mutex_);
-  for (const auto& s : slots_) {
-    if (s && std::find(masters.begin(), masters.end(), s) == masters.end()) masters.push_back(s);
-  }
+  const auto named = [this] {
+    std::vector<std::shared_ptr<Node>> masters;
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    for (const auto& s : slots_) {
+      if (s && std::find(masters.begin(), masters.end(), s) == masters.end()) masters.push_back(s);
+    }
+    return masters;
+  };
+  auto masters = named();
+  if (!masters.empty()) return masters;
+  refresh();  // ConnectionError when no node answers
+  masters = named();
+  if (masters.empty()) throw ConnectionError("the cluster's slot map names no master");
   return masters;
 }
 

@@ -136,8 +136,12 @@ class ClusterConnection final : public Connection {
     std::shared_ptr<Node> node;
     std::vector<std::size_t> indices;  // into the pipeline's commands
   };
-  std::vector<Group> group_by_master(const std::vector<std::vector<std::string>>& commands);
-  // Every master the slot map names (refreshing an empty map first).
+  // A command whose slot no master serves fails alone (a transit_failure() reply in `out`; `failure`
+  // keeps the first error), unsent.
+  std::vector<Group> group_by_master(const std::vector<std::vector<std::string>>& commands, std::vector<Reply>& out,
+                                     std::exception_ptr& failure);
+  // Every master the slot map names, at least one (refreshing an empty map first; ConnectionError when
+  // no node answers or the map names none). Keyless commands go to the first.
   std::vector<std::shared_ptr<Node>> every_master();
   // One master's group through its pool's shared round trips, answers into `out`; or every group
   // written before any is read (send_at_once). A command that failed in transit is answered by a
