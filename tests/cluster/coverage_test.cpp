@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include "cluster/cluster_fixture.hpp"
 #include "integration/async_fixture.hpp"
@@ -108,7 +108,8 @@ TEST_F(ClusterCoverage, TheServedSlotsAreDecidedWhenSlotZeroIsNot) {
 TEST_F(ClusterCoverage, AnAsyncClusterAttachesAndDecidesTheServedSlots) {
   redlimit_test::LibeventLoop loop;  // declared first: it outlives everything that uses it
   std::shared_ptr<redlimit::AsyncCluster> async;
-  ASSERT_NO_THROW(async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url)));
+  ASSERT_NO_THROW(async =
+                      redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url)));
   loop.start();
   {  // the limiter is gone at the end of the block: the loop then returns by itself
     redlimit::Options o = options();
