@@ -196,10 +196,24 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::route_fresh(std::uin
   return route(slot);
 }
 
+// A slot the map names no owner for is read again; in a map that names others (slots no master
+// serves: cluster-require-full-coverage no) at most every 100 ms, the requests in between failing at
+// once: each read is a connection and a CLUSTER SLOTS on a cluster that is degraded already, and a
+// flood of such requests would otherwise be a flood of both. An empty map is read every time.
 std::shared_ptr<ClusterConnection::Node> ClusterConnection::route(std::uint16_t slot) {
   {
     std::shared_lock<std::shared_mutex> lock(mutex_);
     if (slots_[slot]) return slots_[slot];
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    if (slots_[slot]) return slots_[slot];  // learned meanwhile
+    const auto now = std::chrono::steady_clock::now();
+    const bool mapped = std::any_of(slots_.begin(), slots_.end(), [](const auto& n) { return n != nullptr; });
+    if (mapped && now < next_unmapped_refresh_) {
+      throw ConnectionError(fmt::format("no master serves slot {} (the map was read less than 100 ms ago)", slot));
+    }
+    next_unmapped_refresh_ = now + std::chrono::milliseconds(100);
   }
   refresh();
   std::shared_lock<std::shared_mutex> lock(mutex_);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <utility>
@@ -102,6 +103,45 @@ TEST_F(ClusterCoverage, TheServedSlotsAreDecidedWhenSlotZeroIsNot) {
   EXPECT_EQ(batch[1].source, Source::failure_policy) << batch[1] << ": no master serves its slot";
   EXPECT_EQ(batch[2].source, Source::primary) << batch[2];
   EXPECT_EQ(batch[2].remaining, 6) << batch[2];
+}
+
+// CLUSTER SLOTS commands run by the nodes that answer, so far.
+long long cluster_slots_calls() {
+  long long calls = 0;
+  for (int port : cluster().ports) {
+    try {
+      const std::string info = raw(port, {"INFO", "commandstats"}).str;
+      const auto at = info.find("cmdstat_cluster|slots:calls=");
+      if (at != std::string::npos) calls += std::stoll(info.substr(at + 28));
+    } catch (const redlimit::ConnectionError&) {
+    }
+  }
+  return calls;
+}
+
+// Requests for an unserved slot fail at once, the map read again at most every 100 ms: a flood of
+// them is not a flood of CLUSTER SLOTS (each on a connection of its own) on a cluster that is
+// already degraded. The breaker is off, so that every call reaches the router; before, each read it.
+TEST_F(ClusterCoverage, AnUnservedSlotReadsTheMapAtMostEvery100ms) {
+  redlimit::Options o = options();
+  o.on_failure = redlimit::OnFailure::fail_closed;
+  o.breaker_threshold = 0;
+  auto rl = redlimit::RateLimiter::connect(cluster().url, o);
+  const auto fw = rl.fixed_window("coverage.flood", Limit(10, 1h));
+  const auto [in_0, elsewhere] = subjects(fw);
+  ASSERT_FALSE(in_0.empty());
+  ASSERT_EQ(fw.consume(elsewhere).source, Source::primary);  // the library is loaded: no more reads for it
+
+  const long long before = cluster_slots_calls();
+  const auto t0 = std::chrono::steady_clock::now();
+  int policy = 0;
+  for (int i = 0; i < 200; ++i) policy += fw.consume(in_0).source == Source::failure_policy;
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  const long long reads = cluster_slots_calls() - before;
+  EXPECT_EQ(policy, 200);
+  EXPECT_LE(reads, 2 + took.count() / 100) << "map reads for 200 requests in " << took.count() << " ms";
+  std::printf("[ coverage ] 200 requests for an unserved slot in %lld ms: %lld reads of the map\n",
+              static_cast<long long>(took.count()), reads);
 }
 
 #ifdef REDLIMIT_HAVE_LIBEVENT

@@ -165,6 +165,7 @@ class ClusterConnection final : public Connection {
   ClusterEndpoint seeds_;
   Options options_;
   std::chrono::steady_clock::time_point next_refused_refresh_{};  // shard_refused(), under mutex_
+  std::chrono::steady_clock::time_point next_unmapped_refresh_{};  // route() of an unserved slot, under mutex_
   mutable std::shared_mutex mutex_;
   std::array<std::shared_ptr<Node>, 16384> slots_{};
   std::vector<std::shared_ptr<Node>> nodes_;  // every node we connected to, masters first
