@@ -64,8 +64,11 @@ hiredis1_pass() {
     -DREDLIMIT_WITH_TLS=ON -DREDLIMIT_BUILD_EXAMPLES=OFF -DREDLIMIT_TEST_VALKEY_SERVER= || return 1
   # Only what this pass runs (the fault, cluster and consumer suites run in the plain pass).
   # (the labels also take the CLI's test, labelled integration, and the accuracy tool's, labelled unit)
-  cmake --build "$build" -j "${JOBS:-2}" --target redlimit_unit_tests redlimit_header_only_test \
-    redlimit_integration_tests redlimit_tls_tests redlimit_cli_tests redlimit_accuracy || return 1
+  # (and the micro benchmark's smoke run, labelled unit, where Google Benchmark was found)
+  local targets=(redlimit_unit_tests redlimit_header_only_test redlimit_integration_tests redlimit_tls_tests
+    redlimit_cli_tests redlimit_accuracy)
+  if cmake --build "$build" --target help | grep -q '^redlimit_micro_smoke:'; then targets+=(redlimit_micro_smoke); fi
+  cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" || return 1
   # The binaries must load the 1.2 library (their RPATH points at $libdir), not the system's 0.14.
   local bin loaded
   for bin in redlimit_unit_tests redlimit_integration_tests redlimit_tls_tests; do
