@@ -339,13 +339,16 @@ std::optional<Endpoint> ClusterConnection::mapped_master(std::uint16_t slot) con
 }
 
 std::vector<Endpoint> ClusterConnection::mapped_masters() const {
-  std::shared_lock<std::shared_mutex> lock(mutex_);
-  std::vector<const Node*> seen;
   std::vector<Endpoint> out;
+  for (const auto& n : named_masters()) out.push_back(n->endpoint);
+  return out;
+}
+
+std::vector<std::shared_ptr<ClusterConnection::Node>> ClusterConnection::named_masters() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  std::vector<std::shared_ptr<Node>> out;
   for (const auto& s : slots_) {
-    if (!s || std::find(seen.begin(), seen.end(), s.get()) != seen.end()) continue;
-    seen.push_back(s.get());
-    out.push_back(s->endpoint);
+    if (s && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   }
   return out;
 }
@@ -377,13 +380,8 @@ std::optional<Endpoint> ClusterConnection::redirected_to(const Reply& reply, std
 }
 
 std::vector<std::string> ClusterConnection::masters() const {
-  std::shared_lock<std::shared_mutex> lock(mutex_);
   std::vector<std::string> out;
-  for (const auto& s : slots_) {
-    if (!s) continue;
-    const std::string name = fmt::format("{}:{}", s->endpoint.host, s->endpoint.port);
-    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
-  }
+  for (const auto& n : named_masters()) out.push_back(fmt::format("{}:{}", n->endpoint.host, n->endpoint.port));
   return out;
 }
 

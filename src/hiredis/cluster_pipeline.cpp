@@ -71,18 +71,10 @@ std::vector<ClusterConnection::Group> ClusterConnection::group_by_master(
 // Every master the map names. Only an empty map is read first: a map that lacks some slots (no
 // master serves them, cluster-require-full-coverage no) still names the masters of the others.
 std::vector<std::shared_ptr<ClusterConnection::Node>> ClusterConnection::every_master() {
-  const auto named = [this] {
-    std::vector<std::shared_ptr<Node>> masters;
-    std::shared_lock<std::shared_mutex> lock(mutex_);
-    for (const auto& s : slots_) {
-      if (s && std::find(masters.begin(), masters.end(), s) == masters.end()) masters.push_back(s);
-    }
-    return masters;
-  };
-  auto masters = named();
+  auto masters = named_masters();
   if (!masters.empty()) return masters;
   refresh();  // ConnectionError when no node answers
-  masters = named();
+  masters = named_masters();
   if (masters.empty()) throw ConnectionError("the cluster's slot map names no master");
   return masters;
 }
@@ -113,8 +105,12 @@ void ClusterConnection::send_at_once(std::vector<Group>& groups, const std::vect
                                      std::vector<Reply>& out, std::exception_ptr& failure) {
   std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.node->shard < b.node->shard; });
   std::vector<std::optional<ConnectionPool::Sent>> sent(groups.size());
-  std::vector<std::vector<Reply>> replies(groups.size());
-  std::vector<bool> answered(groups.size(), false);
+  std::vector<std::vector<Reply>> replies(groups.size());  // each share's, as far as they were read
+  // A share's commands from..to: those answered before its connection failed, or the others.
+  const auto part = [](const Group& g, std::size_t from, std::size_t to) {
+    const auto at = [&g](std::size_t k) { return g.indices.begin() + static_cast<std::ptrdiff_t>(k); };
+    return Group{g.node, std::vector<std::size_t>(at(from), at(to))};
+  };
   for (std::size_t i = 0; i < groups.size(); ++i) {
     try {
       sent[i].emplace(groups[i].node->pool->send_only(commands_at(commands, groups[i].indices)));
@@ -125,18 +121,17 @@ void ClusterConnection::send_at_once(std::vector<Group>& groups, const std::vect
   for (std::size_t i = 0; i < groups.size(); ++i) {
     if (!sent[i]) continue;
     try {
-      replies[i] = sent[i]->receive();
-      answered[i] = true;
+      sent[i]->receive(replies[i]);
     } catch (const ConnectionError& e) {
-      fail_group(groups[i], commands, e, out, failure);
+      fail_group(part(groups[i], replies[i].size(), groups[i].indices.size()), commands, e, out, failure);
     }
     sent[i].reset();  // the connection back to its pool
   }
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    if (!answered[i]) refresh_quietly(groups[i].node);
+    if (replies[i].size() < groups[i].indices.size()) refresh_quietly(groups[i].node);
   }
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    if (answered[i]) deliver(groups[i], replies[i], commands, out, failure);
+    deliver(part(groups[i], 0, replies[i].size()), replies[i], commands, out, failure);
   }
 }
 

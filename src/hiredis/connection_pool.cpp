@@ -180,11 +180,16 @@ ConnectionPool::Sent::~Sent() {
 }
 
 std::vector<Reply> ConnectionPool::Sent::receive() {
+  std::vector<Reply> replies;
+  receive(replies);
+  return replies;
+}
+
+void ConnectionPool::Sent::receive(std::vector<Reply>& replies) {
   if (pool_ == nullptr || read_) throw InvalidArgument("a sent pipeline's replies are read once");
-  std::vector<Reply> replies = slot_.connection->receive(count_);
+  slot_.connection->receive(count_, replies);
   read_ = true;
   pool_->connected_check(slot_);
-  return replies;
 }
 
 ConnectionPool::Sent ConnectionPool::send_only(const std::vector<std::vector<std::string>>& commands) {

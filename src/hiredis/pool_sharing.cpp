@@ -11,8 +11,10 @@
 // Deadlines and the never-replay rule (docs/reliability.md §6, §7): a call still queued when its
 // deadline (or the pool's wait_timeout) passes leaves the queue and throws TimeoutError; it was
 // never sent. A round trip ends by the earliest deadline of the calls it carries, so no caller
-// waits past its own; if it fails (broken, timed out), every call it carried gets that error: their
-// outcome is unknown, and none is sent again. A call's commands go out together and in order.
+// waits past its own. If it fails (broken, timed out), the calls whose replies were all read before
+// it failed get them (Redis answered them; a later caller's deadline must not take that away), and
+// every other call it carried gets the error: their outcome is unknown, and none is sent again. A
+// call's commands go out together and in order.
 #include <algorithm>
 #include <exception>
 #include <iterator>
@@ -31,12 +33,13 @@ namespace {
 // round trip's replies stay a modest buffer.
 constexpr std::size_t kMostCommands = 512;
 
-// Hands each rider of a round trip its replies, in order, or the round trip's error; each is done.
+// Hands each rider of a round trip its replies, in order; each is done. `replies` holds those read
+// before the round trip failed (`error`): a rider they do not all cover gets the error.
 template <typename Rider>
 void settle(const std::vector<Rider*>& batch, std::vector<Reply>& replies, const std::exception_ptr& error) {
   std::size_t next = 0;
   for (Rider* r : batch) {
-    if (error) {
+    if (next + r->size() > replies.size()) {
       r->error = error;
     } else {
       const auto first = replies.begin() + static_cast<std::ptrdiff_t>(next);
@@ -115,7 +118,7 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
       for (const Rider* r : batch) {
         for (std::size_t i = 0; i < r->size(); ++i) refs.push_back(r->at(i));
       }
-      replies = slot.connection->pipeline(refs);
+      slot.connection->pipeline(refs, replies);
     } catch (...) {
       error = std::current_exception();
     }

@@ -247,14 +247,17 @@ std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::
   std::vector<const std::vector<std::string>*> refs;
   refs.reserve(commands.size());
   for (const auto& args : commands) refs.push_back(&args);
-  return pipeline(refs);
+  std::vector<Reply> replies;
+  pipeline(refs, replies);
+  return replies;
 }
 
-std::vector<Reply> RedisConnection::pipeline(const std::vector<const std::vector<std::string>*>& commands) {
-  if (commands.empty()) return {};
+void RedisConnection::pipeline(const std::vector<const std::vector<std::string>*>& commands,
+                               std::vector<Reply>& replies) {
+  if (commands.empty()) return;
   CallScope call(*this);
   send(commands);
-  return read_replies(*ctx_, commands.size());
+  read_replies(*ctx_, commands.size(), replies);
 }
 
 void RedisConnection::send(const std::vector<const std::vector<std::string>*>& commands) {
@@ -281,11 +284,17 @@ void RedisConnection::send(const std::vector<const std::vector<std::string>*>& c
 }
 
 std::vector<Reply> RedisConnection::receive(std::size_t count) {
-  if (count == 0) return {};
+  std::vector<Reply> replies;
+  receive(count, replies);
+  return replies;
+}
+
+void RedisConnection::receive(std::size_t count, std::vector<Reply>& replies) {
+  if (count == 0) return;
   if (!ctx_) throw ConnectionError(fmt::format("no pipeline sent to {} to read", describe(endpoint_)));
   CallScope call(*this);
   rearm_deadline(*ctx_);
-  return read_replies(*ctx_, count);
+  read_replies(*ctx_, count, replies);
 }
 
 void RedisConnection::disconnect() noexcept { ctx_.reset(); }
@@ -301,9 +310,8 @@ void RedisConnection::rearm_deadline(redisContext& c) {
   shortened_ = true;
 }
 
-std::vector<Reply> RedisConnection::read_replies(redisContext& c, std::size_t count) {
-  std::vector<Reply> out;
-  out.reserve(count);
+void RedisConnection::read_replies(redisContext& c, std::size_t count, std::vector<Reply>& out) {
+  out.reserve(out.size() + count);
   for (std::size_t i = 0; i < count; ++i) {
     void* raw = nullptr;
     if (redisGetReply(&c, &raw) != REDIS_OK || raw == nullptr) fail("reading pipelined replies from");
@@ -312,7 +320,6 @@ std::vector<Reply> RedisConnection::read_replies(redisContext& c, std::size_t co
     out.push_back(detail::from_hiredis(*reply));
   }
   disarm_deadline(c);
-  return out;
 }
 
 }  // namespace redlimit

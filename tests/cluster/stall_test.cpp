@@ -193,5 +193,36 @@ TEST(ClusterStall, ABatchReachesTheOtherMastersWhileItsFirstMasterIsStopped) {
   EXPECT_LT(took.count(), (kDeadline + kMargin).count());
 }
 
+// A master's share that stalls midway: a blocking command (BLPOP on an empty list, for longer than
+// the deadline) behind a command the master answered. Redis writes the answered command's reply
+// when the client blocks, as it answers the first part of a long pipeline before it reads the rest.
+// The reply read before the stall stands; the blocked command's outcome is unknown (a transit
+// failure, never sent again); the other master's share is answered. Before, the whole share failed,
+// the answered command with it.
+TEST(ClusterStall, AShareThatStallsMidwayKeepsTheRepliesReadBeforeTheStall) {
+  ASSERT_FALSE(cluster().url.empty()) << "the cluster did not start";
+  flush_all_masters();
+  const redlimit::Options o = stall_options();
+  redlimit::ClusterConnection conn(redlimit::parse_cluster_url(cluster().url), o);
+  const std::string first = "{midway}a", blocked = "{midway}b";
+  const auto slot = [](const std::string& key) { return static_cast<std::uint16_t>(redlimit::detail::key_slot(key)); };
+  ASSERT_EQ(conn.command({"PING"}).str, "PONG");  // the map, read
+  std::string other;
+  for (int i = 0; other.empty() && i < 1000; ++i) {
+    const std::string key = "{other" + std::to_string(i) + "}c";
+    if (conn.node_for_slot(slot(key)) != conn.node_for_slot(slot(first))) other = key;
+  }
+  ASSERT_FALSE(other.empty());
+  const auto start = Steady::now();
+  const auto replies = conn.pipeline({{"INCR", first}, {"BLPOP", blocked, "2"}, {"INCR", other}});
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0].integer, 1) << replies[0].str;
+  EXPECT_TRUE(redlimit::is_transit_failure(replies[1])) << replies[1].str;
+  EXPECT_EQ(replies[2].integer, 1) << replies[2].str;
+  EXPECT_LT(took.count(), (kDeadline + kMargin).count());
+  EXPECT_EQ(raw(owner_port(slot(first)), {"GET", first}).str, "1");  // sent once
+}
+
 }  // namespace
 }  // namespace redlimit_cluster

@@ -1,7 +1,8 @@
 // The pool's shared round trips (issue 13, PoolOptions::coalesce): calls in flight at the same
 // moment from many threads leave in one write. Exactness under contention, several commands a
-// round trip, the same decisions as unshared, a bad command failing only its own call, and a stalled
-// server ending every queued call by its own deadline with nothing sent twice.
+// round trip, the same decisions as unshared, a bad command failing only its own call, a stalled
+// server ending every queued call by its own deadline with nothing sent twice, and a round trip
+// that fails partway keeping the replies read before.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -150,6 +151,44 @@ TEST_F(PoolSharingTest, AStalledServerEndsQueuedCallsByTheirDeadlineAndSendsNoth
   // What reached Redis ran at most once: "s" has at most the calls that were sent, never more.
   std::this_thread::sleep_for(std::chrono::milliseconds(900));  // the server is awake again
   EXPECT_LE(fw.peek("s").limit - fw.peek("s").remaining, 6);
+}
+
+// A shared round trip that fails partway: a later caller's command outlives the round trip's
+// deadline (the earliest of its callers'). Redis writes the first reply when the blocking command
+// blocks, as it answers the first part of a long pipeline before it reads the rest. The caller whose
+// reply was read gets it, as it would have alone; only the stalled caller gets the error, and
+// nothing is sent twice.
+TEST_F(PoolSharingTest, ACallAnsweredBeforeItsRoundTripFailedKeepsItsReply) {
+  using std::chrono::milliseconds;
+  auto p = pool(1, true, milliseconds(1000));
+  std::thread busy([&] { p->command({"DEBUG", "SLEEP", "0.5"}); });  // holds the one connection
+  std::this_thread::sleep_for(milliseconds(100));
+  Reply answered;
+  std::string answered_error;
+  std::thread first([&] {
+    try {
+      answered = p->command({"INCR", "partial:a"});
+    } catch (const redlimit::Error& e) {
+      answered_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(100));  // both queued, `first` first
+  bool timed_out = false;
+  std::thread second([&] {
+    try {
+      p->command({"BLPOP", "partial:empty", "2"});  // answered 2 s on: past the round trip's deadline
+    } catch (const redlimit::TimeoutError&) {
+      timed_out = true;
+    }
+  });
+  busy.join();
+  first.join();
+  second.join();
+  EXPECT_EQ(p->stats().round_trips, 2u) << "the two queued calls did not share a round trip";
+  EXPECT_EQ(answered_error, "");
+  EXPECT_EQ(answered.integer, 1);
+  EXPECT_TRUE(timed_out);
+  EXPECT_EQ(server().command({"GET", "partial:a"}).str, "1");  // sent once
 }
 
 // A pipeline in two halves (ConnectionPool::send_only, what a cluster batch sends each master):

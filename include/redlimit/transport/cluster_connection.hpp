@@ -112,6 +112,8 @@ class ClusterConnection final : public Connection {
   };
   std::shared_ptr<Node> node(const std::string& host, int port);
   std::shared_ptr<Node> route(std::uint16_t slot);
+  // The masters the map names, each once, in the order of their first slots; no I/O.
+  std::vector<std::shared_ptr<Node>> named_masters() const;
   // refresh(), ignoring a failure (no node answered: the map stays as it was), for callers that go
   // on, or throw their own error, either way.
   // Within the call's deadline: when the call has no time left, the refresh is left to the next

@@ -103,6 +103,9 @@ class ConnectionPool final : public Connection {
     Sent& operator=(const Sent&) = delete;
     ~Sent();
     std::vector<Reply> receive();
+    // receive() appending each reply to `replies` as it is read: when it throws, those read
+    // before the failure are there (RedisConnection::pipeline's pointer overload).
+    void receive(std::vector<Reply>& replies);
 
    private:
     friend class ConnectionPool;

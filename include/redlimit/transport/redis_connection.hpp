@@ -38,8 +38,10 @@ class RedisConnection final : public Connection {
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   // pipeline() over commands held elsewhere (the pool's shared round trips: several callers'
-  // commands in one write, none of them copied).
-  std::vector<Reply> pipeline(const std::vector<const std::vector<std::string>*>& commands);
+  // commands in one write, none of them copied). Each reply is appended to `replies` as it is read,
+  // so that when the round trip breaks, those read before are there: their commands were answered,
+  // and only the others' outcome is unknown.
+  void pipeline(const std::vector<const std::vector<std::string>*>& commands, std::vector<Reply>& replies);
   // pipeline() in two halves, for a caller that writes to several servers before it reads any
   // reply (a cluster batch goes to every master at once: ClusterConnection::pipeline). send() writes
   // the commands out; receive() reads `count` replies, its socket timeout the call's time left as it
@@ -48,6 +50,8 @@ class RedisConnection final : public Connection {
   // to read as its own: disconnect() drops it (the next command reconnects).
   void send(const std::vector<const std::vector<std::string>*>& commands);
   std::vector<Reply> receive(std::size_t count);
+  // receive() appending to `replies` as they are read (see the pointer overload of pipeline()).
+  void receive(std::size_t count, std::vector<Reply>& replies);
   void disconnect() noexcept;
   void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
@@ -76,7 +80,7 @@ class RedisConnection final : public Connection {
   void disarm_deadline(redisContext& c);
   // receive(): the socket timeout becomes the call's time left (at least 1 ms), when it has a deadline.
   void rearm_deadline(redisContext& c);
-  std::vector<Reply> read_replies(redisContext& c, std::size_t count);
+  void read_replies(redisContext& c, std::size_t count, std::vector<Reply>& out);
 
   Endpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
