@@ -3,6 +3,7 @@
 // where hiredis allows it. See async_core.hpp for the rules kept here.
 #include "async_core.hpp"
 #include "hiredis_reply.hpp"
+#include "self_connect.hpp"
 
 #include <fmt/format.h>
 
@@ -241,6 +242,15 @@ void AsyncRedis::Core::on_reply(redisAsyncContext* ac, void* reply, void* privda
 
 void AsyncRedis::Core::on_connect(const redisAsyncContext* ac, int status) {
   auto* conn = static_cast<Conn*>(ac->data);
+  if (status == REDIS_OK && conn->core.endpoint_.unix_path.empty() && hiredis_detail::connected_to_itself(ac->c.fd)) {
+    // Refused, as RedisConnection does (self_connect.hpp). The commands hiredis writes next come
+    // back as "replies": conn.failure makes each an error instead, and the context is freed at the
+    // next top-level handler.
+    conn->failure = fmt::format("connecting to {}: the connection reached itself (nothing listens there)",
+                                describe(conn->core.endpoint_));
+    conn->core.retire(*conn);
+    return;
+  }
   if (status == REDIS_OK) {
     conn->connected = true;
     return;

@@ -1,6 +1,7 @@
 #include "redlimit/transport/redis_connection.hpp"
 #include "call_deadline.hpp"
 #include "hiredis_reply.hpp"
+#include "self_connect.hpp"
 #include "tls.hpp"
 
 #include <fmt/format.h>
@@ -160,6 +161,11 @@ redisContext& RedisConnection::context() {
   shortened_ = false;
   unanswered_ = true;
   if (ctx_->err) fail("connecting to");
+  if (endpoint_.unix_path.empty() && hiredis_detail::connected_to_itself(ctx_->fd)) {
+    ctx_.reset();  // self_connect.hpp; not fail(): no TLS hint applies, nothing was sent
+    throw ConnectionError(
+        fmt::format("connecting to {}: the connection reached itself (nothing listens there)", describe(endpoint_)));
+  }
   if (tls_) start_tls(limit);
   // Set on every new context: hiredis 0.14 does not carry it across reconnects.
   if (command_timeout_.count() > 0 && redisSetTimeout(ctx_.get(), to_timeval(command_timeout_)) != REDIS_OK) {
