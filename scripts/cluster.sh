@@ -11,13 +11,21 @@ set -euo pipefail
 state=${2:-${TMPDIR:-/tmp}/redlimit-cluster.state}
 node_timeout=${CLUSTER_NODE_TIMEOUT:-1000}
 
-# A free port whose cluster bus port (port + 10000) is free too, so both fit below 65536.
+# A free port whose cluster bus port (port + 10000) is free too, both below the kernel's ephemeral
+# range where it leaves room: a client reconnecting to a killed node's port inside that range can
+# draw the port as its own and reach itself (src/hiredis/self_connect.hpp; the library refuses such
+# a connection, and a port outside the range never shows it).
 free_port() {
   python3 - "$@" <<'PY'
 import random, socket, sys
 taken = set(sys.argv[1:])
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+top = low - 10000 if low - 10000 > 12000 else 45000  # below the range, or as before
 for _ in range(1000):
-    p = random.randrange(20000, 45000)
+    p = random.randrange(10000, top)
     if str(p) in taken or str(p + 10000) in taken:
         continue
     socks = []
