@@ -106,11 +106,6 @@ void ClusterConnection::send_at_once(std::vector<Group>& groups, const std::vect
   std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.node->shard < b.node->shard; });
   std::vector<std::optional<ConnectionPool::Sent>> sent(groups.size());
   std::vector<std::vector<Reply>> replies(groups.size());  // each share's, as far as they were read
-  // A share's commands from..to: those answered before its connection failed, or the others.
-  const auto part = [](const Group& g, std::size_t from, std::size_t to) {
-    const auto at = [&g](std::size_t k) { return g.indices.begin() + static_cast<std::ptrdiff_t>(k); };
-    return Group{g.node, std::vector<std::size_t>(at(from), at(to))};
-  };
   for (std::size_t i = 0; i < groups.size(); ++i) {
     try {
       sent[i].emplace(groups[i].node->pool->send_only(commands_at(commands, groups[i].indices)));
@@ -123,7 +118,10 @@ void ClusterConnection::send_at_once(std::vector<Group>& groups, const std::vect
     try {
       sent[i]->receive(replies[i]);
     } catch (const ConnectionError& e) {
-      fail_group(part(groups[i], replies[i].size(), groups[i].indices.size()), commands, e, out, failure);
+      // The replies read before the failure stand (deliver, below); the rest's outcome is unknown.
+      const auto& indices = groups[i].indices;
+      Group rest{groups[i].node, {indices.begin() + static_cast<std::ptrdiff_t>(replies[i].size()), indices.end()}};
+      fail_group(rest, commands, e, out, failure);
     }
     sent[i].reset();  // the connection back to its pool
   }
@@ -131,14 +129,14 @@ void ClusterConnection::send_at_once(std::vector<Group>& groups, const std::vect
     if (replies[i].size() < groups[i].indices.size()) refresh_quietly(groups[i].node);
   }
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    deliver(part(groups[i], 0, replies[i].size()), replies[i], commands, out, failure);
+    deliver(groups[i], replies[i], commands, out, failure);
   }
 }
 
 void ClusterConnection::deliver(const Group& g, std::vector<Reply>& replies,
                                 const std::vector<std::vector<std::string>>& commands, std::vector<Reply>& out,
                                 std::exception_ptr& failure) {
-  for (std::size_t j = 0; j < g.indices.size(); ++j) {
+  for (std::size_t j = 0; j < replies.size(); ++j) {
     const std::size_t i = g.indices[j];
     Reply& r = replies[j];
     if (redirected(r) && !to_every_master(commands[i])) {

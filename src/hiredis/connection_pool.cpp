@@ -179,12 +179,6 @@ ConnectionPool::Sent::~Sent() {
   pool_->release(std::move(slot_));
 }
 
-std::vector<Reply> ConnectionPool::Sent::receive() {
-  std::vector<Reply> replies;
-  receive(replies);
-  return replies;
-}
-
 void ConnectionPool::Sent::receive(std::vector<Reply>& replies) {
   if (pool_ == nullptr || read_) throw InvalidArgument("a sent pipeline's replies are read once");
   slot_.connection->receive(count_, replies);

@@ -289,12 +289,6 @@ void RedisConnection::send(const std::vector<const std::vector<std::string>*>& c
   }
 }
 
-std::vector<Reply> RedisConnection::receive(std::size_t count) {
-  std::vector<Reply> replies;
-  receive(count, replies);
-  return replies;
-}
-
 void RedisConnection::receive(std::size_t count, std::vector<Reply>& replies) {
   if (count == 0) return;
   if (!ctx_) throw ConnectionError(fmt::format("no pipeline sent to {} to read", describe(endpoint_)));

@@ -153,6 +153,8 @@ class ClusterConnection final : public Connection {
   void send_at_once(std::vector<Group>& groups, const std::vector<std::vector<std::string>>& commands,
                     std::vector<Reply>& out, std::exception_ptr& failure);
   // A group's replies into `out`, each redirected one sent again on its own through command().
+  // `replies` may be fewer than the group's commands (a share that failed partway): those read
+  // answer the group's first commands, and the others are left to fail_group().
   void deliver(const Group& g, std::vector<Reply>& replies, const std::vector<std::vector<std::string>>& commands,
                std::vector<Reply>& out, std::exception_ptr& failure);
   // A group whose commands failed in transit: each answered by transit_failure(e). Called in the

@@ -93,8 +93,10 @@ class ConnectionPool final : public Connection {
   // A pipeline written on a connection taken for it alone, whose replies are not read yet: the
   // caller writes to several pools before it reads from any (ClusterConnection::pipeline sends a
   // batch to every master at once). receive() reads the replies, within the call's deadline as it
-  // stands then. The connection goes back to the pool when this is destroyed; unread replies are
-  // dropped with their connection first, never left for another command to read as its own.
+  // stands then, appending each to `replies` as it is read: when it throws, those read before the
+  // failure are there (RedisConnection::pipeline's pointer overload). The connection goes back to
+  // the pool when this is destroyed; unread replies are dropped with their connection first, never
+  // left for another command to read as its own.
   class Sent {
    public:
     Sent(Sent&& other) noexcept;
@@ -102,9 +104,6 @@ class ConnectionPool final : public Connection {
     Sent(const Sent&) = delete;
     Sent& operator=(const Sent&) = delete;
     ~Sent();
-    std::vector<Reply> receive();
-    // receive() appending each reply to `replies` as it is read: when it throws, those read
-    // before the failure are there (RedisConnection::pipeline's pointer overload).
     void receive(std::vector<Reply>& replies);
 
    private:

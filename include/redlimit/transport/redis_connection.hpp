@@ -44,13 +44,12 @@ class RedisConnection final : public Connection {
   void pipeline(const std::vector<const std::vector<std::string>*>& commands, std::vector<Reply>& replies);
   // pipeline() in two halves, for a caller that writes to several servers before it reads any
   // reply (a cluster batch goes to every master at once: ClusterConnection::pipeline). send() writes
-  // the commands out; receive() reads `count` replies, its socket timeout the call's time left as it
-  // stands then (the caller may have waited on another server meanwhile). Nothing else may be sent
-  // in between. Replies that will never be read must not stay on the connection for a later command
+  // the commands out; receive() reads `count` replies, appended to `replies` as they are read (as
+  // the pointer overload of pipeline() does), its socket timeout the call's time left as it stands
+  // then (the caller may have waited on another server meanwhile). Nothing else may be sent in
+  // between. Replies that will never be read must not stay on the connection for a later command
   // to read as its own: disconnect() drops it (the next command reconnects).
   void send(const std::vector<const std::vector<std::string>*>& commands);
-  std::vector<Reply> receive(std::size_t count);
-  // receive() appending to `replies` as they are read (see the pointer overload of pipeline()).
   void receive(std::size_t count, std::vector<Reply>& replies);
   void disconnect() noexcept;
   void begin_call(std::chrono::steady_clock::time_point started) override;
