@@ -242,12 +242,11 @@ void AsyncRedis::Core::on_reply(redisAsyncContext* ac, void* reply, void* privda
 
 void AsyncRedis::Core::on_connect(const redisAsyncContext* ac, int status) {
   auto* conn = static_cast<Conn*>(ac->data);
-  if (status == REDIS_OK && conn->core.endpoint_.unix_path.empty() && hiredis_detail::connected_to_itself(ac->c.fd)) {
+  if (status == REDIS_OK && hiredis_detail::connected_to_itself(ac->c.fd)) {
     // Refused, as RedisConnection does (self_connect.hpp). The commands hiredis writes next come
     // back as "replies": conn.failure makes each an error instead, and the context is freed at the
     // next top-level handler.
-    conn->failure = fmt::format("connecting to {}: the connection reached itself (nothing listens there)",
-                                describe(conn->core.endpoint_));
+    conn->failure = hiredis_detail::reached_itself(describe(conn->core.endpoint_));
     conn->core.retire(*conn);
     return;
   }

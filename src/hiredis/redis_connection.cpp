@@ -161,10 +161,9 @@ redisContext& RedisConnection::context() {
   shortened_ = false;
   unanswered_ = true;
   if (ctx_->err) fail("connecting to");
-  if (endpoint_.unix_path.empty() && hiredis_detail::connected_to_itself(ctx_->fd)) {
+  if (hiredis_detail::connected_to_itself(ctx_->fd)) {
     ctx_.reset();  // self_connect.hpp; not fail(): no TLS hint applies, nothing was sent
-    throw ConnectionError(
-        fmt::format("connecting to {}: the connection reached itself (nothing listens there)", describe(endpoint_)));
+    throw ConnectionError(hiredis_detail::reached_itself(describe(endpoint_)));
   }
   if (tls_) start_tls(limit);
   // Set on every new context: hiredis 0.14 does not carry it across reconnects.

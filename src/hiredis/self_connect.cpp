@@ -29,4 +29,8 @@ bool connected_to_itself(int fd) noexcept {
   return false;  // a unix socket cannot reach itself
 }
 
+std::string reached_itself(const std::string& where) {
+  return "connecting to " + where + ": the connection reached itself (nothing listens there)";
+}
+
 }  // namespace redlimit::hiredis_detail

@@ -34,19 +34,15 @@ sockaddr_in loopback4(std::uint16_t port) {
   return a;
 }
 
+// Binds `fd` to `a` (port 0: any) and returns the port it got, of either family.
 template <class Addr>
 std::uint16_t bound_port(int fd, Addr a) {
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  return ntohs(a.sin_port);
-}
-
-std::uint16_t bound_port6(int fd, sockaddr_in6 a) {
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  return ntohs(a.sin6_port);
+  sockaddr_storage got{};
+  socklen_t len = sizeof(got);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&got), &len), 0);
+  return ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(got).sin6_port
+                                         : reinterpret_cast<const sockaddr_in&>(got).sin_port);
 }
 
 TEST(SelfConnect, AnIpv4SocketConnectedToItsOwnPortIsSeen) {
@@ -67,7 +63,7 @@ TEST(SelfConnect, AnIpv6SocketConnectedToItsOwnPortIsSeen) {
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_addr = in6addr_loopback;
-  a.sin6_port = htons(bound_port6(s.fd, a));
+  a.sin6_port = htons(bound_port(s.fd, a));
   ASSERT_EQ(::connect(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
   EXPECT_TRUE(connected_to_itself(s.fd));
 }
