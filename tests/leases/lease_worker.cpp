@@ -4,8 +4,10 @@
 // `first` for `windows` windows, on the system clock. Prints one line per window, "window <index>
 // <admitted>" (the window each admission was decided in), then "stats <leases taken> <local
 // decisions> <remote decisions> <units returned>". With DIE_MS, the first lease it takes DIE_MS or
-// more after the start is its last: it stops its threads, prints what it admitted, and kills
-// itself with SIGKILL, holding that lease's unused units.
+// more after the start is its last: it stops its threads, prints what it admitted and "died
+// <window>" (the window of that lease: the other process may have taken the rest of DIE_MS's
+// window first, and then it is a later one), and kills itself with SIGKILL, holding that lease's
+// unused units.
 //
 //   redlimit_lease_worker URL LIMIT WINDOW_MS FIRST WINDOWS THREADS RATE LEASES [DIE_MS]
 #include <atomic>
@@ -83,8 +85,8 @@ int main(int argc, char** argv) {
         // and the lease's lag: the first window edge at or after it is the end, unless a thread
         // stalled for a whole window (200 ms). (`before`'s own window would misplace a request
         // decided just past an edge; rounding to the nearest edge, one stalled for half a window.)
+        const long long w = (before + d.reset_after.count() + window_us - 1) / window_us - 1;
         if (d.allowed) {
-          const long long w = (before + d.reset_after.count() + window_us - 1) / window_us - 1;
           const long long i = w - first + 1;
           if (i >= 0 && i < static_cast<long long>(admitted.size())) ++admitted[static_cast<std::size_t>(i)];
         }
@@ -94,6 +96,9 @@ int main(int argc, char** argv) {
           if (!armed.compare_exchange_strong(unarmed, taken) && taken > armed.load() && !dying.exchange(true)) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the other threads finish their call
             print(admitted, first);
+            // The lease just taken served this call, in window w; a refused call (the other
+            // thread's took it) reads the window from the clock.
+            std::printf("died %lld\n", d.allowed ? w : micros(Clock::now()) / window_us);
             std::fflush(stdout);
             std::raise(SIGKILL);  // no close(), no refund: the lease just taken is lost
           }
