@@ -266,7 +266,10 @@ counts, with callgrind, the instructions Redis spends inside FCALL per decision 
 redis-server under valgrind; repeatable to about 1%). It is not part of this file. Its strategy
 `peer` is a Function doing what rate-limiter-flexible's script does per call, so that
 `scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window seq` gives target 1's
-ratio in instructions.
+ratio in instructions. Its strategy `floor` makes a single fixed-window decision's two commands, with
+the same arguments, and returns the same two integers, deciding nothing: adding it to that list
+splits the gap into what the commands cost (the floor; the peer makes one more) and what the
+scripts' own Lua costs (fixed window minus floor).
 """
 
 

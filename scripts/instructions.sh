@@ -16,6 +16,11 @@
 # figure against `fixed_window seq` is target 1's ratio in instructions, which repeat from run to
 # run where the CPU times the bench compares move by a third:
 #   scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window,token_bucket seq
+# The strategy `floor` is what a single fixed-window decision costs Redis before any of its Lua: a
+# Function that makes the decision's two commands (GET, then SETRANGE in place, or PSETEX for a new
+# key) with the same arguments (a key, a time, a head) and returns the same two integers, deciding
+# nothing. `fixed_window seq` minus `floor` is the scripts' own work (the arithmetic, the state's
+# packing, the parsing of the time); `peer` minus `floor`, the peer's third command and its reply.
 #
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
@@ -44,10 +49,23 @@ redis.register_function('peer_fixed_window', function(keys, args)
   if ttl == -1 then redis.call('EXPIRE', keys[1], args[2]) ttl = 1000 * args[2] end
   return {used, ttl}
 end)"
-peer_run() {
+# The floor (see above): the state a fixed window of 1000 a minute holds after 5 admissions
+# (pack('<I7I6I7', start, 5, window), lua/helpers.lua), written as decimal escapes.
+FLOOR_LIBRARY="#!lua name=redlimit_floor_reference
+local STATE = '\\0\\214\\252\\254\\138\\96\\6\\5\\0\\0\\0\\0\\0\\0\\135\\147\\3\\0\\0\\0'
+local out = {0, 0}
+redis.register_function('floor_fixed_window', function(keys, args)
+  local v = redis.pcall('GET', keys[1])
+  if v then redis.call('SETRANGE', keys[1], '0', STATE) else redis.call('PSETEX', keys[1], '61001', STATE) end
+  out[1] = 994
+  out[2] = 60000000
+  return out
+end)"
+# Runs the reference Function $2 (library $3) for $1 seconds' worth of calls, with arguments $4...
+reference_run() {
   local calls=$(($1 * 2000)) # under valgrind: about 2,000 calls a second, one at a time
-  redis-cli -p "$SERVER_PORT" FUNCTION LOAD REPLACE "$PEER_LIBRARY" >/dev/null
-  redis-benchmark -p "$SERVER_PORT" -c 1 -r 200 -n "$calls" FCALL peer_fixed_window 1 'peer:__rand_int__' 1 3600 \
+  redis-cli -p "$SERVER_PORT" FUNCTION LOAD REPLACE "$3" >/dev/null
+  redis-benchmark -p "$SERVER_PORT" -c 1 -r 200 -n "$calls" FCALL "$2" 1 "${2%%_*}:__rand_int__" "${@:4}" \
     >/dev/null 2>&1
   echo "{\"ops\": $calls}"
 }
@@ -56,7 +74,11 @@ for strategy in ${strategies//,/ }; do
   start_server valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$SERVER_DIR/cg.out" || exit 1
   run() {
     if [[ "$strategy" == peer ]]; then
-      peer_run "$1"
+      reference_run "$1" peer_fixed_window "$PEER_LIBRARY" 1 3600
+      return
+    fi
+    if [[ "$strategy" == floor ]]; then
+      reference_run "$1" floor_fixed_window "$FLOOR_LIBRARY" 1795000000000000 '1 1 1000 60000000'
       return
     fi
     "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects 200 \

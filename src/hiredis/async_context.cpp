@@ -16,7 +16,7 @@
 
 namespace redlimit {
 
-using async_detail::describe;
+using hiredis_detail::describe;
 using async_detail::SteadyClock;
 
 void AsyncRedis::Core::send(Item& item, std::exception_ptr& connect_error) {

@@ -13,10 +13,6 @@ namespace redlimit {
 
 namespace async_detail {
 
-std::string describe(const Endpoint& e) {
-  return e.unix_path.empty() ? fmt::format("{}:{}", e.host, e.port) : e.unix_path;
-}
-
 void check_options(const AsyncOptions& o) {
   if (o.connect_timeout.count() < 0) throw InvalidArgument("connect_timeout must not be negative");
   if (o.command_timeout.count() < 0) throw InvalidArgument("command_timeout must not be negative");
@@ -24,8 +20,8 @@ void check_options(const AsyncOptions& o) {
 
 }  // namespace async_detail
 
-using async_detail::describe;
 using async_detail::SteadyClock;
+using hiredis_detail::describe;
 
 namespace {
 

@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "endpoint_text.hpp"
 #include "redlimit/transport/redis_async.hpp"
 #include "tls.hpp"
 
@@ -71,9 +72,6 @@ struct ContextDeleter {
   void operator()(redisAsyncContext* ac) const { redisAsyncFree(ac); }
 };
 using ContextPtr = std::unique_ptr<redisAsyncContext, ContextDeleter>;
-
-// "host:port", or the unix socket's path.
-std::string describe(const Endpoint& e);
 
 inline timeval to_timeval(std::chrono::microseconds d) {
   timeval tv{};

@@ -11,8 +11,8 @@
 
 namespace redlimit {
 
-using async_detail::describe;
 using async_detail::SteadyClock;
+using hiredis_detail::describe;
 
 void AsyncRedis::Core::on_timer() {
   const InLoop in_loop(loop());

@@ -1,5 +1,6 @@
 #include "redlimit/transport/redis_connection.hpp"
 #include "call_deadline.hpp"
+#include "endpoint_text.hpp"
 #include "hiredis_reply.hpp"
 #include "self_connect.hpp"
 #include "tls.hpp"
@@ -52,9 +53,7 @@ bool is_timeout(const redisContext& c) {
          std::strstr(c.errstr, "timed out") != nullptr || std::strstr(c.errstr, "temporarily unavailable") != nullptr;
 }
 
-std::string describe(const Endpoint& e) {
-  return e.unix_path.empty() ? fmt::format("{}:{}", e.host, e.port) : e.unix_path;
-}
+using hiredis_detail::describe;
 
 }  // namespace
 

@@ -1,0 +1,17 @@
+#pragma once
+// How the transports' messages name a server: "host:port", or the unix socket's path. One spelling
+// for the sync connection (redis_connection.cpp) and the async one (async_*.cpp), so that a log or a
+// test matches the same text whichever transport failed.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "redlimit/url.hpp"
+
+namespace redlimit::hiredis_detail {
+
+inline std::string describe(const Endpoint& e) {
+  return e.unix_path.empty() ? fmt::format("{}:{}", e.host, e.port) : e.unix_path;
+}
+
+}  // namespace redlimit::hiredis_detail
