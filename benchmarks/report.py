@@ -263,7 +263,8 @@ the ceiling; `benchmarks/report.py` writes this file.
 Comparing two versions of the Lua scripts needs a steadier figure than CPU time, which moves by up
 to 30% between runs on a shared machine: `scripts/instructions.sh [BENCH] [STRATEGIES] [MODE]`
 counts, with callgrind, the instructions Redis spends inside FCALL per decision (its own
-redis-server under valgrind; repeatable to about 1%). It is not part of this file. Its strategy
+redis-server under valgrind; the bench's set-up calls, counted in a run of 0 seconds, are taken off;
+repeatable to a few percent, lower the more decisions a run makes). It is not part of this file. Its strategy
 `peer` is a Function doing what rate-limiter-flexible's script does per call, so that
 `scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window seq` gives target 1's
 ratio in instructions. Its strategy `floor` makes a single fixed-window decision's two commands, with
