@@ -64,6 +64,10 @@ end)"
 # Runs the reference Function $2 (library $3) for $1 seconds' worth of calls, with arguments $4...
 reference_run() {
   local calls=$(($1 * 2000)) # under valgrind: about 2,000 calls a second, one at a time
+  if [[ $calls -eq 0 ]]; then # the set-up run: redis-benchmark makes no set-up calls of its own
+    echo '{"ops": 0}'
+    return
+  fi
   redis-cli -p "$SERVER_PORT" FUNCTION LOAD REPLACE "$3" >/dev/null
   redis-benchmark -p "$SERVER_PORT" -c 1 -r 200 -n "$calls" FCALL "$2" 1 "${2%%_*}:__rand_int__" "${@:4}" \
     >/dev/null 2>&1
@@ -73,10 +77,6 @@ reference_run() {
 for strategy in ${strategies//,/ }; do
   start_server valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$SERVER_DIR/cg.out" || exit 1
   run() {
-    if [[ "$strategy" == peer || "$strategy" == floor ]] && [[ "$1" == 0 ]]; then
-      echo '{"ops": 0}' # redis-benchmark makes no set-up calls of its own
-      return
-    fi
     if [[ "$strategy" == peer ]]; then
       reference_run "$1" peer_fixed_window "$PEER_LIBRARY" 1 3600
       return

@@ -8,14 +8,13 @@
 #include <iterator>
 #include <utility>
 
+#include "endpoint_text.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
 
 namespace {
-
-std::string name_of(const Endpoint& e) { return fmt::format("{}:{}", e.host, e.port); }
 
 // The slot map's own connection: its timeouts are the async ones; it raises (there is no decision
 // to answer with a policy here: a call that cannot be routed fails, and its limiter's policy answers).
@@ -80,7 +79,7 @@ void AsyncCluster::connect_masters() {
   for (const Endpoint& e : map()->master_endpoints()) {
     auto conn = connect_(e);
     std::lock_guard<std::mutex> lock(mutex_);
-    masters_.emplace(name_of(e), Master{e, std::move(conn)});
+    masters_.emplace(hiredis_detail::describe(e), Master{e, std::move(conn)});
   }
 }
 
@@ -143,7 +142,7 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
     try {
       std::rethrow_exception(e);
     } catch (const ConnectionError&) {
-      self->relearn(name_of(to));
+      self->relearn(hiredis_detail::describe(to));
     } catch (...) {
     }
     call->on_error(std::move(e));
@@ -167,7 +166,8 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       auto made = self->connect_(to);
       {
         std::lock_guard<std::mutex> lock(self->mutex_);
-        made = self->masters_.emplace(name_of(to), Master{to, std::move(made)}).first->second.connection;
+        made =
+            self->masters_.emplace(hiredis_detail::describe(to), Master{to, std::move(made)}).first->second.connection;
       }
       send(*made);
     } catch (...) {
@@ -345,7 +345,7 @@ void AsyncCluster::broadcast(std::vector<std::string> argv, ReplyCallback on_rep
 
 std::shared_ptr<AsyncConnection> AsyncCluster::connection_to(const Endpoint& e) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = masters_.find(name_of(e));
+  const auto it = masters_.find(hiredis_detail::describe(e));
   return it == masters_.end() ? nullptr : it->second.connection;
 }
 

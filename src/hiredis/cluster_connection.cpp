@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "call_deadline.hpp"
+#include "endpoint_text.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/errors.hpp"
 
@@ -326,7 +327,7 @@ void ClusterConnection::shard_refused(std::string_view key) {
 std::string ClusterConnection::node_for_slot(std::uint16_t slot) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   const auto& n = slots_[slot % 16384];
-  return n ? fmt::format("{}:{}", n->endpoint.host, n->endpoint.port) : std::string();
+  return n ? hiredis_detail::describe(n->endpoint) : std::string();
 }
 
 Endpoint ClusterConnection::master_endpoint(std::uint16_t slot) { return route(slot % 16384)->endpoint; }
@@ -381,7 +382,7 @@ std::optional<Endpoint> ClusterConnection::redirected_to(const Reply& reply, std
 
 std::vector<std::string> ClusterConnection::masters() const {
   std::vector<std::string> out;
-  for (const auto& n : named_masters()) out.push_back(fmt::format("{}:{}", n->endpoint.host, n->endpoint.port));
+  for (const auto& n : named_masters()) out.push_back(hiredis_detail::describe(n->endpoint));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "endpoint_text.hpp"
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
@@ -21,7 +22,7 @@ struct Pass {
   std::size_t refused = 0;         // sentinels that refused our sentinel credentials
 };
 
-std::string where(const Endpoint& e) { return fmt::format("{}:{}", e.host, e.port); }
+using hiredis_detail::describe;
 
 // An error's text without the "redlimit: connection: " that the whole message starts with anyway.
 std::string_view short_what(const std::exception& e) {
@@ -60,13 +61,13 @@ bool ask_sentinel(const SentinelEndpoint& endpoint, const Endpoint& sentinel, Ti
   }
   if (r.is_error()) {
     if (refusal(r.str)) ++pass.refused;
-    pass.notes.push_back(fmt::format("{} answered {}", where(sentinel), detail::printable(r.str)));
+    pass.notes.push_back(fmt::format("{} answered {}", describe(sentinel), detail::printable(r.str)));
     return false;
   }
   ++pass.answered;
   if (r.type == Reply::Type::nil) {
     ++pass.unknown;
-    pass.notes.push_back(fmt::format("{}: unknown", where(sentinel)));
+    pass.notes.push_back(fmt::format("{}: unknown", describe(sentinel)));
     return false;
   }
   int port = 0;
@@ -75,7 +76,7 @@ bool ask_sentinel(const SentinelEndpoint& endpoint, const Endpoint& sentinel, Ti
     if (!p.empty() && p.size() <= 5 && p.find_first_not_of("0123456789") == std::string::npos) port = std::stoi(p);
   }
   if (port < 1 || port > 65535 || r.elements[0].str.empty()) {
-    pass.notes.push_back(fmt::format("{} answered an address we cannot read", where(sentinel)));
+    pass.notes.push_back(fmt::format("{} answered an address we cannot read", describe(sentinel)));
     return false;
   }
   found.host = r.elements[0].str;
@@ -97,11 +98,11 @@ bool confirm_master(const SentinelEndpoint& endpoint, const FoundMaster& found, 
   } catch (const AuthError&) {
     throw;
   } catch (const ConnectionError& e) {
-    pass.notes.push_back(fmt::format("{} named {}: {}", where(sentinel), where(master), short_what(e)));
+    pass.notes.push_back(fmt::format("{} named {}: {}", describe(sentinel), describe(master), short_what(e)));
     return false;
   }
   if (role.type == Reply::Type::array && !role.elements.empty() && role.elements[0].str == "master") return true;
-  pass.notes.push_back(fmt::format("{} named {}, whose ROLE is {}", where(sentinel), where(master),
+  pass.notes.push_back(fmt::format("{} named {}, whose ROLE is {}", describe(sentinel), describe(master),
                                    role.is_error()         ? detail::printable(role.str)
                                    : role.elements.empty() ? std::string("unknown")
                                                            : detail::printable(role.elements[0].str)));
