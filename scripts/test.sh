@@ -6,6 +6,8 @@
 #                                       # tests (tests/consumer/run.sh), then fuzz briefly
 #   scripts/test.sh --sanitize asan     # AddressSanitizer + UBSan build in build-asan/
 #   scripts/test.sh --sanitize tsan     # ThreadSanitizer build in build-tsan/
+#   scripts/test.sh --hiredis1          # against hiredis 1.2 with TLS, adding the TLS suite; with
+#                                       # --sanitize asan in build-asan-hiredis1/ (CI's second pass)
 #   scripts/test.sh --no-install        # never call apt-get (fail if something is missing)
 #   scripts/test.sh --no-fuzz           # skip the bounded libFuzzer run (scripts/fuzz.sh)
 #   scripts/test.sh -- -R integration   # anything after -- goes to ctest
@@ -14,9 +16,9 @@
 # The integration tests start their own throwaway redis-server on free loopback ports (never a
 # server someone else runs, never 6379 on purpose); none of them survives this script. The plain
 # pass runs the integration and fault suites a second time on Valkey 8, unpacked from Debian 12's
-# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched),
-# and the unit, integration and TLS suites in a second build ($BUILD_DIR-hiredis1) against hiredis
-# 1.2 with TLS, from Debian 13's packages (scripts/lib/hiredis1.sh).
+# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched).
+# --hiredis1 builds against hiredis 1.2 with TLS from Debian 13's packages, unpacked the same way
+# (scripts/lib/hiredis1.sh), which adds the TLS suite (tests/tls) to every other.
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
 # (seconds for the whole ctest run, default 2400), REDIS_SERVER (redis-server binary to test with),
 # FUZZ_SECONDS (per fuzz target, default 15), FUZZ_BUILD_DIR (the fuzzers' clang build, default
@@ -26,12 +28,13 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,25s/^# \{0,1\}//p' "$0"
+  sed -n '2,27s/^# \{0,1\}//p' "$0"
 }
 
 SANITIZE=""
 INSTALL=1
 FUZZ=1
+HIREDIS1=0
 CTEST_ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -50,6 +53,10 @@ while [[ $# -gt 0 ]]; do
       ;;
     --no-fuzz)
       FUZZ=0
+      shift
+      ;;
+    --hiredis1)
+      HIREDIS1=1
       shift
       ;;
     -h | --help)
@@ -109,29 +116,47 @@ else
   VALKEY_ARGS=("-DREDLIMIT_TEST_VALKEY_SERVER=")
 fi
 
+# hiredis 1.2 with TLS (--hiredis1): found through pkg-config files of our own, first on the path.
+HIREDIS1_ARGS=()
+if [[ $HIREDIS1 -eq 1 ]]; then
+  # shellcheck source=SCRIPTDIR/lib/hiredis1.sh
+  source "$ROOT/scripts/lib/hiredis1.sh"
+  hiredis1_deps="${DEPS_DIR:-$ROOT/build-deps}/hiredis-1.2"
+  HIREDIS1_LIBDIR="$(hiredis1_prepare "$hiredis1_deps" "$INSTALL")" || exit 1
+  export PKG_CONFIG_PATH="$hiredis1_deps/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # ON: a configure that did not find hiredis_ssl fails here, not silently later.
+  HIREDIS1_ARGS=(-DREDLIMIT_WITH_TLS=ON)
+fi
+
 # ---- 2. Configure and build ----------------------------------------------------------------------
-CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON "-DREDLIMIT_WERROR=${REDLIMIT_WERROR:-ON}")
+# Compiling is most of each pass on 2 cores. Line tables only (-g1) in every pass: stack traces
+# with file and line, at about 70% of the compile time of -g. The sanitizer builds optimize less:
+# TSan at -O1 (a file of the unit suite, decision_test.cpp: 19 s, against 30 at -O2 -g); ASan with
+# GCC's UBSan at -Og, as its checks make -O1 cost 2.5 times -O0 (the same file: 46 s at -O1, 26 at
+# -Og, 18 at -O0), and -Og runs close to -O1.
+CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLIMIT_BUILD_TESTS=ON "-DREDLIMIT_WERROR=${REDLIMIT_WERROR:-ON}"
+  "${HIREDIS1_ARGS[@]}")
+OPT="-O2 -g1"
 RUN_ENV=()
-# The sanitizer builds compile at -O1 with line tables only (-g1): about half the compile time of
-# -O2 -g, which dominates those passes on 2 cores, and still symbolized stack traces with lines.
-SANITIZER_OPT=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
+suffix=""
+[[ $HIREDIS1 -eq 0 ]] || suffix="-hiredis1"
 case "$SANITIZE" in
   "")
-    BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+    BUILD_DIR="${BUILD_DIR:-$ROOT/build$suffix}"
     ;;
   asan)
-    BUILD_DIR="${BUILD_DIR:-$ROOT/build-asan}"
+    BUILD_DIR="${BUILD_DIR:-$ROOT/build-asan$suffix}"
     flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-    CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags"
-      "${SANITIZER_OPT[@]}")
+    CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags")
+    OPT="-Og -g1"
     RUN_ENV+=("ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1}"
       "UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}")
     ;;
   tsan)
-    BUILD_DIR="${BUILD_DIR:-$ROOT/build-tsan}"
+    BUILD_DIR="${BUILD_DIR:-$ROOT/build-tsan$suffix}"
     flags="-fsanitize=thread -fno-omit-frame-pointer"
-    CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags"
-      "${SANITIZER_OPT[@]}")
+    CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags")
+    OPT="-O1 -g1"
     # tests/tsan.supp: libstdc++'s exception_ptr refcount, which TSan cannot see (see the file).
     RUN_ENV+=("TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/tsan.supp}")
     ;;
@@ -140,6 +165,7 @@ case "$SANITIZE" in
     exit 2
     ;;
 esac
+CMAKE_ARGS+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$OPT -DNDEBUG")
 
 # Keep the generator of an existing build directory; Ninja for a new one.
 if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
@@ -153,6 +179,9 @@ cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR_ARGS[@]}" "${CMAKE_ARGS[@]}" "${VA
 
 step "Building (-j${JOBS:-2})"
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}"
+if [[ $HIREDIS1 -eq 1 ]]; then
+  hiredis1_check_loaded "$BUILD_DIR" "$HIREDIS1_LIBDIR" || exit 1
+fi
 
 # ---- 3. Test -------------------------------------------------------------------------------------
 # The test harness writes the pid of every redis-server it starts into this directory (and removes
@@ -238,30 +267,7 @@ if [[ -z "$SANITIZE" ]]; then
   JOBS="${JOBS:-2}" bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR" || status=1
 fi
 
-# ---- 5. hiredis 1.2 and TLS ----------------------------------------------------------------------
-# Newer systems have hiredis 1.x (Debian 13: 1.2.0, with libhiredis_ssl), the only hiredis redlimit
-# speaks TLS (rediss://) on. A second build against it, unpacked from Debian 13's packages into
-# build-deps/ (scripts/lib/hiredis1.sh; the system keeps its 0.14 and its apt sources), runs the
-# unit and integration suites and the TLS suite (tests/tls: redis-server 7.0 with --tls-port and
-# certificates made by openssl for the run). Plain pass only; a package that cannot be fetched
-# fails the run.
-if [[ -z "$SANITIZE" ]]; then
-  step "hiredis 1.2 (Debian 13's libhiredis-dev) and TLS: unit, integration and TLS tests"
-  hiredis1_start=$SECONDS
-  # shellcheck source=SCRIPTDIR/lib/hiredis1.sh
-  source "$ROOT/scripts/lib/hiredis1.sh"
-  hiredis1_status=0
-  hiredis1_pass "${DEPS_DIR:-$ROOT/build-deps}/hiredis-1.2" "${BUILD_DIR%/}-hiredis1" "$INSTALL" "${RUN_ENV[@]}" ||
-    hiredis1_status=1
-  printf '==> hiredis 1.2 + TLS pass: %d s wall time, %s\n' "$((SECONDS - hiredis1_start))" \
-    "$([[ $hiredis1_status -eq 0 ]] && echo ok || echo FAILED)"
-  if [[ $hiredis1_status -ne 0 ]]; then
-    status=1
-    report_failures "${BUILD_DIR%/}-hiredis1/Testing/Temporary/LastTest.log" "${BUILD_DIR%/}-hiredis1 (hiredis 1.2 + TLS)"
-  fi
-fi
-
-# ---- 6. Fuzz (bounded) ---------------------------------------------------------------------------
+# ---- 5. Fuzz (bounded) ---------------------------------------------------------------------------
 # The parsers and the reply decoder under libFuzzer with ASan+UBSan, FUZZ_SECONDS per target, built
 # with clang in a directory of their own (fuzz.sh reconfigures its BUILD_DIR with clang++).
 if [[ $FUZZ -eq 1 && -z "$SANITIZE" ]]; then

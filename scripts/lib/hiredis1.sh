@@ -1,16 +1,14 @@
 # shellcheck shell=bash
-# The hiredis 1.2 + TLS pass of scripts/test.sh (sourced by it; uses its ROOT, CMAKE_ARGS, JOBS,
-# CTEST_JOBS and TEST_TIMEOUT):
+# hiredis 1.2 with TLS for scripts/test.sh --hiredis1 (sourced by it; uses its ROOT):
 #
-#   hiredis1_pass DEPS_DIR BUILD_DIR INSTALL [ENV=VALUE...]
+#   hiredis1_prepare DEPS_DIR INSTALL        # prints the library directory
+#   hiredis1_check_loaded BUILD_DIR LIBDIR   # the test binaries load that library
 #
-# Unpacks Debian 13's libhiredis-dev and libhiredis1.1.0 (hiredis 1.2.0 with libhiredis_ssl) into
-# DEPS_DIR with scripts/lib/extra_debs.sh (INSTALL=1; the system's apt sources and its hiredis 0.14
-# untouched), writes pkg-config files that point there (the packaged ones say prefix=/usr, which
-# would find the system's 0.14), builds redlimit's unit, integration and TLS tests in BUILD_DIR
-# against it, checks that the configure found TLS and that the binaries load hiredis 1.x, and runs
-# the three suites (ctest labels unit, integration, tls). Returns non-zero with a message on any
-# failure, a package that cannot be fetched included.
+# hiredis1_prepare unpacks Debian 13's libhiredis-dev and libhiredis1.1.0 (hiredis 1.2.0 with
+# libhiredis_ssl) into DEPS_DIR with scripts/lib/extra_debs.sh (INSTALL=1; the system's apt sources
+# and its hiredis 0.14 untouched) and writes pkg-config files that point there (the packaged ones say
+# prefix=/usr, which would find the system's 0.14): DEPS_DIR/pkgconfig goes first on PKG_CONFIG_PATH.
+# Each returns non-zero with a message on any failure, a package that cannot be fetched included.
 
 # shellcheck source=SCRIPTDIR/extra_debs.sh
 source "$ROOT/scripts/lib/extra_debs.sh"
@@ -47,38 +45,23 @@ hiredis1_pkgconfig() {
   echo "$libdir"
 }
 
-hiredis1_pass() {
-  local deps="$1" build="$2" install="$3"
-  shift 3
-  local run_env=("$@")
+hiredis1_prepare() {
+  local deps="$1" install="$2"
   if [[ $install -eq 1 ]]; then
-    extra_debs test.sh "$deps" trixie libhiredis-dev libhiredis1.1.0 || return 1
+    extra_debs test.sh "$deps" trixie libhiredis-dev libhiredis1.1.0 >&2 || return 1
   fi
-  local libdir
-  libdir="$(hiredis1_pkgconfig "$deps")" || return 1
+  hiredis1_pkgconfig "$deps"
+}
 
-  local generator=()
-  [[ -f "$build/CMakeCache.txt" ]] || generator=(-G Ninja)
-  # REDLIMIT_WITH_TLS=ON: a build that did not find hiredis_ssl fails here, not silently later.
-  PKG_CONFIG_PATH="$deps/pkgconfig" cmake -S "$ROOT" -B "$build" "${generator[@]}" "${CMAKE_ARGS[@]}" \
-    -DREDLIMIT_WITH_TLS=ON -DREDLIMIT_BUILD_EXAMPLES=OFF -DREDLIMIT_TEST_VALKEY_SERVER= || return 1
-  # Only what this pass runs (the fault, cluster and consumer suites run in the plain pass).
-  # (the labels also take the CLI's test, labelled integration, and the accuracy tool's, labelled unit)
-  # (and the micro benchmark's smoke run, labelled unit, where Google Benchmark was found)
-  local targets=(redlimit_unit_tests redlimit_header_only_test redlimit_integration_tests redlimit_tls_tests
-    redlimit_cli_tests redlimit_accuracy)
-  if cmake --build "$build" --target help | grep -q '^redlimit_micro_smoke:'; then targets+=(redlimit_micro_smoke); fi
-  cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" || return 1
-  # The binaries must load the 1.2 library (their RPATH points at $libdir), not the system's 0.14.
-  local bin loaded
+# The binaries must load the 1.2 library (their RPATH points at LIBDIR), not the system's 0.14: a
+# build directory configured earlier against 0.14 keeps its cached pkg-config result.
+hiredis1_check_loaded() {
+  local build="$1" libdir="$2" bin loaded
   for bin in redlimit_unit_tests redlimit_integration_tests redlimit_tls_tests; do
     loaded="$(ldd "$build/tests/$bin" | awk '/libhiredis\.so/ { print $3 }')"
     if [[ "$loaded" != "$libdir"/* ]]; then
-      echo "test.sh: $bin loads hiredis from '$loaded', not from $libdir" >&2
+      echo "test.sh: $bin loads hiredis from '$loaded', not from $libdir (use a new build directory)" >&2
       return 1
     fi
   done
-  rm -f "$build/Testing/Temporary/LastTest.log"  # test.sh summarises the failures of this run only
-  (cd "$build" && env "${run_env[@]}" timeout --kill-after=30 "${TEST_TIMEOUT:-2400}" \
-    ctest --output-on-failure --no-tests=error -j "${CTEST_JOBS:-2}" -L '^(unit|integration|tls)$')
 }

@@ -26,8 +26,8 @@ namespace {
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
 
-constexpr auto kDeadline = 200ms;
-constexpr auto kMargin = 300ms;  // a loaded 2-core CI box
+constexpr auto kStallDeadline = 200ms;
+constexpr auto kStallMargin = 300ms;  // a loaded 2-core CI box
 constexpr auto kStall = 700ms;   // under scripts/cluster.sh's cluster-node-timeout (1 s): no failover
 
 // `n` subjects of `fw` whose slots the master on `port` serves (or, with `on` false, does not serve).
@@ -69,8 +69,8 @@ Worst hammer(const redlimit::Strategy& fw, const std::vector<std::string>& who, 
 // health-check PING to a stopped node.
 redlimit::Options stall_options() {
   redlimit::Options o;
-  o.command_timeout = kDeadline;
-  o.connect_timeout = kDeadline;
+  o.command_timeout = kStallDeadline;
+  o.connect_timeout = kStallDeadline;
   o.on_failure = redlimit::OnFailure::fail_open;
   o.pool.health_check_interval = 0ms;
   return o;
@@ -125,10 +125,11 @@ TEST(ClusterStall, OneStoppedMasterSlowsOnlyItsSlotsAndNeverPastTheDeadline) {
               static_cast<long long>(h.took.count()));
   EXPECT_GT(s.from_policy, 0) << "the stalled master's subjects should have met the deadline";
   EXPECT_EQ(s.errors + h.errors, 0) << "fail_open answers every outage";
-  EXPECT_LT(s.took.count(), (kDeadline + kMargin).count()) << "a call on the stalled slots outlived its deadline";
+  EXPECT_LT(s.took.count(), (kStallDeadline + kStallMargin).count())
+      << "a call on the stalled slots outlived its deadline";
   EXPECT_GT(h.calls, 0);
   EXPECT_EQ(h.from_policy, 0) << "a healthy master's subjects were answered without Redis";
-  EXPECT_LT(h.took.count(), (kDeadline + kMargin).count());
+  EXPECT_LT(h.took.count(), (kStallDeadline + kStallMargin).count());
 
   // Resumed: Redis decides the stalled master's subjects again within a bounded time.
   redlimit::Source source = redlimit::Source::failure_policy;
@@ -190,7 +191,7 @@ TEST(ClusterStall, ABatchReachesTheOtherMastersWhileItsFirstMasterIsStopped) {
   std::printf("[ stall ] batch of 12, its first master (%d) stopped: %d of 8 decided by the live masters, %lld ms\n",
               victim, from_redis, static_cast<long long>(took.count()));
   EXPECT_EQ(from_redis, 8);
-  EXPECT_LT(took.count(), (kDeadline + kMargin).count());
+  EXPECT_LT(took.count(), (kStallDeadline + kStallMargin).count());
 }
 
 // A master's share that stalls midway: a blocking command (BLPOP on an empty list, for longer than
@@ -220,7 +221,7 @@ TEST(ClusterStall, AShareThatStallsMidwayKeepsTheRepliesReadBeforeTheStall) {
   EXPECT_EQ(replies[0].integer, 1) << replies[0].str;
   EXPECT_TRUE(redlimit::is_transit_failure(replies[1])) << replies[1].str;
   EXPECT_EQ(replies[2].integer, 1) << replies[2].str;
-  EXPECT_LT(took.count(), (kDeadline + kMargin).count());
+  EXPECT_LT(took.count(), (kStallDeadline + kStallMargin).count());
   EXPECT_EQ(raw(owner_port(slot(first)), {"GET", first}).str, "1");  // sent once
 }
 

@@ -41,7 +41,9 @@ cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" | head -n 
 CXX="$(cache_value CMAKE_CXX_COMPILER)"
 CXX="${CXX:-c++}"
 LAUNCHER="$(cache_value CMAKE_CXX_COMPILER_LAUNCHER)"
-CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX")
+# No build type (no optimization flags): what these check is how the package is found, included and
+# linked, and add_subdirectory compiles the whole library, which at -O3 takes several times as long.
+CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_COMPILER="$CXX")
 [[ -n "$LAUNCHER" ]] && CMAKE_ARGS+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$LAUNCHER")
 
 TMP="$(mktemp -d /tmp/redlimit-consumer.XXXXXX)"

@@ -26,7 +26,7 @@ using redlimit_faults::must;
 using redlimit_faults::raw;
 using redlimit_faults::RestartableServer;
 
-redlimit::Options options() {
+redlimit::Options breaker_options() {
   redlimit::Options o;
   o.on_failure = OnFailure::fail_open;
   o.breaker_threshold = 2;
@@ -48,7 +48,7 @@ struct Case {
 void replay(const Case& c) {
   SCOPED_TRACE(c.name);
   RestartableServer server;
-  auto limiter = redlimit::RateLimiter::connect(server.url(), options());
+  auto limiter = redlimit::RateLimiter::connect(server.url(), breaker_options());
   const auto fw = limiter.fixed_window(std::string("breaker-") + c.name, Limit::per_minute(1000));
   ASSERT_EQ(fw.consume("u").source, Source::primary);
 

@@ -24,15 +24,15 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kDeadline = 200ms;
-constexpr auto kMargin = 300ms;  // a loaded 2-core CI box; in practice the worst call is ~deadline
-constexpr int kThreads = 8;
+constexpr auto kCallDeadline = 200ms;
+constexpr auto kCallMargin = 300ms;  // a loaded 2-core CI box; in practice the worst call is ~deadline
+constexpr int kCallerThreads = 8;
 constexpr std::size_t kPoolSize = 2;
 
 redlimit::Options deadline_options() {
   redlimit::Options o;
-  o.command_timeout = kDeadline;
-  o.connect_timeout = kDeadline;
+  o.command_timeout = kCallDeadline;
+  o.connect_timeout = kCallDeadline;
   o.on_failure = redlimit::OnFailure::fail_open;  // every call comes back with a decision
   o.breaker_threshold = 0;                        // every call goes to Redis: none is short-circuited
   o.pool.size = kPoolSize;                        // wait_timeout stays at its default, 1 s
@@ -40,12 +40,12 @@ redlimit::Options deadline_options() {
   return o;
 }
 
-redlimit::RedisConnection raw(redlimit_test::RedisServer& server, std::chrono::milliseconds timeout) {
+redlimit::RedisConnection raw_client(redlimit_test::RedisServer& server, std::chrono::milliseconds timeout) {
   return redlimit::RedisConnection(redlimit::parse_url(server.url()), 2000ms, timeout);
 }
 
-bool wait_until_stalled(redlimit_test::RedisServer& server) {
-  auto probe = raw(server, 50ms);
+bool wait_for_stall(redlimit_test::RedisServer& server) {
+  auto probe = raw_client(server, 50ms);
   const auto until = Clock::now() + 10s;
   while (Clock::now() < until) {
     try {
@@ -66,13 +66,13 @@ struct Worst {
   int from_policy = 0;
 };
 
-// kThreads threads call for `length` (half consume, half consume_many of three subjects); returns
+// kCallerThreads threads call for `length` (half consume, half consume_many of three subjects); returns
 // the slowest call of each kind.
-Worst hammer(const redlimit::FixedWindow& fw, std::chrono::milliseconds length) {
-  std::vector<Worst> per_thread(kThreads);
+Worst hammer_for(const redlimit::FixedWindow& fw, std::chrono::milliseconds length) {
+  std::vector<Worst> per_thread(kCallerThreads);
   std::vector<std::thread> threads;
   const auto until = Clock::now() + length;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < kCallerThreads; ++t) {
     threads.emplace_back([&, t] {
       Worst& w = per_thread[static_cast<std::size_t>(t)];
       const std::string s = "t" + std::to_string(t);
@@ -108,31 +108,32 @@ Worst hammer(const redlimit::FixedWindow& fw, std::chrono::milliseconds length) 
 }
 
 void report(const char* stall, const Worst& w) {
-  std::printf("[ deadline ] %s, %d threads over %zu connections: worst consume %lld ms, worst consume_many %lld ms "
-              "(%d calls, %d decisions from the failure policy)\n",
-              stall, kThreads, kPoolSize, static_cast<long long>(w.single.count()),
-              static_cast<long long>(w.batch.count()), w.calls, w.from_policy);
+  std::printf(
+      "[ deadline ] %s, %d threads over %zu connections: worst consume %lld ms, worst consume_many %lld ms "
+      "(%d calls, %d decisions from the failure policy)\n",
+      stall, kCallerThreads, kPoolSize, static_cast<long long>(w.single.count()),
+      static_cast<long long>(w.batch.count()), w.calls, w.from_policy);
 }
 
 TEST(Deadline, DebugSleepEveryCallWithinTheDeadlineWithMoreThreadsThanConnections) {
   redlimit_test::RedisServer server;
   auto limiter = redlimit::RateLimiter::connect(server.url(), deadline_options());
   auto fw = limiter.fixed_window("deadline", redlimit::Limit::per_hour(1000000));
-  hammer(fw, 100ms);  // both connections open, the script loaded
+  hammer_for(fw, 100ms);  // both connections open, the script loaded
   std::thread sleeper([&] {
     try {
-      auto c = raw(server, 0ms);
+      auto c = raw_client(server, 0ms);
       c.command({"DEBUG", "SLEEP", "3"});
     } catch (...) {
     }
   });
-  ASSERT_TRUE(wait_until_stalled(server));
-  const Worst w = hammer(fw, 1500ms);
+  ASSERT_TRUE(wait_for_stall(server));
+  const Worst w = hammer_for(fw, 1500ms);
   sleeper.join();
   report("DEBUG SLEEP", w);
   EXPECT_GT(w.from_policy, 0);
-  EXPECT_LT(w.single.count(), (kDeadline + kMargin).count());
-  EXPECT_LT(w.batch.count(), (kDeadline + kMargin).count());
+  EXPECT_LT(w.single.count(), (kCallDeadline + kCallMargin).count());
+  EXPECT_LT(w.batch.count(), (kCallDeadline + kCallMargin).count());
   // Back: decisions come from Redis again.
   EXPECT_EQ(fw.consume("after").source, redlimit::Source::primary);
 }
@@ -141,14 +142,14 @@ TEST(Deadline, ClientPauseEveryCallWithinTheDeadlineWithMoreThreadsThanConnectio
   redlimit_test::RedisServer server;
   auto limiter = redlimit::RateLimiter::connect(server.url(), deadline_options());
   auto fw = limiter.fixed_window("deadline", redlimit::Limit::per_hour(1000000));
-  hammer(fw, 100ms);
-  auto admin = raw(server, 2000ms);
+  hammer_for(fw, 100ms);
+  auto admin = raw_client(server, 2000ms);
   ASSERT_EQ(admin.command({"CLIENT", "PAUSE", "2500", "ALL"}).type, redlimit::Reply::Type::status);
-  const Worst w = hammer(fw, 1500ms);
+  const Worst w = hammer_for(fw, 1500ms);
   report("CLIENT PAUSE", w);
   EXPECT_GT(w.from_policy, 0);
-  EXPECT_LT(w.single.count(), (kDeadline + kMargin).count());
-  EXPECT_LT(w.batch.count(), (kDeadline + kMargin).count());
+  EXPECT_LT(w.single.count(), (kCallDeadline + kCallMargin).count());
+  EXPECT_LT(w.batch.count(), (kCallDeadline + kCallMargin).count());
   admin.command({"CLIENT", "UNPAUSE"});
   EXPECT_EQ(fw.consume("after").source, redlimit::Source::primary);
 }

@@ -37,7 +37,7 @@ redlimit::Decision consume_across_restart(const redlimit::FixedWindow& fw) {
 
 // A clock held still: the decisions before and after a restart or a promotion (seconds apart) are
 // in one window even when the run crosses the hour.
-redlimit::Options options() {
+redlimit::Options persist_options() {
   redlimit::Options o;
   o.pool.size = 1;
   o.breaker_threshold = 0;
@@ -63,7 +63,7 @@ AfterRestart restart_and_consume(RestartableServer& server, const redlimit::Fixe
 
 TEST(FunctionsPersist, ARestartFromRdbKeepsTheLibraryAndTheCount) {
   RestartableServer server;
-  auto limiter = redlimit::RateLimiter::connect(server.url(), options());
+  auto limiter = redlimit::RateLimiter::connect(server.url(), persist_options());
   const auto fw = limiter.fixed_window("persist", redlimit::Limit::per_hour(10));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(fw.consume("s").allowed);
   ASSERT_EQ(limiter.health().scripts, ScriptPath::functions);
@@ -76,7 +76,7 @@ TEST(FunctionsPersist, ARestartFromRdbKeepsTheLibraryAndTheCount) {
 
 TEST(FunctionsPersist, TheEvalshaPathMeetsNoscriptAfterTheSameRestart) {
   RestartableServer server;
-  redlimit::Options o = options();
+  redlimit::Options o = persist_options();
   o.redis_functions = false;
   auto limiter = redlimit::RateLimiter::connect(server.url(), o);
   const auto fw = limiter.fixed_window("persist", redlimit::Limit::per_hour(10));
@@ -91,7 +91,7 @@ TEST(FunctionsPersist, APromotedReplicaHasTheLibrary) {
   RestartableServer primary, replica;
   auto admin = raw(replica.url());
   must(admin, {"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
-  auto limiter = redlimit::RateLimiter::connect(primary.url(), options());
+  auto limiter = redlimit::RateLimiter::connect(primary.url(), persist_options());
   const auto fw = limiter.fixed_window("promote", redlimit::Limit::per_hour(10));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(fw.consume("s").allowed);
   // Wait (bounded) until the replica has the writes, then promote it.
@@ -108,7 +108,7 @@ TEST(FunctionsPersist, APromotedReplicaHasTheLibrary) {
                                                           std::chrono::milliseconds(2000),
                                                           std::chrono::milliseconds(2000));
   conn->set_script_path(ScriptPath::functions);
-  redlimit::RateLimiter promoted(conn, options());
+  redlimit::RateLimiter promoted(conn, persist_options());
   const auto fw2 = promoted.fixed_window("promote", redlimit::Limit::per_hour(10));
   EXPECT_EQ(fw2.consume("s").remaining, 6);
   EXPECT_EQ(calls_of(admin, "fcall"), 1);

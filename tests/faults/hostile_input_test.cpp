@@ -35,7 +35,7 @@ using namespace std::string_literals;
 using redlimit::Decision;
 using redlimit::Limit;
 
-constexpr redlimit::Micros kT0{1'699'999'200'000'000};
+constexpr redlimit::Micros kHostileT0{1'699'999'200'000'000};
 
 // CLUSTER KEYSLOT needs cluster support on (Redis 7.0 refuses it otherwise): a lone redis-server
 // with cluster-enabled yes answers it without any slot assigned. Killed with the test process.
@@ -170,7 +170,7 @@ class HostileInput : public ::testing::Test {
   }
 
   redlimit_test::RedisServer server;
-  std::shared_ptr<redlimit::ManualClock> clock = std::make_shared<redlimit::ManualClock>(kT0);
+  std::shared_ptr<redlimit::ManualClock> clock = std::make_shared<redlimit::ManualClock>(kHostileT0);
   std::unique_ptr<redlimit::RateLimiter> limiter;
 };
 

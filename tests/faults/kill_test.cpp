@@ -34,7 +34,7 @@ using redlimit::Limit;
 using redlimit::Source;
 using Clock = std::chrono::steady_clock;
 
-constexpr redlimit::Micros kT0{1'699'999'200'000'000};
+constexpr redlimit::Micros kKillT0{1'699'999'200'000'000};
 
 using redlimit_faults::raw;
 using redlimit_faults::RestartableServer;
@@ -99,7 +99,7 @@ std::int64_t command_calls(redlimit::Connection& c, const std::string& command) 
 // Long on purpose: load threads, a killer thread and the checks of one scenario, read in order.
 TEST(Kill, ClientKillLoopNeverOverAdmitsNorReadsOutOfStep) {
   redlimit_test::RedisServer server;
-  auto clock = std::make_shared<redlimit::ManualClock>(kT0);  // never moves: one window
+  auto clock = std::make_shared<redlimit::ManualClock>(kKillT0);  // never moves: one window
   redlimit::Options o;
   o.clock = clock;
   o.pool.size = 4;
@@ -180,7 +180,7 @@ TEST(Kill, ClientKillLoopNeverOverAdmitsNorReadsOutOfStep) {
 
 TEST(Kill, MixedWorkloadWithClientsKilledMidCallLeavesNoKeyWithoutTtl) {
   redlimit_test::RedisServer server;
-  auto clock = std::make_shared<redlimit::ManualClock>(kT0);
+  auto clock = std::make_shared<redlimit::ManualClock>(kKillT0);
   redlimit::Options o;
   o.clock = clock;
   o.pool.size = 4;
@@ -301,7 +301,7 @@ TEST(Restart, ServerRestartUnderLoadResumesWithinBoundAndReloadsScripts) {
 
 TEST(ScriptFlush, FlushLoopUnderLoadEveryCallSucceedsAndNothingIsCountedTwice) {
   redlimit_test::RedisServer server;
-  auto clock = std::make_shared<redlimit::ManualClock>(kT0);
+  auto clock = std::make_shared<redlimit::ManualClock>(kKillT0);
   redlimit::Options o;
   o.clock = clock;
   o.redis_functions = false;  // SCRIPT FLUSH empties what EVALSHA calls

@@ -22,11 +22,11 @@ using redlimit::OnFailure;
 using redlimit::Source;
 using redlimit_faults::RestartableServer;
 
-constexpr std::chrono::microseconds kT0{1'699'999'200'000'000};
+constexpr std::chrono::microseconds kLeaseT0{1'699'999'200'000'000};
 
 TEST(LeaseOutage, ALeaseDecidesThroughAnOutageThenTheFailurePolicyDoes) {
   RestartableServer server;
-  auto clock = std::make_shared<redlimit::ManualClock>(kT0);
+  auto clock = std::make_shared<redlimit::ManualClock>(kLeaseT0);
   redlimit::Options o;
   o.clock = clock;
   o.on_failure = OnFailure::fail_closed;

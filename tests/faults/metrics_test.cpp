@@ -19,7 +19,7 @@ using redlimit::Limit;
 using redlimit::Operation;
 using redlimit::Source;
 
-constexpr redlimit::Micros kT0{1'699'999'200'000'000};
+constexpr redlimit::Micros kMetricsT0{1'699'999'200'000'000};
 
 struct Event {
   std::string resource;
@@ -59,7 +59,7 @@ TEST(Metrics, ShadowModeAdmitsReportsAndCountsEveryOperation) {
   redlimit_test::RedisServer server;
   auto sink = std::make_shared<RecordingSink>();
   redlimit::Options o;
-  o.clock = std::make_shared<redlimit::ManualClock>(kT0);
+  o.clock = std::make_shared<redlimit::ManualClock>(kMetricsT0);
   o.shadow = true;
   o.metrics = sink;
   auto limiter = redlimit::RateLimiter::connect(server.url(), o);

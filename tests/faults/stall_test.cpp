@@ -25,13 +25,13 @@ using redlimit::OnFailure;
 using redlimit::Source;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kDeadline = 200ms;
-constexpr auto kMargin = 1500ms;  // loaded 2-core CI box
+constexpr auto kStallDeadline = 200ms;
+constexpr auto kStallMargin = 1500ms;  // loaded 2-core CI box
 
 redlimit::Options stall_options(OnFailure policy, int breaker_threshold = 0) {
   redlimit::Options o;
-  o.command_timeout = kDeadline;
-  o.connect_timeout = kDeadline;
+  o.command_timeout = kStallDeadline;
+  o.connect_timeout = kStallDeadline;
   o.on_failure = policy;
   o.breaker_threshold = breaker_threshold;
   o.pool.size = 1;  // one connection: the same slot must time out, reconnect and time out again
@@ -119,8 +119,8 @@ TEST(Stall, DebugSleepRaiseThrowsTimeoutWithinDeadlineAndAgainAfterReconnect) {
     DebugSleep sleep(server, 2);
     ASSERT_TRUE(sleep.stalled());
     const auto took = timed([&] { EXPECT_THROW(fw.consume("u"), redlimit::TimeoutError); });
-    EXPECT_LT(took, kDeadline + kMargin);
-    EXPECT_GE(took, kDeadline - 20ms);
+    EXPECT_LT(took, kStallDeadline + kStallMargin);
+    EXPECT_GE(took, kStallDeadline - 20ms);
     sleep.join();
     // Back: the next call decides on Redis, on a fresh connection, with no stale reply in the way.
     const Decision d = fw.consume("u");
@@ -148,7 +148,7 @@ TEST(Stall, DebugSleepFailOpenAdmitsFromPolicyWithinDeadline) {
   ASSERT_TRUE(sleep.stalled());
   Decision d;
   const auto took = timed([&] { d = fw.consume("u"); });
-  EXPECT_LT(took, kDeadline + kMargin);
+  EXPECT_LT(took, kStallDeadline + kStallMargin);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.source, Source::failure_policy);
   sleep.join();
@@ -173,7 +173,7 @@ TEST(Stall, DebugSleepFailClosedRejectsFromPolicyWithinDeadline) {
   Decision d;
   d.allowed = true;
   const auto took = timed([&] { d = fw.consume("u"); });
-  EXPECT_LT(took, kDeadline + kMargin);
+  EXPECT_LT(took, kStallDeadline + kStallMargin);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.source, Source::failure_policy);
   EXPECT_EQ(d.retry_after, std::chrono::microseconds(1s));  // no breaker: 1 s
@@ -198,7 +198,7 @@ TEST(Stall, DebugSleepFallbackDecidesInMemoryWithTheSameSemantics) {
   const auto took = timed([&] {
     for (auto& x : d) x = fw.consume("u");
   });
-  EXPECT_LT(took, 3 * kDeadline + kMargin);
+  EXPECT_LT(took, 3 * kStallDeadline + kStallMargin);
   for (const auto& x : d) EXPECT_EQ(x.source, Source::fallback);
   EXPECT_TRUE(d[0].allowed);
   EXPECT_EQ(d[0].remaining, 1);
@@ -225,7 +225,7 @@ TEST(Stall, ClientPauseReturnsWithinDeadlineAndRecovers) {
   }
   Decision d;
   const auto took = timed([&] { d = fw.consume("u"); });
-  EXPECT_LT(took, kDeadline + kMargin);
+  EXPECT_LT(took, kStallDeadline + kStallMargin);
   EXPECT_EQ(d.source, Source::failure_policy);
   EXPECT_TRUE(d.allowed);
   const auto recovered = until_primary(fw, "u");
@@ -288,7 +288,7 @@ TEST(Stall, SigstopOpensTheBreakerAndAProbeClosesItAfterSigcont) {
     Decision d;
     d.allowed = true;
     const auto took = timed([&] { d = fw.consume("u"); });
-    EXPECT_LT(took, kDeadline + kMargin);
+    EXPECT_LT(took, kStallDeadline + kStallMargin);
     EXPECT_FALSE(d.allowed);
     EXPECT_EQ(d.source, Source::failure_policy);
   }
@@ -297,7 +297,7 @@ TEST(Stall, SigstopOpensTheBreakerAndAProbeClosesItAfterSigcont) {
   for (int i = 0; i < 3; ++i) {
     Decision d;
     const auto took = timed([&] { d = fw.consume("u"); });
-    EXPECT_LT(took, 100ms + kMargin / 3);
+    EXPECT_LT(took, 100ms + kStallMargin / 3);
     EXPECT_FALSE(d.allowed);
     EXPECT_EQ(d.source, Source::failure_policy);
     EXPECT_EQ(d.retry_after, std::chrono::microseconds(300ms));

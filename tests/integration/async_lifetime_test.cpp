@@ -9,7 +9,7 @@
 namespace redlimit_test {
 namespace {
 
-constexpr int kCalls = 5000;
+constexpr int kLifetimeCalls = 5000;
 
 class AsyncLifetimeTest : public AsyncTest {
  protected:
@@ -35,12 +35,12 @@ class AsyncLifetimeTest : public AsyncTest {
     EXPECT_EQ(tally->done, tally->expected) << "a callback ran twice";
   }
 
-  // Five CLIENT KILLs, each under kCalls calls in flight, with no command deadline.
+  // Five CLIENT KILLs, each under kLifetimeCalls calls in flight, with no command deadline.
   template <class Loop>
   void kill_cycles() {
     constexpr int kCycles = 5;
     Loop loop;
-    auto tally = std::make_shared<Tally>(kCycles * kCalls);
+    auto tally = std::make_shared<Tally>(kCycles * kLifetimeCalls);
     std::future<void> all_done = tally->all_done.get_future();
     {
       AsyncOptions o;
@@ -55,7 +55,7 @@ class AsyncLifetimeTest : public AsyncTest {
         const Reply id_reply = get_within(id);
         ASSERT_EQ(id_reply.type, Reply::Type::integer);
         const auto handed = redis->stats().commands;
-        for (int i = 0; i < kCalls; ++i) {
+        for (int i = 0; i < kLifetimeCalls; ++i) {
           fw.consume_async("c", 1, [tally](const Decision& d, std::exception_ptr e) { tally->record(d, e); });
         }
         wait_handed(*redis, handed + 500);
@@ -64,7 +64,7 @@ class AsyncLifetimeTest : public AsyncTest {
         while (true) {  // this cycle's calls all ended before the next kill
           {
             std::lock_guard<std::mutex> lock(tally->mutex);
-            if (tally->done >= (cycle + 1) * kCalls) break;
+            if (tally->done >= (cycle + 1) * kLifetimeCalls) break;
           }
           ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "cycle " << cycle << ": callbacks lost";
           std::this_thread::sleep_for(1ms);
@@ -75,11 +75,11 @@ class AsyncLifetimeTest : public AsyncTest {
     loop.stop();
   }
 
-  // kCalls in flight, then `let_go` (which drops or closes the client); every callback runs once.
+  // kLifetimeCalls in flight, then `let_go` (which drops or closes the client); every callback runs once.
   template <class Loop, class LetGo>
   void let_go_in_flight(LetGo let_go) {
     Loop loop;
-    auto tally = std::make_shared<Tally>(kCalls);
+    auto tally = std::make_shared<Tally>(kLifetimeCalls);
     std::future<void> all_done = tally->all_done.get_future();
     std::weak_ptr<AsyncRedis> weak;
     {
@@ -90,7 +90,7 @@ class AsyncLifetimeTest : public AsyncTest {
         rl.attach_async(redis);
         const auto fw = rl.fixed_window("async.lifetime", Limit::per_minute(100));
         loop.start();
-        for (int i = 0; i < kCalls; ++i) {
+        for (int i = 0; i < kLifetimeCalls; ++i) {
           fw.consume_async("l", 1, [tally](const Decision& d, std::exception_ptr e) { tally->record(d, e); });
         }
       }  // the limiter is gone: only `redis` and the calls in flight hold the AsyncRedis

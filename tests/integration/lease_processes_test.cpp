@@ -18,7 +18,7 @@
 namespace redlimit_test {
 namespace {
 
-constexpr long long kLimit = 2'000, kWindowMs = 200, kThreads = 2;
+constexpr long long kLeaseLimit = 2'000, kWindowMs = 200, kLeaseThreads = 2;
 
 struct Outcome {
   std::map<long long, long long> admitted;  // by window, all processes
@@ -40,8 +40,8 @@ class LeaseProcessesTest : public RedisTest {
     std::vector<FILE*> workers;
     for (const long long die : die_ms) {
       std::ostringstream cmd;
-      cmd << REDLIMIT_LEASE_WORKER << ' ' << server().url() << ' ' << kLimit << ' ' << kWindowMs << ' ' << first << ' '
-          << windows << ' ' << kThreads << ' ' << rate << " 1";
+      cmd << REDLIMIT_LEASE_WORKER << ' ' << server().url() << ' ' << kLeaseLimit << ' ' << kWindowMs << ' ' << first
+          << ' ' << windows << ' ' << kLeaseThreads << ' ' << rate << " 1";
       if (die >= 0) cmd << ' ' << die;
       FILE* f = popen(cmd.str().c_str(), "r");
       EXPECT_NE(f, nullptr) << cmd.str();
@@ -70,28 +70,29 @@ class LeaseProcessesTest : public RedisTest {
 
 TEST_F(LeaseProcessesTest, FourProcessesNeverAdmitPastTheLimitInAnyWindow) {
   constexpr long long kWindows = 20, kProcesses = 4;
-  const double offered = 1.5 * kLimit * 1000.0 / kWindowMs;  // requests a second, all processes together
+  const double offered = 1.5 * kLeaseLimit * 1000.0 / kWindowMs;  // requests a second, all processes together
   const long long first = first_window();
   const Outcome r = run(first, kWindows, offered / kProcesses, std::vector<long long>(kProcesses, -1));
   for (const int s : r.status) EXPECT_EQ(s, 0);
   ASSERT_FALSE(r.admitted.empty());
   long long total = 0, worst_under = 0, full_windows = 0, under_sum = 0;
   for (const auto& [w, n] : r.admitted) {
-    EXPECT_LE(n, kLimit) << "window " << w << " admitted " << n << " of " << kLimit;
+    EXPECT_LE(n, kLeaseLimit) << "window " << w << " admitted " << n << " of " << kLeaseLimit;
     total += n;
     if (w > first && w < first + kWindows - 1) {  // whole windows of offered load
       ++full_windows;
-      under_sum += kLimit - n;
-      worst_under = std::max(worst_under, kLimit - n);
+      under_sum += kLeaseLimit - n;
+      worst_under = std::max(worst_under, kLeaseLimit - n);
     }
   }
   EXPECT_GT(r.local, r.remote) << "most decisions should come from leases";
   EXPECT_GT(r.leases, 0u);
-  std::cout << "[ leases ] " << kProcesses << " processes x " << kThreads << " threads, limit " << kLimit << " per "
-            << kWindowMs << " ms, offered 1.5x: admitted " << total << " in " << r.admitted.size()
+  std::cout << "[ leases ] " << kProcesses << " processes x " << kLeaseThreads << " threads, limit " << kLeaseLimit
+            << " per " << kWindowMs << " ms, offered 1.5x: admitted " << total << " in " << r.admitted.size()
             << " windows; under-admission per full window: mean "
-            << (full_windows ? 100.0 * static_cast<double>(under_sum) / static_cast<double>(full_windows * kLimit) : 0)
-            << "% of the limit, worst " << 100.0 * static_cast<double>(worst_under) / kLimit << "%; leases "
+            << (full_windows ? 100.0 * static_cast<double>(under_sum) / static_cast<double>(full_windows * kLeaseLimit)
+                             : 0)
+            << "% of the limit, worst " << 100.0 * static_cast<double>(worst_under) / kLeaseLimit << "%; leases "
             << r.leases << ", local decisions " << r.local << ", remote " << r.remote << ", units returned "
             << r.returned << "\n";
 }
@@ -103,24 +104,25 @@ TEST_F(LeaseProcessesTest, AProcessKilledInAWindowLosesAtMostItsLease) {
   // the limit less what the dead process held; the next, with the survivor alone, has its whole
   // quota again.
   constexpr long long kWindows = 10, kDies = 5;
-  const double rate = 1.5 * kLimit * 1000.0 / kWindowMs;
+  const double rate = 1.5 * kLeaseLimit * 1000.0 / kWindowMs;
   const long long first = first_window();
   const Outcome r = run(first, kWindows, rate, {-1, kDies * kWindowMs});
   ASSERT_EQ(r.status.size(), 2u);
   EXPECT_EQ(r.status[0], 0);
   EXPECT_NE(r.status[1], 0) << "the second process was to be killed";
-  for (const auto& [w, n] : r.admitted) EXPECT_LE(n, kLimit) << "window " << w;
+  for (const auto& [w, n] : r.admitted) EXPECT_LE(n, kLeaseLimit) << "window " << w;
   ASSERT_GE(r.died, first + kDies) << "the second process did not say which window it died in";
   const long long killed = r.died;
-  const long long lost = kLimit - r.admitted.at(killed);
+  const long long lost = kLeaseLimit - r.admitted.at(killed);
   const auto share = redlimit::LeaseOptions{}.share;
   EXPECT_GT(lost, 0) << "the dead process held no lease: the case is not exercised";
-  EXPECT_LE(lost, static_cast<long long>(share * kLimit)) << "more than one lease's worth lost";
+  EXPECT_LE(lost, static_cast<long long>(share * kLeaseLimit)) << "more than one lease's worth lost";
   const long long next = r.admitted.at(killed + 1);
-  EXPECT_GE(next, kLimit * 98 / 100) << "the next window has its quota back";
+  EXPECT_GE(next, kLeaseLimit * 98 / 100) << "the next window has its quota back";
   std::cout << "[ leases ] a process killed by SIGKILL holding a lease of window " << killed - first << " (from "
-            << kDies << "), in a window of " << kLimit << ": that window admitted " << r.admitted.at(killed)
-            << " (lost " << lost << ", at most share x limit = " << share * kLimit << "), the next " << next << "\n";
+            << kDies << "), in a window of " << kLeaseLimit << ": that window admitted " << r.admitted.at(killed)
+            << " (lost " << lost << ", at most share x limit = " << share * kLeaseLimit << "), the next " << next
+            << "\n";
 }
 
 }  // namespace

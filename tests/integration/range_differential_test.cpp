@@ -14,7 +14,7 @@ using redlimit_range::Generator;
 using redlimit_range::Kind;
 using redlimit_range::Quota;
 
-void expect_same(const Decision& redis, const Decision& memory, const std::string& where) {
+void expect_same_decision(const Decision& redis, const Decision& memory, const std::string& where) {
   SCOPED_TRACE(where);
   EXPECT_EQ(redis.allowed, memory.allowed);
   EXPECT_EQ(redis.limit, memory.limit);
@@ -50,8 +50,12 @@ TEST_F(RangeDifferentialTest, RedisDecidesAsMemoryAcrossTheRange) {
       const std::string subject = gen.chance(0.5) ? "a" : "b";
       const std::string where = q.describe() + " seed " + std::to_string(seed) + " step " + std::to_string(step);
       switch (gen.uniform(0, 5)) {
-        case 0: expect_same(redis.peek(subject, cost), memory.peek(subject, cost), where + " peek"); break;
-        case 1: expect_same(redis.refund(subject, cost), memory.refund(subject, cost), where + " refund"); break;
+        case 0:
+          expect_same_decision(redis.peek(subject, cost), memory.peek(subject, cost), where + " peek");
+          break;
+        case 1:
+          expect_same_decision(redis.refund(subject, cost), memory.refund(subject, cost), where + " refund");
+          break;
         case 2: {
           std::vector<redlimit::Request> batch;
           const std::int64_t n = gen.uniform(1, 6);
@@ -61,10 +65,12 @@ TEST_F(RangeDifferentialTest, RedisDecidesAsMemoryAcrossTheRange) {
           for (const auto& s : subjects) batch.push_back({s, gen.cost(q.largest_cost())});
           const auto r = redis.consume_many(batch), m = memory.consume_many(batch);
           ASSERT_EQ(r.size(), m.size());
-          for (std::size_t i = 0; i < r.size(); ++i) expect_same(r[i], m[i], where + " batch " + std::to_string(i));
+          for (std::size_t i = 0; i < r.size(); ++i)
+            expect_same_decision(r[i], m[i], where + " batch " + std::to_string(i));
           break;
         }
-        default: expect_same(redis.consume(subject, cost), memory.consume(subject, cost), where + " consume");
+        default:
+          expect_same_decision(redis.consume(subject, cost), memory.consume(subject, cost), where + " consume");
       }
       ++compared;
     }

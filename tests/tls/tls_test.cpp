@@ -2,7 +2,7 @@
 // clear on TCP), with certificates tests/tls/make_certs.sh makes for this run: server
 // authentication, mutual TLS, and each way verification must fail (wrong CA, expired certificate,
 // another host name) with a clear TlsError. Built only when redlimit has TLS (hiredis >= 1.0 with
-// hiredis_ssl): scripts/test.sh's hiredis 1.2 pass runs it.
+// hiredis_ssl): scripts/test.sh --hiredis1 builds and runs it.
 #include <gtest/gtest.h>
 
 #ifdef REDLIMIT_HAVE_LIBEVENT

@@ -43,12 +43,12 @@ using Argv = std::vector<std::string>;
 using Commands = std::vector<Argv>;
 namespace scripts = redlimit::detail::scripts;
 
-constexpr std::int64_t kStart = 1'700'000'000'000'000;
+constexpr std::int64_t kBatchStart = 1'700'000'000'000'000;
 
 class BatchTest : public ::testing::Test {
  protected:
   std::shared_ptr<StrictMock<MockConnection>> mock = std::make_shared<StrictMock<MockConnection>>();
-  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{kStart});
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{kBatchStart});
 
   RateLimiter make(OnFailure on_failure = OnFailure::raise) const {
     Options o;
@@ -64,7 +64,7 @@ class BatchTest : public ::testing::Test {
             verb == std::string("EVAL") ? std::string(script.source) : script.sha1,
             "1",
             s.key_for(subject),
-            std::to_string(kStart),
+            std::to_string(kBatchStart),
             scripts::head("1", cost, "5 1000000")};  // mode, cost, the parameters (lua/prologue.lua)
   }
   // One script call deciding `requests` in order (prologue.lua): each request's key, the first
@@ -79,7 +79,7 @@ class BatchTest : public ::testing::Test {
     std::set<std::string> subjects;
     for (const auto& r : requests) subjects.insert(r.first);
     const char* mode = subjects.size() == requests.size() ? "4" : "1";
-    argv.insert(argv.end(), {std::to_string(kStart), scripts::head(mode, requests.front().second, "5 1000000")});
+    argv.insert(argv.end(), {std::to_string(kBatchStart), scripts::head(mode, requests.front().second, "5 1000000")});
     bool uniform = true;
     for (const auto& r : requests) uniform = uniform && r.second == requests.front().second;
     if (uniform) return argv;
@@ -147,8 +147,9 @@ TEST_F(BatchTest, CostsAreSentOnlyWhenTheyDiffer) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   const std::string sha = scripts::fixed_window().sha1;
-  const Argv same{"EVALSHA",      sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kStart),
-                  "4 2 5 1000000"};  // mode "4": three distinct subjects
+  const Argv same{
+      "EVALSHA",      sha, "3", fw.key_for("a"), fw.key_for("b"), fw.key_for("c"), std::to_string(kBatchStart),
+      "4 2 5 1000000"};  // mode "4": three distinct subjects
   Argv differ = same;
   differ[7] = "4 1 5 1000000";
   differ.insert(differ.end(), {"2", "2"});

@@ -91,13 +91,13 @@ TEST_P(EveryStrategyReplyTest, AcquireSleepsOnTheLimiterClockUntilAdmitted) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   InSequence seq;
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(std::to_string(kStart), 2, "1"))))
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(std::to_string(kStrategyStart), 2, "1"))))
       .WillOnce(Return(reply(0, 1, 300'000, 900'000)));
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(std::to_string(kStart + 300'000), 2, "1"))))
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(std::to_string(kStrategyStart + 300'000), 2, "1"))))
       .WillOnce(Return(reply(1, 0, 0, 900'000)));
   const Decision d = s.acquire("u", 2, 1s);
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(clock->now(), Micros{kStart + 300'000});
+  EXPECT_EQ(clock->now(), Micros{kStrategyStart + 300'000});
 }
 
 TEST_P(EveryStrategyReplyTest, AcquireGivesUpWhenTheWaitExceedsMaxWait) {
@@ -108,7 +108,7 @@ TEST_P(EveryStrategyReplyTest, AcquireGivesUpWhenTheWaitExceedsMaxWait) {
   const Decision d = s.acquire("u", 1, 1s);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 2s);
-  EXPECT_EQ(clock->now(), Micros{kStart});  // no point sleeping
+  EXPECT_EQ(clock->now(), Micros{kStrategyStart});  // no point sleeping
 }
 
 TEST_P(EveryStrategyReplyTest, AcquireWithZeroMaxWaitIsOneConsume) {
@@ -116,7 +116,7 @@ TEST_P(EveryStrategyReplyTest, AcquireWithZeroMaxWaitIsOneConsume) {
   const Strategy s = make(limiter);
   EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(now(), 1, "1")))).WillOnce(Return(reply(0, 0, 1, 1)));
   EXPECT_FALSE(s.acquire("u", 1, 0us).allowed);
-  EXPECT_EQ(clock->now(), Micros{kStart});
+  EXPECT_EQ(clock->now(), Micros{kStrategyStart});
 }
 
 TEST_P(EveryStrategyReplyTest, AcquireWithNegativeMaxWaitThrowsAndSendsNothing) {

@@ -9,7 +9,7 @@ namespace {
 TEST_P(EveryStrategyTest, ConsumeSendsOneEvalshaWithTheDocumentedArgv) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "user-42"), args(std::to_string(kStart), 1, "1"))))
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "user-42"), args(std::to_string(kStrategyStart), 1, "1"))))
       .WillOnce(Return(reply(1, c().limit - 1, 0, 5'000'000)));
   const Decision d = s.consume("user-42", 1);
   EXPECT_TRUE(d.allowed);

@@ -9,7 +9,7 @@ namespace {
 std::vector<redlimit::Decision> decisions(const Reply& r, std::size_t n) {
   return redlimit::detail::decode_decisions(r, n, {1});
 }
-redlimit::Decision decision(const Reply& r) { return redlimit::detail::decode_decision(r, {1}); }
+redlimit::Decision decoded(const Reply& r) { return redlimit::detail::decode_decision(r, {1}); }
 
 // --- the commands it answers ------------------------------------------------------------------
 
@@ -131,7 +131,7 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
 
   r = store->command(eval_argv("eval", std::string(scripts::fixed_window().source), args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(decision(r).remaining, 1);  // the same state: the second unit
+  EXPECT_EQ(decoded(r).remaining, 1);  // the same state: the second unit
 
   r = store->command(eval_argv("EVAL", "return 1", args));
   EXPECT_TRUE(r.is_error());
@@ -161,21 +161,21 @@ TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   const Argv tb_args{std::to_string(kT0.count()), "1 1 3 1 1"};
   Reply r = store->command(eval_argv("EVALSHA", scripts::token_bucket().sha1, tb_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(decision(r).remaining, 2) << "a full bucket of 3, 1 taken";
+  EXPECT_EQ(decoded(r).remaining, 2) << "a full bucket of 3, 1 taken";
   // A string where a hash belongs, or a hash where a sorted set does, reads as no state (redis.pcall)
   // and is replaced by the write (lua/epilogue.lua, foreign keys); a peek leaves it.
   const Argv policy_args{std::to_string(kT0.count()), "1 1 1 3/s 3 1000000 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(decision(r).remaining, 2) << "an empty window of 3, 1 taken";
+  EXPECT_EQ(decoded(r).remaining, 2) << "an empty window of 3, 1 taken";
   const Argv log_peek{std::to_string(kT0.count()), "0 1 3 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(decision(r).remaining, 3) << "an empty log";
+  EXPECT_EQ(decoded(r).remaining, 3) << "an empty log";
   const Argv log_args{std::to_string(kT0.count()), "1 1 3 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args, 2));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(decision(r).remaining, 2) << "the hash replaced by a log, 1 taken";
+  EXPECT_EQ(decoded(r).remaining, 2) << "the hash replaced by a log, 1 taken";
 }
 
 // A transport that has never seen the scripts: every EVALSHA names an unknown SHA1, so each call

@@ -17,8 +17,8 @@ namespace {
 using namespace redlimit_range;
 __extension__ using i128 = __int128;
 
-constexpr Micros kT0{1'699'999'200'000'000};
-constexpr Micros kSpan{2'000'000'000'000'000};  // the clock stays below kT0 + kSpan < 2^53 us
+constexpr Micros kRangeT0{1'699'999'200'000'000};
+constexpr Micros kSpan{2'000'000'000'000'000};  // the clock stays below kRangeT0 + kSpan < 2^53 us
 
 std::int64_t ceil_div(i128 a, i128 b) { return static_cast<std::int64_t>((a + b - 1) / b); }
 
@@ -31,7 +31,7 @@ struct Expect {
 // The exact model of one strategy, in 128-bit integers, for the kinds that have one.
 class Oracle {
  public:
-  explicit Oracle(const Quota& q) : q_(q) {}
+  explicit Oracle(const redlimit_range::Quota& q) : q_(q) {}
   static bool covers(Kind k) { return k != Kind::policy; }
 
   Expect decide(std::int64_t t, std::int64_t cost, bool record) {
@@ -132,7 +132,7 @@ class Oracle {
     return e;
   }
 
-  Quota q_;
+  redlimit_range::Quota q_;
   std::map<std::int64_t, std::int64_t> used_, buckets_;
   std::vector<std::pair<std::int64_t, std::int64_t>> log_;  // (time, cost), oldest first
   std::optional<i128> level_;
@@ -162,8 +162,8 @@ TEST_P(RangePropertyTest, RandomQuotasAcrossTheRangeDecideExactly) {
   int checked_retries = 0;
   for (std::uint64_t seed = 1; seed <= 150; ++seed) {
     Generator gen(seed * 7919 + static_cast<std::uint64_t>(kind));
-    const Quota q = gen.quota(kind);
-    auto clock = std::make_shared<redlimit::ManualClock>(kT0);
+    const redlimit_range::Quota q = gen.quota(kind);
+    auto clock = std::make_shared<redlimit::ManualClock>(kRangeT0);
     redlimit::Options o;
     o.clock = clock;
     const auto limiter = redlimit::RateLimiter::in_memory(o);
@@ -171,9 +171,9 @@ TEST_P(RangePropertyTest, RandomQuotasAcrossTheRangeDecideExactly) {
     std::optional<Oracle> oracle;
     if (Oracle::covers(kind)) oracle.emplace(q);
     const std::int64_t limit = q.limits.empty() ? q.capacity : q.largest_cost();
-    Micros t = kT0;
+    Micros t = kRangeT0;
     for (int step = 0; step < 30 && !HasFailure(); ++step) {
-      t += gen.step(horizon(q), kT0 + kSpan - t);
+      t += gen.step(horizon(q), kRangeT0 + kSpan - t);
       clock->set(t);
       const std::int64_t cost = gen.cost(q.largest_cost());
       const bool peek = gen.chance(0.2);
@@ -184,7 +184,7 @@ TEST_P(RangePropertyTest, RandomQuotasAcrossTheRangeDecideExactly) {
       if (oracle) e = oracle->decide(t.count(), cost, !peek);
       check(d, e, kind == Kind::policy ? std::max(q.limits[0].count(), q.limits[1].count()) : limit, where);
       const Micros retry = d.retry_after;
-      if (d.allowed || t + retry >= kT0 + kSpan) continue;
+      if (d.allowed || t + retry >= kRangeT0 + kSpan) continue;
       // Exact retry_after: nothing happens meanwhile, so 1 us earlier is still too early.
       clock->set(t + retry - Micros{1});
       const Decision early = calls.peek("s", cost);
@@ -207,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(EveryStrategy, RangePropertyTest, ::testing::ValuesIn(k
 
 TEST(RangePropertyEdges, TheLargestCountAndWindowTakeTheLargestCost) {
   // 2^40 units per ten years, one request of all of them, on every strategy at the corners.
-  auto clock = std::make_shared<redlimit::ManualClock>(kT0);
+  auto clock = std::make_shared<redlimit::ManualClock>(kRangeT0);
   redlimit::Options o;
   o.clock = clock;
   const auto l = redlimit::RateLimiter::in_memory(o);
@@ -218,7 +218,7 @@ TEST(RangePropertyEdges, TheLargestCountAndWindowTakeTheLargestCost) {
                          calls_of(l.policy("pol", {big, Limit(Limit::max_count(), Limit::max_window() / 2)})),
                          calls_of(l.token_bucket("tb", Limit::max_count(), Limit::max_count(), Limit::max_window())),
                          calls_of(l.leaky_bucket("lb", Limit::max_count(), big))}) {
-    clock->set(kT0 + Micros{12345});
+    clock->set(kRangeT0 + Micros{12345});
     const Decision first = c.consume("s", Limit::max_count());
     EXPECT_TRUE(first.allowed);
     EXPECT_EQ(first.remaining, 0);
@@ -226,7 +226,7 @@ TEST(RangePropertyEdges, TheLargestCountAndWindowTakeTheLargestCost) {
     EXPECT_FALSE(next.allowed);
     EXPECT_GT(next.retry_after, Micros{0});
     EXPECT_LE(next.retry_after, Limit::max_window());
-    clock->set(kT0 + Micros{12345} + next.retry_after);
+    clock->set(kRangeT0 + Micros{12345} + next.retry_after);
     EXPECT_TRUE(c.peek("s", 1).allowed);
   }
 }

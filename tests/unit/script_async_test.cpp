@@ -23,7 +23,7 @@ using redlimit::detail::ScriptCall;
 
 const Reply kNoscript = Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
 
-struct Outcome {
+struct ScriptOutcome {
   int replies = 0;
   int errors = 0;
   Reply last;
@@ -31,7 +31,7 @@ struct Outcome {
 
 class ScriptAsync : public ::testing::Test {
  protected:
-  void send(Outcome& o) {
+  void send(ScriptOutcome& o) {
     ScriptCall call;
     call.keys = {"k"};
     call.args = {"1"};
@@ -54,7 +54,7 @@ class ScriptAsync : public ::testing::Test {
 };
 
 TEST_F(ScriptAsync, ManyCallsMeetingNoscriptShareOneLoad) {
-  std::vector<Outcome> out(3);
+  std::vector<ScriptOutcome> out(3);
   for (auto& o : out) send(o);
   // All three EVALSHAs were pipelined before the flush was noticed.
   EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // queues SCRIPT LOAD + EVALSHA
@@ -73,14 +73,14 @@ TEST_F(ScriptAsync, ManyCallsMeetingNoscriptShareOneLoad) {
   }
   EXPECT_EQ(conn->total, 3 + 1 + 3);
   // The LOAD is answered: a later NOSCRIPT (another flush) reloads again.
-  Outcome later;
+  ScriptOutcome later;
   send(later);
   conn->answer(kNoscript);
   EXPECT_EQ(conn->sent.front().argv[0], "SCRIPT");
 }
 
 TEST_F(ScriptAsync, ASecondNoscriptFallsBackToEval) {
-  Outcome o;
+  ScriptOutcome o;
   send(o);
   conn->answer(kNoscript);
   conn->answer(Reply::make_string(script.sha1));  // SCRIPT LOAD
@@ -95,7 +95,7 @@ TEST_F(ScriptAsync, ASecondNoscriptFallsBackToEval) {
 
 TEST_F(ScriptAsync, ARefusedLoadIsNotTheCallsErrorAndNothingLoops) {
   conn->refuse = "SCRIPT";
-  Outcome o;
+  ScriptOutcome o;
   send(o);
   EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");
   EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // no LOAD went out
@@ -104,14 +104,14 @@ TEST_F(ScriptAsync, ARefusedLoadIsNotTheCallsErrorAndNothingLoops) {
   EXPECT_EQ(o.errors, 0);
   // The refused LOAD is not "on its way": the next NOSCRIPT tries again.
   conn->refuse.clear();
-  Outcome next;
+  ScriptOutcome next;
   send(next);
   conn->answer(kNoscript);
   EXPECT_EQ(conn->sent.front().argv[0], "SCRIPT");
 }
 
 TEST_F(ScriptAsync, ARefusedResendEndsTheCallWithItsError) {
-  Outcome o;
+  ScriptOutcome o;
   send(o);
   conn->refuse = "EVALSHA";
   conn->answer(kNoscript);
@@ -120,13 +120,13 @@ TEST_F(ScriptAsync, ARefusedResendEndsTheCallWithItsError) {
 }
 
 TEST_F(ScriptAsync, AFailedLoadLetsTheNextNoscriptReloadAgain) {
-  Outcome o;
+  ScriptOutcome o;
   send(o);
   conn->answer(kNoscript);
   HandAnswered::Sent load = std::move(conn->sent.front());
   conn->sent.pop_front();
   load.on_error(std::make_exception_ptr(redlimit::ConnectionError("broken")));
-  Outcome next;
+  ScriptOutcome next;
   send(next);  // queued behind the re-sent EVALSHA
   conn->answer(kNoscript);  // the first call's second NOSCRIPT: EVAL
   conn->answer(kNoscript);  // the next call's first: a new LOAD
@@ -143,7 +143,7 @@ TEST_F(ScriptAsync, EverySendOfACallCarriesTheDeadlineTakenAtItsStart) {
   using Deadline = redlimit::AsyncConnection::Deadline;
   const Deadline first = Deadline{} + std::chrono::hours(1);
   const Deadline second = first + std::chrono::seconds(1);
-  Outcome a, b;
+  ScriptOutcome a, b;
   conn->next_deadline = first;
   send(a);
   conn->next_deadline = second;

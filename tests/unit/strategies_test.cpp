@@ -153,7 +153,7 @@ TEST_F(StrategiesTest, AcquireOnAShaperWaitsTheDelay) {
   const Decision d = lb.acquire("u", 1, 1s);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.delay, 400ms);
-  EXPECT_EQ(clock->now(), Micros{kStart + 400'000});
+  EXPECT_EQ(clock->now(), Micros{kStrategyStart + 400'000});
 }
 
 TEST_F(StrategiesTest, AcquireOnAShaperRefundsWhenTheDelayExceedsMaxWait) {
@@ -168,7 +168,7 @@ TEST_F(StrategiesTest, AcquireOnAShaperRefundsWhenTheDelayExceedsMaxWait) {
       .WillOnce(Return(decision_reply(1, 5, 0, 2'500'000, 0)));
   const Decision d = lb.acquire("u", 3, 1s);
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(clock->now(), Micros{kStart});
+  EXPECT_EQ(clock->now(), Micros{kStrategyStart});
 }
 
 // ---- policies ----------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ using namespace std::string_literals;
 using Argv = std::vector<std::string>;
 namespace scripts = redlimit::detail::scripts;
 
-constexpr std::int64_t kStart = 1'700'000'000'123'456;  // the ManualClock's start, in microseconds
+constexpr std::int64_t kStrategyStart = 1'700'000'000'123'456;  // the ManualClock's start, in microseconds
 
 Argv concat(Argv head, const Argv& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
@@ -133,7 +133,7 @@ inline Argv call_args(std::string now, std::int64_t cost, const char* mode, cons
 class StrategyTestBase {
  protected:
   std::shared_ptr<StrictMock<MockConnection>> mock = std::make_shared<StrictMock<MockConnection>>();
-  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{kStart});
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{kStrategyStart});
 
   // `share`: Options::share_script_calls (concurrent consume() calls merged into one script call).
   RateLimiter make_limiter(TimeSource ts = TimeSource::client, std::string prefix = "redlimit:",

@@ -18,7 +18,7 @@ using redlimit::redact_url;
 using redlimit::SentinelEndpoint;
 
 template <class Parse>
-std::string error_of(Parse parse) {
+std::string sentinel_error_of(Parse parse) {
   try {
     parse();
   } catch (const InvalidArgument& e) {
@@ -85,7 +85,7 @@ TEST(SentinelUrl, MasterNameIsPercentDecoded) {
 
 TEST(SentinelUrl, MistakesAreInvalidArgumentsThatSayWhat) {
   const auto says = [](const char* url, const char* what) {
-    const std::string e = error_of([&] { parse_sentinel_url(url); });
+    const std::string e = sentinel_error_of([&] { parse_sentinel_url(url); });
     EXPECT_NE(e.find(what), std::string::npos) << url << " -> " << e;
   };
   says("redis-sentinel://s1", "names its master");
@@ -98,17 +98,18 @@ TEST(SentinelUrl, MistakesAreInvalidArgumentsThatSayWhat) {
   says("redis-sentinel://s1/m?nope=1", "unknown query parameter");
   says("redis-sentinel://s1/m?sentinel_user=u", "sentinel_user needs a sentinel password");
   says("sentinel://s1/m", "scheme must be redis-sentinel://");
-  EXPECT_NE(error_of([] { parse_url("redis://h?sentinel_password=x"); }).find("needs a redis-sentinel:// URL"),
+  EXPECT_NE(sentinel_error_of([] { parse_url("redis://h?sentinel_password=x"); }).find("needs a redis-sentinel:// URL"),
             std::string::npos);
   // A Sentinel URL written with another scheme: the master name is not a db.
-  EXPECT_NE(error_of([] { parse_url("redis://s1:26379/mymaster"); }).find("db must be"), std::string::npos);
+  EXPECT_NE(sentinel_error_of([] { parse_url("redis://s1:26379/mymaster"); }).find("db must be"), std::string::npos);
   // A single connection cannot take a URL of several servers.
-  EXPECT_NE(error_of([] { parse_url("redis-sentinel://s1/m"); }).find("names several servers"), std::string::npos);
+  EXPECT_NE(sentinel_error_of([] { parse_url("redis-sentinel://s1/m"); }).find("names several servers"),
+            std::string::npos);
 }
 
 TEST(SentinelUrl, PasswordsNeverShowInItsErrors) {
   const std::string e =
-      error_of([] { parse_sentinel_url("redis-sentinel://app:s3cret@s1/m?sentinel_password=t0p&x=1"); });
+      sentinel_error_of([] { parse_sentinel_url("redis-sentinel://app:s3cret@s1/m?sentinel_password=t0p&x=1"); });
   EXPECT_NE(e.find("unknown query parameter"), std::string::npos) << e;
   EXPECT_EQ(e.find("s3cret"), std::string::npos) << e;
   EXPECT_EQ(e.find("t0p"), std::string::npos) << e;
@@ -133,20 +134,21 @@ TEST(PasswordEnv, ReadsThePasswordFromTheNamedVariable) {
 
 TEST(PasswordEnv, AMissingOrEmptyVariableIsNamedNeverAValue) {
   ::unsetenv("REDLIMIT_TEST_UNSET_PW");
-  const std::string unset = error_of([] { parse_url("redis://h?password_env=REDLIMIT_TEST_UNSET_PW"); });
+  const std::string unset = sentinel_error_of([] { parse_url("redis://h?password_env=REDLIMIT_TEST_UNSET_PW"); });
   EXPECT_NE(unset.find("password_env: the environment variable REDLIMIT_TEST_UNSET_PW is not set"), std::string::npos)
       << unset;
-  const std::string sentinel =
-      error_of([] { parse_sentinel_url("redis-sentinel://s1/m?sentinel_password_env=REDLIMIT_TEST_UNSET_PW"); });
+  const std::string sentinel = sentinel_error_of(
+      [] { parse_sentinel_url("redis-sentinel://s1/m?sentinel_password_env=REDLIMIT_TEST_UNSET_PW"); });
   EXPECT_NE(sentinel.find("sentinel_password_env: the environment variable REDLIMIT_TEST_UNSET_PW is not set"),
             std::string::npos)
       << sentinel;
   const EnvVar empty("REDLIMIT_TEST_EMPTY_PW", "");
-  EXPECT_NE(error_of([] { parse_url("redis://h?password_env=REDLIMIT_TEST_EMPTY_PW"); }).find("is empty"),
+  EXPECT_NE(sentinel_error_of([] { parse_url("redis://h?password_env=REDLIMIT_TEST_EMPTY_PW"); }).find("is empty"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_url("redis://h?password_env=1BAD"); }).find("must name an environment variable"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { parse_url("redis://h?password_env="); }).find("must name an environment variable"),
+  EXPECT_NE(
+      sentinel_error_of([] { parse_url("redis://h?password_env=1BAD"); }).find("must name an environment variable"),
+      std::string::npos);
+  EXPECT_NE(sentinel_error_of([] { parse_url("redis://h?password_env="); }).find("must name an environment variable"),
             std::string::npos);
 }
 
@@ -154,7 +156,7 @@ TEST(PasswordEnv, APasswordGivenTwiceIsRefusedWithoutShowingIt) {
   const EnvVar pw("REDLIMIT_TEST_DATA_PW", "env-value");
   for (const char* url : {"redis://:inline-pw@h?password_env=REDLIMIT_TEST_DATA_PW",
                           "redis://h?password=inline-pw&password_env=REDLIMIT_TEST_DATA_PW"}) {
-    const std::string e = error_of([&] { parse_url(url); });
+    const std::string e = sentinel_error_of([&] { parse_url(url); });
     EXPECT_NE(e.find("a password and password_env are given"), std::string::npos) << e;
     EXPECT_EQ(e.find("inline-pw"), std::string::npos) << e;
     EXPECT_EQ(e.find("env-value"), std::string::npos) << e;
