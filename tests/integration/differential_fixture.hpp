@@ -230,11 +230,13 @@ inline std::uint64_t base_seed() {
   return seed;
 }
 
+constexpr int kDefaultDiffSteps = 10000;
+
 inline int steps_per_strategy() {
   if (const char* env = std::getenv("REDLIMIT_DIFF_STEPS"); env != nullptr && *env != '\0') {
     return std::max(1, std::atoi(env));
   }
-  return 10000;
+  return kDefaultDiffSteps;
 }
 
 // A call's outcome: its decision, or the exception it threw.

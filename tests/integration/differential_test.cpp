@@ -5,7 +5,8 @@
 // unit suite replays without a server.
 //
 // Seed: REDLIMIT_DIFF_SEED=<n> replays a run (each strategy's trace uses seed + its index); steps per
-// strategy: REDLIMIT_DIFF_STEPS (default 10000). Every failure message names the seed.
+// strategy: REDLIMIT_DIFF_STEPS (default 10000; the floors on what a trace covers apply at that
+// length or more). Every failure message names the seed.
 //
 // Redis keeps TTLs in real milliseconds while the ManualClock jumps: a key given a 1 ms TTL just
 // before a window edge would expire on the server while the trace still sits before that edge (and
@@ -263,7 +264,11 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
   for (std::size_t i = 0; i < decided_by.size(); ++i) summary << "rejections decided by limit " << i << "=" << decided_by[i] << " ";
   std::cout << "[ differential ] " << config.name << " seed " << seed << ": " << summary.str() << "\n";
   if (HasFailure()) return;
-  // The trace must have exercised both answers, the edges and the TTLs, or it proves little.
+  // The trace must have exercised both answers, the edges and the TTLs, or it proves little. These
+  // floors are the generator's, checked at its default length: a shorter replay (the sanitizer
+  // passes run 2,000 steps) still compares every step, but holds too few of the rarer kinds for a
+  // floor (one run: 9 refused peeks in 2,000 steps, against a floor of 10).
+  if (steps < kDefaultDiffSteps) return;
   EXPECT_GE(stats["consume admitted"], steps / 20) << summary.str();
   EXPECT_GE(stats["consume rejected"], steps / 50) << summary.str();
   EXPECT_GE(stats["peek refused"], steps / 200) << summary.str();
