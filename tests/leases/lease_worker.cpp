@@ -30,11 +30,12 @@ long long micros(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-void print(const std::vector<std::atomic<long long>>& admitted, long long first) {
+void print(const std::vector<std::atomic<long long>>& admitted, long long first, long long stall) {
   for (std::size_t i = 0; i < admitted.size(); ++i) {
     const long long n = admitted[i].load();
     if (n > 0) std::printf("window %lld %lld\n", first - 1 + static_cast<long long>(i), n);
   }
+  std::printf("stall %lld\n", stall);
 }
 
 }  // namespace
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   // admitted[i]: window first - 1 + i (a request decided just before the first edge lands in i = 0).
   std::vector<std::atomic<long long>> admitted(static_cast<std::size_t>(windows + 2));
 
+  std::atomic<long long> stall{0};   // the longest call, microseconds
   std::atomic<long long> armed{-1};  // leases taken when DIE_MS came
   std::atomic<bool> dying{false};
   std::vector<std::thread> pool;
@@ -78,13 +80,17 @@ int main(int argc, char** argv) {
         }
         const long long before = micros(Clock::now());
         const redlimit::Decision d = use_leases ? leases.consume("s") : fw.consume("s");
-        // The window the decision was made in, from what it says: an admitted request's reset_after
-        // is its window's end minus the time it was decided (for a lease's local decision, minus a
-        // little more: the end as the lease saw it when taken), and that time is no earlier than
-        // `before`. So before + reset_after is at most the end, and below it by the call's delay
-        // and the lease's lag: the first window edge at or after it is the end, unless a thread
-        // stalled for a whole window (200 ms). (`before`'s own window would misplace a request
-        // decided just past an edge; rounding to the nearest edge, one stalled for half a window.)
+        const long long after = micros(Clock::now());
+        for (long long seen = stall.load();
+             after - before > seen && !stall.compare_exchange_weak(seen, after - before);) {
+        }
+        // The window the decision was made in, from what it says. An admitted request's reset_after
+        // is its window's end E minus the time t it was decided, t in [before, after]; for a lease's
+        // local decision, E minus the lease's lag as well: the lease ends where its taker saw the
+        // window end, which is E less that call's own time between its clock reading and the
+        // script's. So before + reset_after lies in [E - 2 x stall, E], and while the longest call
+        // (`stall`) is under half a window, the first edge at or after it is E. The test checks
+        // that bound. (`before`'s own window would misplace a request decided just past an edge.)
         const long long w = (before + d.reset_after.count() + window_us - 1) / window_us - 1;
         if (d.allowed) {
           const long long i = w - first + 1;
@@ -95,7 +101,7 @@ int main(int argc, char** argv) {
           const auto taken = static_cast<long long>(leases.stats().leases_taken);
           if (!armed.compare_exchange_strong(unarmed, taken) && taken > armed.load() && !dying.exchange(true)) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the other threads finish their call
-            print(admitted, first);
+            print(admitted, first, stall.load());
             // The lease just taken served this call, in window w; a refused call (the other
             // thread's took it) reads the window from the clock.
             std::printf("died %lld\n", d.allowed ? w : micros(Clock::now()) / window_us);
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
   }
   for (auto& th : pool) th.join();
   leases.close();
-  print(admitted, first);
+  print(admitted, first, stall.load());
   const auto s = leases.stats();
   std::printf("stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.leases_taken),
               static_cast<unsigned long long>(s.local_decisions), static_cast<unsigned long long>(s.remote_decisions),
