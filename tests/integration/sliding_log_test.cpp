@@ -102,12 +102,13 @@ TEST_F(SlidingLogTest, TheEntriesThatLeftAreTrimmedEveryEighthOfTheLimit) {
   // A window of 100 s on the test's clock, units 100 ms apart: the key's TTL (the window) is real
   // time to Redis, and with a 1 s window a slow run (TSan, beside another suite) let the key expire
   // between the flood's calls.
-  auto sl = rl().sliding_log("lazy", Limit(80, 100s));
+  constexpr Micros kWindow = 100s;
+  auto sl = rl().sliding_log("lazy", Limit(80, kWindow));
   for (int i = 0; i < 80; ++i) {
     at(Micros{i * 100'000});
     ASSERT_TRUE(sl.consume("u").allowed);
   }
-  at(100s + 5s);  // the entries of 0..5 s have left: 29 live
+  at(kWindow + 5s);  // the entries of 0..5 s have left: 29 live
   Decision d = sl.consume("u");
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.remaining, 50) << d;
@@ -121,15 +122,15 @@ TEST_F(SlidingLogTest, TheEntriesThatLeftAreTrimmedEveryEighthOfTheLimit) {
   // wait is exact (when the oldest live unit leaves).
   std::int64_t most = 0;
   for (int i = 0; i < 3000; ++i) {
-    at(200s + Micros{i * 100'000});
+    at(2 * kWindow + Micros{i * 100'000});
     const Decision f = sl.consume("u");
     if (!f.allowed) {
-      const std::int64_t t = (200s + Micros{i * 100'000}).count();
+      const std::int64_t t = (2 * kWindow + Micros{i * 100'000}).count();
       const redlimit::Reply oldest =
-          server().command({"ZRANGEBYSCORE", sl.key_for("u"), "(" + std::to_string(kT0.count() + t - 100'000'000),
+          server().command({"ZRANGEBYSCORE", sl.key_for("u"), "(" + std::to_string(kT0.count() + t - kWindow.count()),
                             "+inf", "WITHSCORES", "LIMIT", "0", "1"});
       ASSERT_EQ(oldest.elements.size(), 2u) << i << ": no live entry in the log";
-      ASSERT_EQ(f.retry_after.count(), std::stoll(oldest.elements[1].str) + 100'000'000 - (kT0.count() + t)) << i;
+      ASSERT_EQ(f.retry_after.count(), std::stoll(oldest.elements[1].str) + kWindow.count() - (kT0.count() + t)) << i;
     }
     most = std::max(most, zcard(sl, "u"));
   }

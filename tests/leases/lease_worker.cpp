@@ -7,7 +7,8 @@
 // more after the start is its last: it stops its threads, prints what it admitted and "died
 // <window>" (the window of that lease: the other process may have taken the rest of DIE_MS's
 // window first, and then it is a later one), and kills itself with SIGKILL, holding that lease's
-// unused units.
+// unused units. Either way, after the window lines, "stall <microseconds>": its longest call, which
+// the window attribution below needs under half a window.
 //
 //   redlimit_lease_worker URL LIMIT WINDOW_MS FIRST WINDOWS THREADS RATE LEASES [DIE_MS]
 #include <atomic>
