@@ -19,6 +19,7 @@
 
 #include "cluster/cluster_env.hpp"
 #include "redlimit/detail/keys.hpp"
+#include "support/running_clock.hpp"
 
 namespace redlimit_cluster {
 namespace {
@@ -73,6 +74,7 @@ redlimit::Options stall_options() {
   o.connect_timeout = kStallDeadline;
   o.on_failure = redlimit::OnFailure::fail_open;
   o.pool.health_check_interval = 0ms;
+  o.clock = std::make_shared<redlimit_test::RunningClock>();  // exact counts: no hour ends mid-test
   return o;
 }
 

@@ -16,6 +16,7 @@
 #include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 #include "support/redis_server.hpp"
+#include "support/running_clock.hpp"
 
 namespace {
 
@@ -36,6 +37,8 @@ redlimit::Options stall_options(OnFailure policy, int breaker_threshold = 0) {
   o.breaker_threshold = breaker_threshold;
   o.pool.size = 1;  // one connection: the same slot must time out, reconnect and time out again
   o.pool.health_check_interval = 0ms;
+  // Exact counts in per-hour windows across seconds of stalls: no window edge on the way.
+  o.clock = std::make_shared<redlimit_test::RunningClock>();
   return o;
 }
 
