@@ -115,11 +115,10 @@ TEST(Kill, ClientKillLoopNeverOverAdmitsNorReadsOutOfStep) {
   std::mutex m;
   std::multiset<std::int64_t> admitted_remaining;
   std::string other_error;
-  // Settled before the kills start: a pool's first call on a server sends the whole Functions
-  // library (FUNCTION LOAD, about 160 KB, compiled by the server) to learn which script path it has,
-  // and under TSan on a slow 2-core machine that round trip took longer than the 50 ms between two
-  // kills every time, so a run could decide nothing at all. Later reconnections send FCALL alone.
-  // A peek records nothing.
+  // Settled before the kills start: the fresh server's first call loads the whole Functions
+  // library (FUNCTION LOAD, about 160 KB, compiled by the server), and under TSan on a slow 2-core
+  // machine a round trip carrying it could take longer than the 50 ms between two kills, so a run
+  // could decide nothing at all. Later reconnections send FCALL alone. A peek records nothing.
   ASSERT_EQ(fw.peek("one").remaining, kLimit);
   ASSERT_EQ(limiter.health().scripts, redlimit::ScriptPath::functions);
   {

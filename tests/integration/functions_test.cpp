@@ -5,6 +5,7 @@
 // promotion cases are in tests/faults/functions_persist_test.cpp.
 #include <string>
 
+#include "integration/async_fixture.hpp"
 #include "redlimit/detail/scripts.hpp"
 #include "support/fixture.hpp"
 
@@ -54,9 +55,36 @@ TEST_F(FunctionsTest, EveryStrategyRunsAsAFunctionOfOneLibraryLoadedOnce) {
   }
   EXPECT_EQ(rl().health().scripts, ScriptPath::functions);
   EXPECT_EQ(libraries(), std::vector<std::string>{std::string(redlimit::detail::scripts::library_name())});
-  EXPECT_EQ(command_calls("fcall"), 6 * 6);
+  // The first FCALL found a fresh server ("Function not found"): one LOAD, and it was sent again.
+  EXPECT_EQ(command_calls("fcall"), 6 * 6 + 1);
   EXPECT_EQ(command_calls("function|load"), 1);
   EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+}
+
+// A server that has the library (another process loaded it, an earlier run, a promoted replica)
+// is only called: a new limiter and a new async connection send no FUNCTION LOAD and no FCALL
+// twice; each settles on functions with its first call.
+TEST_F(FunctionsTest, ANewConnectionFindsTheLibraryThereAndOnlyCallsIt) {
+  rl().fixed_window("warm", redlimit::Limit::per_minute(3)).peek("s");  // loads it
+  ASSERT_EQ(server().command({"CONFIG", "RESETSTAT"}).type, Reply::Type::status);
+  const auto other = redlimit::RateLimiter::connect(server().url(), options());
+  EXPECT_EQ(other.health().scripts, ScriptPath::probe);
+  expect_exact(other, "found.sync");
+  EXPECT_EQ(other.health().scripts, ScriptPath::functions);
+  LibeventLoop loop;
+  {
+    auto redis = loop.attach(endpoint_of(server()));
+    auto l = redlimit::RateLimiter::connect(server().url(), options());
+    l.attach_async(redis);
+    const auto fw = l.fixed_window("found.async", redlimit::Limit::per_minute(3));
+    loop.start();
+    EXPECT_EQ(l.health().async_scripts, ScriptPath::probe);
+    auto f = fw.consume_future("s");
+    EXPECT_EQ(get_within(f).remaining, 2);
+    EXPECT_EQ(l.health().async_scripts, ScriptPath::functions);
+  }
+  EXPECT_EQ(command_calls("function|load"), 0);
+  EXPECT_EQ(command_calls("fcall"), 5 + 1);
 }
 
 // A function keeps the last call's parsed parameters and reuses them while the strings are the same
@@ -159,6 +187,19 @@ TEST_F(FunctionsTest, AUserWhoMayCallButNotLoadUsesALibraryAnOperatorLoaded) {
   EXPECT_EQ(l.health().scripts, ScriptPath::functions);
   EXPECT_EQ(command_calls("fcall"), 5);
   EXPECT_EQ(command_calls("evalsha") + command_calls("eval"), 0);
+}
+
+TEST_F(FunctionsTest, AUserWhoMayCallButNotLoadAnAbsentLibraryFallsBackToEvalsha) {
+  ASSERT_EQ(server().command({"ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "+@all", "-function"}).type,
+            Reply::Type::status);
+  const std::string url = "redis://nofunctions:pw@127.0.0.1:" + std::to_string(server().port());
+  const auto l = redlimit::RateLimiter::connect(url, options());
+  expect_exact(l, "noload");
+  EXPECT_EQ(l.health().scripts, ScriptPath::evalsha);
+  EXPECT_TRUE(libraries().empty());
+  // The first call: FCALL (not found), the refused LOAD with the FCALL again, then EVALSHA.
+  EXPECT_EQ(command_calls("fcall"), 2);
+  EXPECT_EQ(command_calls("evalsha"), 5);
 }
 
 TEST_F(FunctionsTest, TheOptionOffKeepsEvalsha) {

@@ -165,4 +165,64 @@ TEST_F(ScriptAsync, EverySendOfACallCarriesTheDeadlineTakenAtItsStart) {
   EXPECT_EQ(conn->deadlines, expected);
 }
 
+// The Functions path on an async connection that probes: FCALL first; "Function not found" queues one
+// FUNCTION LOAD (serving every call that missed) and the FCALL again behind it; the LOAD's reply
+// settles the connection, and a reply that says nothing about Functions (an outage) leaves it
+// probing.
+class ScriptAsyncFunctions : public ScriptAsync {
+ protected:
+  void SetUp() override {
+    script = Script{"t", "return 1", "lib_t"};
+    conn->set_script_path(redlimit::ScriptPath::probe);
+  }
+  static Reply missing() { return Reply::make_error("ERR Function not found"); }
+};
+
+TEST_F(ScriptAsyncFunctions, ARunningFcallSettlesAndAnOutageDoesNot) {
+  ScriptOutcome a, b;
+  send(a);
+  send(b);
+  EXPECT_EQ(conn->answer(Reply::make_error("LOADING Redis is loading the dataset in memory")), "FCALL");
+  EXPECT_EQ(conn->script_path(), redlimit::ScriptPath::probe);
+  EXPECT_EQ(conn->answer(Reply::make_integer(4)), "FCALL");
+  EXPECT_EQ(conn->script_path(), redlimit::ScriptPath::functions);
+  EXPECT_EQ(a.replies + b.replies, 2);
+  EXPECT_EQ(b.last.integer, 4);
+  EXPECT_EQ(conn->total, 2) << "no FUNCTION LOAD while the library is there";
+}
+
+TEST_F(ScriptAsyncFunctions, CallsThatMissTheLibraryShareOneLoad) {
+  std::vector<ScriptOutcome> out(3);
+  for (auto& o : out) send(o);
+  EXPECT_EQ(conn->answer(missing()), "FCALL");  // queues FUNCTION LOAD + FCALL
+  EXPECT_EQ(conn->answer(missing()), "FCALL");  // LOAD on its way: FCALL only
+  EXPECT_EQ(conn->answer(missing()), "FCALL");
+  ASSERT_EQ(conn->sent.size(), 4u);
+  EXPECT_EQ(conn->sent[0].argv[0], "FUNCTION");
+  EXPECT_EQ(conn->answer(Reply::make_string("lib")), "FUNCTION");
+  EXPECT_EQ(conn->script_path(), redlimit::ScriptPath::functions);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(conn->answer(Reply::make_integer(i)), "FCALL");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i].last.integer, i);
+  EXPECT_EQ(conn->total, 3 + 1 + 3);
+}
+
+TEST_F(ScriptAsyncFunctions, ALoadTheUserMayNotSendSettlesOnEvalshaAndAnOutageOnNothing) {
+  ScriptOutcome a;
+  send(a);
+  conn->answer(missing());  // queues FUNCTION LOAD + FCALL; the LOAD meets OOM:
+  conn->answer(Reply::make_error("OOM command not allowed when used memory > 'maxmemory'."));
+  EXPECT_EQ(conn->script_path(), redlimit::ScriptPath::probe);
+  EXPECT_EQ(conn->answer(missing()), "FCALL");  // a second miss: the EVALSHA step
+  EXPECT_EQ(conn->answer(Reply::make_integer(1)), "EVALSHA");
+  EXPECT_EQ(a.last.integer, 1);
+  ScriptOutcome b;
+  send(b);
+  conn->answer(missing());
+  conn->answer(Reply::make_error("NOPERM User u has no permissions to run the 'function|load' command"));
+  EXPECT_EQ(conn->script_path(), redlimit::ScriptPath::evalsha);
+  conn->answer(missing());
+  EXPECT_EQ(conn->answer(Reply::make_integer(2)), "EVALSHA");
+  EXPECT_EQ(b.last.integer, 2);
+}
+
 }  // namespace

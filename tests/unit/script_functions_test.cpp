@@ -1,7 +1,7 @@
 // The Functions path of send_script_calls (issue 13), against a mocked connection: what is sent
-// while probing, on a server without FCALL (Redis < 7.0, which no test server here is), for an ACL
-// user denied it, after FUNCTION FLUSH, and that a broken round trip is never replayed. Real servers:
-// tests/integration/functions_test.cpp.
+// while probing (FCALL first, the library only when it is missing), on a server without FCALL
+// (Redis < 7.0, which no test server here is), for an ACL user denied it, after FUNCTION FLUSH,
+// and that a broken round trip is never replayed. Real servers: tests/integration/functions_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -40,18 +40,33 @@ class ScriptFunctionsTest : public ::testing::Test {
   Argv fcall() const { return {"FCALL", std::string(script.function), "2", "k", "kb", "1", "1", "1"}; }
   Argv evalsha() const { return {"EVALSHA", script.sha1, "2", "k", "kb", "1", "1", "1"}; }
   static Reply ok() { return Reply::make_integer(7); }
+  static Reply missing() { return Reply::make_error("ERR Function not found"); }
 };
 
-TEST_F(ScriptFunctionsTest, TheFirstCallLoadsTheLibraryInItsRoundTripAndSettles) {
-  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
-      .WillOnce(Return(std::vector<Reply>{Reply::make_string(std::string(redlimit::detail::scripts::library_name())), ok()}));
-  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(ok()));
-  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+TEST_F(ScriptFunctionsTest, AProbingConnectionSendsFcallAloneAndSettlesWhenItRuns) {
+  EXPECT_CALL(conn, command(fcall())).Times(2).WillRepeatedly(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);  // the library was there
   EXPECT_EQ(conn.script_path(), ScriptPath::functions);
-  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);  // FCALL alone from now on
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
 }
 
-TEST_F(ScriptFunctionsTest, ALibraryAlreadyThereSettlesToo) {
+TEST_F(ScriptFunctionsTest, AFreshServerGetsTheLibraryOnceBehindWhichTheCallsRunAgain) {
+  calls.push_back(calls.front());
+  InSequence order;
+  EXPECT_CALL(conn, pipeline(Commands{fcall(), fcall()})).WillOnce(Return(std::vector<Reply>{missing(), missing()}));
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall(), fcall()}))
+      .WillOnce(Return(
+          std::vector<Reply>{Reply::make_string(std::string(redlimit::detail::scripts::library_name())), ok(), ok()}));
+  const auto replies = send_script_calls(conn, script, calls);
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0].integer, 7);
+  EXPECT_EQ(replies[1].integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::functions);
+}
+
+TEST_F(ScriptFunctionsTest, ALibraryLoadedMeanwhileByAnotherClientSettlesToo) {
+  InSequence order;
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(missing()));
   EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
       .WillOnce(Return(std::vector<Reply>{Reply::make_error("ERR Library 'x' already exists"), ok()}));
   EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
@@ -60,9 +75,8 @@ TEST_F(ScriptFunctionsTest, ALibraryAlreadyThereSettlesToo) {
 
 TEST_F(ScriptFunctionsTest, AServerWithoutFcallGoesToEvalshaForGood) {
   InSequence order;
-  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
-      .WillOnce(Return(std::vector<Reply>{Reply::make_error("ERR unknown command 'FUNCTION'"),
-                                          Reply::make_error("ERR unknown command 'FCALL', with args beginning with:")}));
+  EXPECT_CALL(conn, command(fcall()))
+      .WillOnce(Return(Reply::make_error("ERR unknown command 'FCALL', with args beginning with:")));
   EXPECT_CALL(conn, command(evalsha())).Times(2).WillRepeatedly(Return(ok()));
   EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
   EXPECT_EQ(conn.script_path(), ScriptPath::evalsha);
@@ -70,13 +84,46 @@ TEST_F(ScriptFunctionsTest, AServerWithoutFcallGoesToEvalshaForGood) {
 }
 
 TEST_F(ScriptFunctionsTest, AnAclRefusalOfFcallGoesToEvalsha) {
-  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
-      .WillOnce(Return(std::vector<Reply>{
-          Reply::make_error("NOPERM User u has no permissions to run the 'function|load' command"),
-          Reply::make_error("NOPERM User u has no permissions to run the 'fcall' command")}));
+  InSequence order;
+  EXPECT_CALL(conn, command(fcall()))
+      .WillOnce(Return(Reply::make_error("NOPERM User u has no permissions to run the 'fcall' command")));
   EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(ok()));
   EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
   EXPECT_EQ(conn.script_path(), ScriptPath::evalsha);
+}
+
+TEST_F(ScriptFunctionsTest, AUserWhoMayCallButNotLoadAnAbsentLibraryGoesToEvalsha) {
+  InSequence order;
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(missing()));
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{
+          Reply::make_error("NOPERM User u has no permissions to run the 'function|load' command"), missing()}));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+  EXPECT_EQ(conn.script_path(), ScriptPath::evalsha);
+}
+
+// A reply that says nothing about Functions (the server is loading its data, a master failed in
+// transit during the LOAD) settles nothing: the call gets its outcome, and the next call asks again.
+TEST_F(ScriptFunctionsTest, AnOutageSettlesNothing) {
+  InSequence order;
+  const Reply loading = Reply::make_error("LOADING Redis is loading the dataset in memory");
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(loading));
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(missing()));
+  EXPECT_CALL(conn, pipeline(Commands{load(), fcall()}))
+      .WillOnce(Return(std::vector<Reply>{redlimit::transit_failure(redlimit::ConnectionError("reset")), missing()}));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).str, loading.str);
+  EXPECT_EQ(conn.script_path(), ScriptPath::probe);
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);  // EVALSHA this time
+  EXPECT_EQ(conn.script_path(), ScriptPath::probe);
+}
+
+TEST_F(ScriptFunctionsTest, AScriptErrorShowsTheFunctionRan) {
+  const Reply raised = Reply::make_error("ERR user_function:12: something the script raised");
+  EXPECT_CALL(conn, command(fcall())).WillOnce(Return(raised));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).str, raised.str);
+  EXPECT_EQ(conn.script_path(), ScriptPath::functions);
 }
 
 TEST_F(ScriptFunctionsTest, AKeyAclRefusalIsTheCallsOwnAndKeepsFunctions) {
@@ -90,8 +137,7 @@ TEST_F(ScriptFunctionsTest, AKeyAclRefusalIsTheCallsOwnAndKeepsFunctions) {
 TEST_F(ScriptFunctionsTest, AFlushedLibraryIsLoadedOnceForTheWholeBatch) {
   conn.set_script_path(ScriptPath::functions);
   calls.push_back(calls.front());
-  const Reply missing = Reply::make_error("ERR Function not found");
-  EXPECT_CALL(conn, pipeline(Commands{fcall(), fcall()})).WillOnce(Return(std::vector<Reply>{missing, missing}));
+  EXPECT_CALL(conn, pipeline(Commands{fcall(), fcall()})).WillOnce(Return(std::vector<Reply>{missing(), missing()}));
   EXPECT_CALL(conn, pipeline(Commands{load(), fcall(), fcall()}))
       .WillOnce(Return(std::vector<Reply>{Reply::make_string("lib"), ok(), ok()}));
   const auto replies = send_script_calls(conn, script, calls);

@@ -1,9 +1,10 @@
 #pragma once
 // A Lua script known by its SHA1 and by its Redis Function's name, and the send step of the
 // decision path. On a connection whose ScriptPath is `functions` (or `probe`), FCALL: the library
-// is loaded once per server (FUNCTION LOAD, persisted and replicated with the data); a server that
-// lost it ("Function not found": FUNCTION FLUSH, a fresh server) gets it again, once, and a server
-// without Functions, or an ACL user denied them, moves the connection to `evalsha` for good.
+// is loaded once per server (FUNCTION LOAD, persisted and replicated with the data), when an FCALL
+// finds it missing ("Function not found": a fresh server, FUNCTION FLUSH), once for every call that
+// missed it; a server without Functions, or an ACL user denied them, moves the connection to
+// `evalsha` for good.
 // EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) the call is sent once more with
 // EVAL, which also caches it (the async step reloads once per connection instead:
 // send_script_call_async). Only replies that say the script did not run (NOSCRIPT, Function not

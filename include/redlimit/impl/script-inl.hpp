@@ -157,26 +157,56 @@ REDLIMIT_INLINE bool library_present(const Reply& load) {
   return !load.is_error() || load.str.find("already exists") != std::string::npos;
 }
 
-// Settles a connection's ScriptPath from a round trip of FCALLs (and the LOAD sent with them): a
-// refused FCALL moves it to evalsha for good; a probe that loaded the library, or whose FCALL ran
-// (an operator loaded it for a user who may not), settles on functions, and otherwise on evalsha.
-REDLIMIT_INLINE void settle_path(ScriptPathState& path, const Reply* load, const std::vector<Reply>& fcalls) {
+// Whether a FUNCTION LOAD reply says this connection will not get the library there: its ACL user
+// may not load it (NOPERM), or the server has no FUNCTION command. A reply about the moment (an
+// outage reply, or a cluster master that failed in transit while the others loaded it) does not.
+REDLIMIT_INLINE bool library_refused(const Reply& load) {
+  if (library_present(load)) return false;
+  const std::string_view code = std::string_view(load.str).substr(0, load.str.find(' '));
+  if (code == "NOPERM") return true;
+  return !is_outage_reply(load.str) && !is_transit_failure(load);
+}
+
+// What a FUNCTION LOAD reply settles: the library is there, so functions; it will not be, so
+// evalsha for good; otherwise (an outage) nothing, and the next call tries FCALL again.
+REDLIMIT_INLINE void settle_after_load(ScriptPathState& path, const Reply& load) {
+  if (library_present(load)) {
+    path.set(ScriptPath::functions);
+  } else if (library_refused(load)) {
+    path.set(ScriptPath::evalsha);
+  }
+}
+
+// Whether an FCALL reply shows that the function ran: a decision, or an error the script raised.
+// Then the server has Functions and this library. Replies that show nothing either way (an outage
+// reply such as LOADING or BUSY, a node that failed in transit) leave a probing connection probing.
+REDLIMIT_INLINE bool fcall_ran(const Reply& r) {
+  if (!r.is_error()) return true;
+  return !is_function_missing(r) && !is_fcall_refused(r) && !is_outage_reply(r.str) && !is_transit_failure(r);
+}
+
+// Settles a connection's ScriptPath from a round trip of FCALLs: a refused FCALL moves it to
+// evalsha for good, and one that ran settles a probing connection on functions. "Function not
+// found" settles nothing here: the reload that follows does (reload_missing).
+REDLIMIT_INLINE void settle_path(ScriptPathState& path, const std::vector<Reply>& fcalls) {
   bool ran = false;
   for (const Reply& r : fcalls) {
     if (is_fcall_refused(r)) {
       path.set(ScriptPath::evalsha);
       return;
     }
-    ran = ran || !is_function_missing(r);
+    ran = ran || fcall_ran(r);
   }
-  if (load != nullptr) path.set(library_present(*load) || ran ? ScriptPath::functions : ScriptPath::evalsha);
+  if (ran && path.get() == ScriptPath::probe) path.set(ScriptPath::functions);
 }
 
 // Re-sends, in one round trip behind a FUNCTION LOAD, the FCALLs of `calls` that met "Function
-// not found" on a server already settled on functions (flushed, or a fresh one after a failover).
-// Their replies replace the missing ones; a failed LOAD settles the connection on evalsha, and
-// what still misses goes on to EVALSHA. A broken round trip is thrown when it carried every call
-// of the batch, and is otherwise the outcome of the re-sent calls only.
+// not found": on a fresh server (the first calls of a probing connection), or one that lost the
+// library (FUNCTION FLUSH, a new master). Their replies replace the missing ones. The LOAD's reply
+// settles the connection: the library is there (loaded now, or by someone else meanwhile), so
+// functions; or it could not be loaded (an ACL user who may call but not load), so evalsha, and
+// what still misses goes on to EVALSHA. A broken round trip settles nothing; it is thrown when it
+// carried every call of the batch, and is otherwise the outcome of the re-sent calls only.
 REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, const Script& script,
                                     const std::vector<ScriptCall>& calls, std::vector<Reply>& replies) {
   std::vector<std::size_t> missing;
@@ -188,30 +218,26 @@ REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, con
   for (std::size_t i : missing) commands.push_back(fcall_command(script, calls[i]));
   replace_resent(replies, missing, [&] {
     std::vector<Reply> second = conn.pipeline(commands);
-    if (!library_present(second.front())) path.set(ScriptPath::evalsha);
+    settle_after_load(path, second.front());
     second.erase(second.begin());  // the LOAD's
+    settle_path(path, second);     // a master that had the LOAD ran its FCALLs
     return second;
   });
 }
 
-// The Functions step: every call as FCALL in one round trip (behind the library's LOAD while the
-// connection probes). Returns one reply per call; those that did not run (missing, refused) are
-// left for the EVALSHA step.
+// The Functions step: every call as FCALL in one round trip, FCALL first even while the connection
+// probes. The library is data on the server, so most connections find it there (another process,
+// an earlier run, a replica promoted), and sending its 160 KB with each new connection's first call
+// would cost more than the second round trip a fresh server takes once. Returns one reply per call;
+// those that did not run (missing after the reload, refused) are left for the EVALSHA step.
 REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState& path, const Script& script,
                                                const std::vector<ScriptCall>& calls) {
-  const bool probe = path.get() == ScriptPath::probe;
   std::vector<std::vector<std::string>> commands;
-  commands.reserve(calls.size() + 1);
-  if (probe) commands.push_back(function_load_command());
+  commands.reserve(calls.size());
   for (const auto& c : calls) commands.push_back(fcall_command(script, c));
   std::vector<Reply> replies = round_trip(conn, commands);
-  Reply load;
-  if (probe) {
-    load = std::move(replies.front());
-    replies.erase(replies.begin());
-  }
-  settle_path(path, probe ? &load : nullptr, replies);
-  if (!probe && path.get() == ScriptPath::functions) reload_missing(conn, path, script, calls, replies);
+  settle_path(path, replies);
+  if (path.get() != ScriptPath::evalsha) reload_missing(conn, path, script, calls, replies);
   return replies;
 }
 
@@ -317,7 +343,7 @@ REDLIMIT_INLINE void load_library_async(const std::shared_ptr<AsyncConnection>& 
   const std::string name(scripts::library_name());
   if (!conn->begin_script_load(name)) return;
   auto on_reply = [conn, name](const Reply& load) {
-    conn->set_script_path(library_present(load) ? ScriptPath::functions : ScriptPath::evalsha);
+    settle_after_load(conn->script_path_state(), load);
     conn->end_script_load(name);
   };
   try {
@@ -335,7 +361,9 @@ REDLIMIT_INLINE void fcall_async(const std::shared_ptr<AsyncScriptCall>& c, bool
   auto on_reply = [c, after_load](Reply reply) {
     const bool refused = is_fcall_refused(reply);
     if (!refused && !is_function_missing(reply)) {
-      if (c->conn->script_path() == ScriptPath::probe) c->conn->set_script_path(ScriptPath::functions);
+      if (fcall_ran(reply) && c->conn->script_path() == ScriptPath::probe) {
+        c->conn->set_script_path(ScriptPath::functions);
+      }
       c->on_reply(std::move(reply));
       return;
     }

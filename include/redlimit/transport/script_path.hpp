@@ -3,10 +3,12 @@
 // Functions"): as Redis Functions (FCALL of a library loaded once per server, persisted and
 // replicated with the data) or as EVALSHA of scripts cached per server process. A transport that
 // talks to Redis (RedisConnection, ConnectionPool, SentinelConnection, AsyncRedis, and a cluster
-// router, which loads the library on every master) starts at `probe`: its first call loads the
-// library and settles on `functions`, or on `evalsha` when the server has no FUNCTION command
-// (Redis < 7.0) or the ACL user may not load or call functions. Everything else (the in-memory
-// backend, test doubles) stays on `evalsha`.
+// router, which loads the library on every master) starts at `probe`, and its first calls are
+// FCALLs: one that runs settles it on `functions`; "Function not found" (a fresh server) sends
+// FUNCTION LOAD once, with the calls again behind it, and settles on `functions`; an FCALL the
+// server does not know (Redis < 7.0) or an ACL user may not run, or a LOAD the user may not send
+// while the library is absent, settles on `evalsha`. Everything else (the in-memory backend, test
+// doubles) stays on `evalsha`.
 // Options::redis_functions = false keeps a limiter on `evalsha`.
 #include <atomic>
 #include <string_view>
