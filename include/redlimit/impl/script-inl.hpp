@@ -162,8 +162,7 @@ REDLIMIT_INLINE bool library_present(const Reply& load) {
 // outage reply, or a cluster master that failed in transit while the others loaded it) does not.
 REDLIMIT_INLINE bool library_refused(const Reply& load) {
   if (library_present(load)) return false;
-  const std::string_view code = std::string_view(load.str).substr(0, load.str.find(' '));
-  if (code == "NOPERM") return true;
+  if (load.str.rfind("NOPERM", 0) == 0) return true;  // an outage reply to a decision, not to a LOAD
   return !is_outage_reply(load.str) && !is_transit_failure(load);
 }
 
