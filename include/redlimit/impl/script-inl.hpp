@@ -157,31 +157,27 @@ REDLIMIT_INLINE bool library_present(const Reply& load) {
   return !load.is_error() || load.str.find("already exists") != std::string::npos;
 }
 
-// Whether a FUNCTION LOAD reply says this connection will not get the library there: its ACL user
-// may not load it (NOPERM), or the server has no FUNCTION command. A reply about the moment (an
-// outage reply, or a cluster master that failed in transit while the others loaded it) does not.
-REDLIMIT_INLINE bool library_refused(const Reply& load) {
-  if (library_present(load)) return false;
-  if (load.str.rfind("NOPERM", 0) == 0) return true;  // an outage reply to a decision, not to a LOAD
-  return !is_outage_reply(load.str) && !is_transit_failure(load);
-}
+// Whether an error reply is about the moment, not about what the server has: an outage reply
+// (LOADING, BUSY, OOM, ...) or a cluster master that failed in transit. It settles no script path.
+REDLIMIT_INLINE bool is_momentary(const Reply& r) { return is_outage_reply(r.str) || is_transit_failure(r); }
 
-// What a FUNCTION LOAD reply settles: the library is there, so functions; it will not be, so
-// evalsha for good; otherwise (an outage) nothing, and the next call tries FCALL again.
+// What a FUNCTION LOAD reply settles: the library is there (loaded, or already there), so
+// functions; the connection will not get it there (its ACL user may not load it, the server has no
+// FUNCTION command), so evalsha for good; a momentary reply settles nothing, and the next call tries
+// FCALL again. NOPERM is an outage reply to a decision, but to a LOAD it is a refusal.
 REDLIMIT_INLINE void settle_after_load(ScriptPathState& path, const Reply& load) {
   if (library_present(load)) {
     path.set(ScriptPath::functions);
-  } else if (library_refused(load)) {
+  } else if (load.str.rfind("NOPERM", 0) == 0 || !is_momentary(load)) {
     path.set(ScriptPath::evalsha);
   }
 }
 
 // Whether an FCALL reply shows that the function ran: a decision, or an error the script raised.
-// Then the server has Functions and this library. Replies that show nothing either way (an outage
-// reply such as LOADING or BUSY, a node that failed in transit) leave a probing connection probing.
+// Then the server has Functions and this library. Replies that show nothing either way (missing,
+// refused, momentary) leave a probing connection probing.
 REDLIMIT_INLINE bool fcall_ran(const Reply& r) {
-  if (!r.is_error()) return true;
-  return !is_function_missing(r) && !is_fcall_refused(r) && !is_outage_reply(r.str) && !is_transit_failure(r);
+  return !r.is_error() || (!is_function_missing(r) && !is_fcall_refused(r) && !is_momentary(r));
 }
 
 // Settles a connection's ScriptPath from a round trip of FCALLs: a refused FCALL moves it to
@@ -360,7 +356,7 @@ REDLIMIT_INLINE void fcall_async(const std::shared_ptr<AsyncScriptCall>& c, bool
   auto on_reply = [c, after_load](Reply reply) {
     const bool refused = is_fcall_refused(reply);
     if (!refused && !is_function_missing(reply)) {
-      if (fcall_ran(reply) && c->conn->script_path() == ScriptPath::probe) {
+      if (c->conn->script_path() == ScriptPath::probe && fcall_ran(reply)) {
         c->conn->set_script_path(ScriptPath::functions);
       }
       c->on_reply(std::move(reply));
