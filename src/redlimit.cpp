@@ -17,6 +17,7 @@
 #include "redlimit/impl/limit-inl.hpp"
 #include "redlimit/impl/rate_limiter-inl.hpp"
 #include "redlimit/impl/script-inl.hpp"
+#include "redlimit/impl/script_async-inl.hpp"
 #include "redlimit/impl/scripts-inl.hpp"
 #include "redlimit/impl/sha1-inl.hpp"
 #include "redlimit/impl/strategies-inl.hpp"

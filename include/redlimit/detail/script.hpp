@@ -104,4 +104,5 @@ Reply run_script(Connection& conn, const Script& script, const std::vector<std::
 
 #ifdef REDLIMIT_HEADER_ONLY
 #include "redlimit/impl/script-inl.hpp"
+#include "redlimit/impl/script_async-inl.hpp"
 #endif
