@@ -54,7 +54,7 @@ struct Options {
   // also stops at the call's deadline (command_timeout), whichever is first.
   std::chrono::milliseconds connect_timeout{1000};
   // The deadline of one call, end to end: a decision (consume, consume_many, peek...) must finish
-  // within command_timeout of its start, pool wait, connecting, the round trip, the EVAL after
+  // within command_timeout of its start, pool wait, connecting, the round trip, the reload after
   // NOSCRIPT and cluster redirects included; past it, TimeoutError (a ConnectionError: the failure
   // policy answers). A command outside a decision (reset(), setup) has the same deadline of its own.
   // An AsyncRedis has its own (AsyncOptions::command_timeout), with the same end-to-end meaning for

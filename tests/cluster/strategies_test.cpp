@@ -182,8 +182,6 @@ TEST_F(ClusterStrategies, ConsumeManyMatchesSingleConsumes) {
   EXPECT_EQ(nodes.size(), 3u);
 }
 
-// SCRIPT FLUSH on every master: the next EVALSHA gets NOSCRIPT and is sent once with EVAL, on
-// each node; the counts carry on.
 // The count of `command` in a master's INFO commandstats ("cmdstat_fcall:calls=12,...").
 long long calls_of(int port, const std::string& command) {
   const std::string info = raw(port, {"INFO", "commandstats"}).str;
@@ -195,7 +193,8 @@ long long calls_of(int port, const std::string& command) {
 // Every master loses its scripts and functions (SCRIPT FLUSH, FUNCTION FLUSH) between decisions,
 // on both paths: as Redis Functions (the default: the router loads the library on every master, and
 // after the flush one LOAD a master serves the calls that missed it) and as EVALSHA
-// (Options::redis_functions = false: NOSCRIPT, then EVAL on that master). Decisions stay exact,
+// (Options::redis_functions = false: NOSCRIPT, then one SCRIPT LOAD, which the router sends to every
+// master, with the calls that missed behind it; no call goes whole as EVAL). Decisions stay exact,
 // through single calls and a batch, and each path runs only its own kind of command.
 TEST_F(ClusterStrategies, ScriptsAndFunctionsFlushedOnEveryMasterOnBothPaths) {
   for (const bool functions : {true, false}) {
@@ -240,6 +239,8 @@ TEST_F(ClusterStrategies, ScriptsAndFunctionsFlushedOnEveryMasterOnBothPaths) {
       SCOPED_TRACE(m.port);
       EXPECT_GT(calls_of(m.port, functions ? "fcall" : "evalsha"), 0);
       EXPECT_EQ(calls_of(m.port, functions ? "evalsha" : "fcall"), 0);
+      EXPECT_EQ(calls_of(m.port, "eval"), 0);
+      if (!functions) EXPECT_GT(calls_of(m.port, "script|load"), 0);
       const redlimit::Reply listed =
           raw(m.port, {"FUNCTION", "LIST", "LIBRARYNAME", std::string(redlimit::detail::scripts::library_name())});
       EXPECT_EQ(listed.elements.size(), functions ? 1u : 0u) << "the library on this master";

@@ -365,7 +365,7 @@ TEST(ScriptFlush, FlushLoopUnderLoadEveryCallSucceedsAndNothingIsCountedTwice) {
   EXPECT_EQ(fw.peek("one").remaining, 0);
   EXPECT_EQ(tb.peek("one").remaining, 0);
   auto admin = raw(server.url());
-  EXPECT_GE(command_calls(admin, "eval"), 1) << "no NOSCRIPT was ever hit: the flushes did not bite";
+  EXPECT_GE(command_calls(admin, "script|load"), 1) << "no NOSCRIPT was ever hit: the flushes did not bite";
   EXPECT_EQ(limiter.counters().errors, 0u);
   EXPECT_EQ(limiter.counters().decisions, 2u * 4u * 300u);
 }

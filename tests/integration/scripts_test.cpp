@@ -1,6 +1,7 @@
 // Script caching on the EVALSHA path (Options::redis_functions = false, or a server without
 // Functions): after SCRIPT FLUSH (as after a restart or failover) the next decision reloads the
-// script and is counted exactly once. The Functions path: functions_test.cpp.
+// script and is counted exactly once; one SCRIPT LOAD serves every call of a round trip that met
+// NOSCRIPT. The Functions path: functions_test.cpp.
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -34,6 +35,27 @@ TEST_F(ScriptsTest, AfterScriptFlushTheNextConsumeCountsExactlyOnce) {
     EXPECT_EQ(s.consume("u", 1).remaining, 2);
     EXPECT_EQ(command_calls("eval"), evals);
   }
+}
+
+// A round trip of several script calls (a batch past 256 requests goes as calls of at most 256,
+// pipelined) that all meet NOSCRIPT sends the script's body once: one SCRIPT LOAD with the three
+// calls again behind it, and no EVAL. Each request counts once.
+TEST_F(ScriptsTest, AfterScriptFlushOneLoadServesEveryCallOfARoundTrip) {
+  at(0s);
+  const auto fw = rl().fixed_window("noscript-batch", Limit(1000, 1h));
+  std::vector<std::string> names;  // the requests' subjects are views of these
+  for (int i = 0; i < 600; ++i) names.push_back("s" + std::to_string(i));
+  std::vector<redlimit::Request> requests;
+  for (const auto& n : names) requests.push_back({n, 1});
+  ASSERT_EQ(fw.consume_many(requests).size(), requests.size());  // the script is cached
+  ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).str, "OK");
+  ASSERT_EQ(server().command({"CONFIG", "RESETSTAT"}).str, "OK");
+  const std::vector<Decision> got = fw.consume_many(requests);
+  ASSERT_EQ(got.size(), requests.size());
+  for (const Decision& d : got) EXPECT_EQ(d.remaining, 998) << d;
+  EXPECT_EQ(command_calls("script|load"), 1);
+  EXPECT_EQ(command_calls("evalsha"), 3 + 3);  // each call twice: NOSCRIPT, then behind the LOAD
+  EXPECT_EQ(command_calls("eval"), 0);
 }
 
 TEST_F(ScriptsTest, AfterScriptFlushAPeekStillRecordsNothing) {

@@ -67,13 +67,16 @@ TEST_P(EveryStrategyReplyTest, MalformedReplyThrowsReplyError) {
   for (int i = 0; i < 6; ++i) EXPECT_THROW(s.consume("u", 1), ReplyError) << i;
 }
 
-TEST_P(EveryStrategyReplyTest, NoscriptIsFollowedByOneEvalWithTheSameArguments) {
+TEST_P(EveryStrategyReplyTest, NoscriptIsFollowedByOneLoadAndTheSameEvalsha) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   const Argv a = args(now(), 2, "1");
   InSequence seq;
   EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), a))).WillOnce(Return(redlimit_unit::noscript_reply()));
-  EXPECT_CALL(*mock, command(eval(script(), keys(s, "u"), a))).WillOnce(Return(reply(1, 4, 0, 9)));
+  EXPECT_CALL(*mock, pipeline(_));  // the SCRIPT LOAD and the call again: one command() each, by default
+  EXPECT_CALL(*mock, command(Argv{"SCRIPT", "LOAD", std::string(script().source)}))
+      .WillOnce(Return(Reply::make_string(script().sha1)));
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), a))).WillOnce(Return(reply(1, 4, 0, 9)));
   const Decision d = s.consume("u", 2);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.remaining, 4);

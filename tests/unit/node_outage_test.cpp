@@ -165,21 +165,28 @@ TEST_F(NodeOutageTest, TransitFailureUnderRaiseThrowsItsOwnKind) {
   }
 }
 
-// NOSCRIPT on node 2 only, and node 2 failing on the EVAL: node 1's decision stands (the EVAL is the
-// only command that met the failure; nothing is sent again).
-TEST_F(NodeOutageTest, FailedEvalAfterNoscriptKeepsTheOtherNodesDecision) {
+// NOSCRIPT on node 2 only, and node 2 failing on the reload (SCRIPT LOAD and the EVALSHA again):
+// node 1's decision stands (the reload is the only round trip that met the failure; nothing is sent
+// again).
+TEST_F(NodeOutageTest, FailedReloadAfterNoscriptKeepsTheOtherNodesDecision) {
   const RateLimiter limiter = make(OnFailure::fail_closed, 0);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  EXPECT_CALL(*mock, pipeline(_)).WillOnce([](const Commands& cmds) {
-    std::vector<Reply> out;
-    for (const auto& c : cmds) out.push_back(to_dead(c) ? redlimit_unit::noscript_reply() : decision_reply(1, 4, 0, 1));
-    return out;
-  });
-  EXPECT_CALL(*mock, command(_)).WillOnce([](const Argv& c) -> Reply {
-    EXPECT_EQ(c.at(0), "EVAL");
-    EXPECT_TRUE(to_dead(c));
-    throw ConnectionError("reset by peer");
-  });
+  EXPECT_CALL(*mock, pipeline(_))
+      .WillOnce([](const Commands& cmds) {
+        std::vector<Reply> out;
+        for (const auto& c : cmds) {
+          out.push_back(to_dead(c) ? redlimit_unit::noscript_reply() : decision_reply(1, 4, 0, 1));
+        }
+        return out;
+      })
+      .WillOnce([](const Commands& cmds) -> std::vector<Reply> {
+        EXPECT_EQ(cmds.size(), 2u);
+        EXPECT_EQ(cmds.at(0).at(0), "SCRIPT");
+        EXPECT_EQ(cmds.at(1).at(0), "EVALSHA");
+        EXPECT_TRUE(to_dead(cmds.at(1)));
+        throw ConnectionError("reset by peer");
+      });
+  EXPECT_CALL(*mock, command(_)).Times(0);
   const auto d = fw.consume_many({{"live", 1}, {"dead", 1}});
   EXPECT_EQ(d[0].source, Source::primary);
   EXPECT_TRUE(d[0].allowed);

@@ -1,5 +1,6 @@
-// run_script: EVALSHA first; EVAL exactly once on NOSCRIPT; other error replies throw ReplyError;
-// transport errors propagate and are never replayed.
+// run_script and send_script_calls: EVALSHA first; on NOSCRIPT one SCRIPT LOAD with the EVALSHAs
+// that missed behind it, in one round trip; EVAL only for a call that misses again (the LOAD
+// refused); other error replies throw ReplyError; transport errors propagate and are never replayed.
 #include "redlimit/detail/script.hpp"
 
 #include <gmock/gmock.h>
@@ -42,6 +43,9 @@ class ScriptTest : public ::testing::Test {
 
   Argv evalsha() const { return {"EVALSHA", script.sha1, "2", "k1", "k2", "a", "b", "c"}; }
   Argv eval() const { return {"EVAL", std::string(kSource), "2", "k1", "k2", "a", "b", "c"}; }
+  Argv script_load() const { return {"SCRIPT", "LOAD", std::string(kSource)}; }
+  // What Redis answers a SCRIPT LOAD: the script's SHA1.
+  Reply loaded() const { return Reply::make_string(script.sha1); }
 };
 
 TEST_F(ScriptTest, ScriptIsNamedBySha1OfItsSource) {
@@ -84,10 +88,13 @@ TEST_F(ScriptTest, NilAndArrayRepliesAreReturnedAsIs) {
   EXPECT_EQ(r.elements[4].integer, 5);
 }
 
-TEST_F(ScriptTest, NoscriptFallsBackToEvalExactlyOnce) {
+TEST_F(ScriptTest, NoscriptSendsTheEvalshaAgainBehindOneScriptLoad) {
   InSequence seq;
   EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
-  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_integer(42)));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load())).WillOnce(Return(loaded()));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_integer(42)));
+  EXPECT_CALL(conn, command(eval())).Times(0);
   const Reply r = run_script(conn, script, keys, args);
   EXPECT_EQ(r.type, Reply::Type::integer);
   EXPECT_EQ(r.integer, 42);
@@ -96,24 +103,65 @@ TEST_F(ScriptTest, NoscriptFallsBackToEvalExactlyOnce) {
 TEST_F(ScriptTest, NextCallStartsWithEvalshaAgain) {
   InSequence seq;
   EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
-  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_integer(1)));
-  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_integer(2)));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load())).WillOnce(Return(loaded()));
+  EXPECT_CALL(conn, command(evalsha()))
+      .WillOnce(Return(Reply::make_integer(1)))
+      .WillOnce(Return(Reply::make_integer(2)));
   EXPECT_EQ(run_script(conn, script, keys, args).integer, 1);
   EXPECT_EQ(run_script(conn, script, keys, args).integer, 2);
 }
 
-TEST_F(ScriptTest, ErrorFromEvalAfterNoscriptThrowsWithoutLooping) {
+TEST_F(ScriptTest, ErrorFromTheEvalshaAfterTheLoadThrowsWithoutLooping) {
   InSequence seq;
   EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
-  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_error("ERR Error compiling script")));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load())).WillOnce(Return(Reply::make_error("ERR Error compiling script")));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(Reply::make_error("ERR Error running script: boom")));
+  EXPECT_CALL(conn, command(eval())).Times(0);
   EXPECT_THROW(run_script(conn, script, keys, args), ReplyError);
+}
+
+// An ACL user who may run scripts but not SCRIPT LOAD: the EVALSHA behind the refused LOAD misses
+// again, and the call goes once as EVAL.
+TEST_F(ScriptTest, ARefusedLoadFallsBackToEvalExactlyOnce) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load()))
+      .WillOnce(Return(Reply::make_error("NOPERM User u has no permissions to run the 'script|load' command")));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, command(eval())).WillOnce(Return(Reply::make_integer(7)));
+  EXPECT_EQ(run_script(conn, script, keys, args).integer, 7);
 }
 
 TEST_F(ScriptTest, NoscriptFromEvalIsNotRetriedAgain) {
   InSequence seq;
   EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load())).WillOnce(Return(loaded()));
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
   EXPECT_CALL(conn, command(eval())).WillOnce(Return(redlimit_unit::noscript_reply()));
   EXPECT_THROW(run_script(conn, script, keys, args), ReplyError);
+}
+
+// Calls that share a round trip (a cluster's per-slot calls, a batch's chunks): those that met
+// NOSCRIPT go again behind one LOAD, in one round trip, and the others keep their replies.
+TEST_F(ScriptTest, OneLoadServesEveryCallOfTheRoundTripThatMissed) {
+  std::vector<redlimit::detail::ScriptCall> calls(3);
+  for (std::size_t i = 0; i < calls.size(); ++i) calls[i].keys = {"k" + std::to_string(i)};
+  const auto sha = [&](std::size_t i) { return evalsha_command(script, calls[i].keys, {}); };
+  InSequence seq;
+  EXPECT_CALL(conn, pipeline(ElementsAre(sha(0), sha(1), sha(2))))
+      .WillOnce(Return(std::vector<Reply>{redlimit_unit::noscript_reply(), Reply::make_integer(1),
+                                          redlimit_unit::noscript_reply()}));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), sha(0), sha(2))))
+      .WillOnce(Return(std::vector<Reply>{loaded(), Reply::make_integer(0), Reply::make_integer(2)}));
+  const std::vector<Reply> r = redlimit::detail::send_script_calls(conn, script, calls);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].integer, 0);
+  EXPECT_EQ(r[1].integer, 1);
+  EXPECT_EQ(r[2].integer, 2);
 }
 
 TEST_F(ScriptTest, OtherErrorRepliesThrowReplyErrorAndAreNotRetried) {
@@ -201,8 +249,20 @@ TEST_F(ScriptTest, TimeoutPropagatesAndIsNotReplayed) {
   EXPECT_THROW(run_script(conn, script, keys, args), TimeoutError);
 }
 
+TEST_F(ScriptTest, ConnectionErrorDuringTheReloadPropagates) {
+  InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load())).WillOnce(Throw(ConnectionError("broken pipe")));
+  EXPECT_CALL(conn, command(eval())).Times(0);
+  EXPECT_THROW(run_script(conn, script, keys, args), ConnectionError);
+}
+
 TEST_F(ScriptTest, ConnectionErrorDuringEvalPropagates) {
   InSequence seq;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
+  EXPECT_CALL(conn, pipeline(ElementsAre(script_load(), evalsha())));  // the default: one command() each
+  EXPECT_CALL(conn, command(script_load())).WillOnce(Return(Reply::make_error("NOPERM no")));
   EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(redlimit_unit::noscript_reply()));
   EXPECT_CALL(conn, command(eval())).WillOnce(Throw(ConnectionError("broken pipe")));
   EXPECT_THROW(run_script(conn, script, keys, args), ConnectionError);

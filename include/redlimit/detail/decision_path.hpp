@@ -5,7 +5,7 @@
 //   begin()   the local reject cache answers what it can; the breaker of each request's shard may
 //             forbid sending (then the failure policy answers that shard's requests: one server is
 //             one shard, a cluster one per master); the rest is grouped into script calls
-//   send      the caller's own step: send_script_calls() (a round trip, NOSCRIPT -> EVAL) or
+//   send      the caller's own step: send_script_calls() (a round trip; NOSCRIPT -> a reload) or
 //             send_script_call_async() (the same, over an event loop)
 //   finish()  each reply judged on its own: decisions decoded, outage replies answered by the
 //             failure policy; or fail() when the send step failed as a whole

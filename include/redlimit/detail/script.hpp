@@ -5,9 +5,10 @@
 // finds it missing ("Function not found": a fresh server, FUNCTION FLUSH), once for every call that
 // missed it; a server without Functions, or an ACL user denied them, moves the connection to
 // `evalsha` for good.
-// EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) the call is sent once more with
-// EVAL, which also caches it (the async step reloads once per connection instead:
-// send_script_call_async). Only replies that say the script did not run (NOSCRIPT, Function not
+// EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) one SCRIPT LOAD, with every
+// EVALSHA of the round trip that missed behind it, so the script's body is sent once however many
+// calls missed (the async step: once per connection, send_script_call_async); a call that misses
+// again (the LOAD refused) goes as EVAL. Only replies that say the script did not run (NOSCRIPT, Function not
 // found, FCALL unknown or denied) trigger another send, so nothing is counted twice. A transport
 // error is thrown to the caller and never replayed, because the script may have run.
 #include <exception>
@@ -61,7 +62,7 @@ bool is_fcall_refused(const Reply& r);
 std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::string>& args);
 
-// The EVAL command for `script`: sent after NOSCRIPT.
+// The EVAL command for `script`: sent for a call that met NOSCRIPT again behind a SCRIPT LOAD.
 std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
                                       const std::vector<std::string>& args);
 
@@ -77,8 +78,9 @@ bool is_outage_reply(std::string_view error);
 // otherwise. The message names `who` (the strategy the user built), or the script.
 void check_script_reply(const Script& script, const Reply& reply, std::string_view who = {});
 
-// The synchronous send step: `calls` in one round trip (a command, or a pipeline), EVALSHA first,
-// EVAL for those that came back NOSCRIPT. Returns one reply per call, error replies included (the
+// The synchronous send step: `calls` in one round trip (a command, or a pipeline), EVALSHA first;
+// those that came back NOSCRIPT again behind one SCRIPT LOAD (one round trip), and EVAL for any
+// that miss once more. Returns one reply per call, error replies included (the
 // caller judges them call by call); throws ConnectionError / TimeoutError when the round trip failed.
 std::vector<Reply> send_script_calls(Connection& conn, const Script& script, const std::vector<ScriptCall>& calls);
 

@@ -52,7 +52,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path, std::chrono::st
   std::vector<Reply> replies;
   try {
     // The call's deadline starts here and bounds the whole send step: the pool's wait, connecting,
-    // the round trip and the EVAL after NOSCRIPT (docs/reliability.md §7).
+    // the round trip and the reload after NOSCRIPT (docs/reliability.md §7).
     CallScope call(*ctx.connection, started);
     std::unique_lock<std::mutex> lock(ctx.mutex, std::defer_lock);
     if (!ctx.connection->thread_safe()) lock.lock();

@@ -238,6 +238,14 @@ REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState
   return replies;
 }
 
+// The EVALSHA step: every call as EVALSHA in one round trip. Those that met NOSCRIPT (a server
+// restarted, a replica promoted, SCRIPT FLUSH) go again behind one SCRIPT LOAD, in one round trip:
+// the script's body is sent once for all of them, where an EVAL each would send it once per call (a
+// batch of many slots on a cluster, a batch past 256 requests in chunks; on a cluster the router
+// sends the LOAD to every master, ahead of its share). A call that meets NOSCRIPT again (the LOAD
+// refused, as to an ACL user who may run scripts but not SCRIPT, or the cache flushed again
+// meanwhile) goes as EVAL, which cannot meet it: three round trips at most, and only NOSCRIPT, a
+// reply that says the script did not run, sends a call again.
 REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script& script,
                                                  const std::vector<ScriptCall>& calls) {
   std::vector<std::vector<std::string>> commands;
@@ -249,9 +257,21 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script&
     if (is_noscript(replies[i])) again.push_back(i);
   }
   if (again.empty()) return replies;
+  commands.assign(1, {"SCRIPT", "LOAD", std::string(script.source)});
+  for (std::size_t i : again) commands.push_back(evalsha_command(script, calls[i].keys, calls[i].args));
+  replace_resent(replies, again, [&] {
+    std::vector<Reply> second = conn.pipeline(commands);
+    second.erase(second.begin());  // the LOAD's: what matters is whether the EVALSHAs behind it ran
+    return second;
+  });
+  std::vector<std::size_t> still;  // the calls that did not run behind the LOAD either
+  for (std::size_t i : again) {
+    if (is_noscript(replies[i])) still.push_back(i);
+  }
+  if (still.empty()) return replies;
   commands.clear();
-  for (std::size_t i : again) commands.push_back(eval_command(script, calls[i].keys, calls[i].args));
-  replace_resent(replies, again, [&] { return round_trip(conn, commands); });
+  for (std::size_t i : still) commands.push_back(eval_command(script, calls[i].keys, calls[i].args));
+  replace_resent(replies, still, [&] { return round_trip(conn, commands); });
   return replies;
 }
 

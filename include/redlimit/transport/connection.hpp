@@ -58,7 +58,7 @@ class Connection {
   }
 
   // One call's deadline (docs/reliability.md §7): the decision path brackets each call's send step
-  // (EVALSHA, the EVAL after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
+  // (EVALSHA, the reload after NOSCRIPT, a batch's pipeline) with begin_call() / end_call(), through
   // CallScope. A transport with a command deadline starts it at begin_call() and makes every step
   // of the call (waiting for a pooled connection, connecting, each round trip, cluster redirects)
   // share it; a command outside any call has a deadline of its own. Calls may nest (a transport
