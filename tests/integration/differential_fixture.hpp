@@ -21,6 +21,7 @@
 #include "redlimit/detail/scripts.hpp"
 #include "redlimit/transport/memory_connection.hpp"
 #include "redlimit/transport/redis_connection.hpp"
+#include "support/env_count.hpp"
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -233,10 +234,7 @@ inline std::uint64_t base_seed() {
 constexpr int kDefaultDiffSteps = 10000;
 
 inline int steps_per_strategy() {
-  if (const char* env = std::getenv("REDLIMIT_DIFF_STEPS"); env != nullptr && *env != '\0') {
-    return std::max(1, std::atoi(env));
-  }
-  return kDefaultDiffSteps;
+  return count_from_env("REDLIMIT_DIFF_STEPS", "REDLIMIT_SHORT_DIFF_STEPS", kDefaultDiffSteps);
 }
 
 // A call's outcome: its decision, or the exception it threw.
