@@ -8,9 +8,9 @@
 // EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) one SCRIPT LOAD, with every
 // EVALSHA of the round trip that missed behind it, so the script's body is sent once however many
 // calls missed (the async step: once per connection, send_script_call_async); a call that misses
-// again (the LOAD refused) goes as EVAL. Only replies that say the script did not run (NOSCRIPT, Function not
-// found, FCALL unknown or denied) trigger another send, so nothing is counted twice. A transport
-// error is thrown to the caller and never replayed, because the script may have run.
+// again (the LOAD refused) goes as EVAL. Only replies that say the script did not run (NOSCRIPT,
+// Function not found, FCALL unknown or denied) trigger another send, so nothing is counted twice. A
+// transport error is thrown to the caller and never replayed, because the script may have run.
 #include <exception>
 #include <functional>
 #include <memory>
@@ -80,8 +80,8 @@ void check_script_reply(const Script& script, const Reply& reply, std::string_vi
 
 // The synchronous send step: `calls` in one round trip (a command, or a pipeline), EVALSHA first;
 // those that came back NOSCRIPT again behind one SCRIPT LOAD (one round trip), and EVAL for any
-// that miss once more. Returns one reply per call, error replies included (the
-// caller judges them call by call); throws ConnectionError / TimeoutError when the round trip failed.
+// that miss once more. Returns one reply per call, error replies included (the caller judges them
+// call by call); throws ConnectionError / TimeoutError when the round trip failed.
 std::vector<Reply> send_script_calls(Connection& conn, const Script& script, const std::vector<ScriptCall>& calls);
 
 // The asynchronous send step: one call over an AsyncConnection. Many calls are in flight at once,

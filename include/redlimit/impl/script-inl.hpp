@@ -153,6 +153,10 @@ REDLIMIT_INLINE std::vector<std::string> function_load_command() {
   return {"FUNCTION", "LOAD", std::string(scripts::library())};
 }
 
+REDLIMIT_INLINE std::vector<std::string> script_load_command(const Script& script) {
+  return {"SCRIPT", "LOAD", std::string(script.source)};
+}
+
 // Whether a FUNCTION LOAD reply leaves the library on the server: loaded now, or already there
 // (another client, another connection, an earlier process of this version).
 REDLIMIT_INLINE bool library_present(const Reply& load) {
@@ -257,7 +261,7 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script&
     if (is_noscript(replies[i])) again.push_back(i);
   }
   if (again.empty()) return replies;
-  commands.assign(1, {"SCRIPT", "LOAD", std::string(script.source)});
+  commands.assign(1, script_load_command(script));
   for (std::size_t i : again) commands.push_back(evalsha_command(script, calls[i].keys, calls[i].args));
   replace_resent(replies, again, [&] {
     std::vector<Reply> second = conn.pipeline(commands);

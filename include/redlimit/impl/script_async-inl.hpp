@@ -37,8 +37,7 @@ REDLIMIT_INLINE void load_script_async(const std::shared_ptr<AsyncConnection>& c
   auto done = [conn, sha1 = script.sha1] { conn->end_script_load(sha1); };
   try {
     conn->command_async(
-        {"SCRIPT", "LOAD", std::string(script.source)}, [done](const Reply&) { done(); },
-        [done](const std::exception_ptr&) { done(); });
+        script_load_command(script), [done](const Reply&) { done(); }, [done](const std::exception_ptr&) { done(); });
   } catch (...) {
     done();
   }
