@@ -8,16 +8,15 @@
 // thread) and in time (kRunDeadline: threads stop sending when it passes, and the test then fails
 // because not every request was sent). REDLIMIT_HAMMER_REQUESTS sets the requests per thread: the
 // sanitizer passes of scripts/test.sh and the runs on Valkey send 500 unless it is set
-// (REDLIMIT_SHORT_HAMMER_REQUESTS, from REDLIMIT_SHORT_COUNTS in tests/CMakeLists.txt; still 64 racing threads; on a
-// machine five times slower than that box the two tests took 300 s under ASan at 2,000), the plain pass on Redis the
-// full 2,000. No assertion here is about time, so ctest runs these tests beside the other suites (faults_concurrency in
-// tests/faults/CMakeLists.txt), not in the fault suite's serial slot.
+// (REDLIMIT_SHORT_HAMMER_REQUESTS, from REDLIMIT_SHORT_COUNTS in tests/CMakeLists.txt; still 64
+// racing threads; on a machine five times slower than that box the two tests took 300 s under ASan
+// at 2,000), the plain pass on Redis the full 2,000. No assertion here is about time, so ctest runs
+// these tests beside the other suites (faults_concurrency in tests/faults/CMakeLists.txt), not in
+// the fault suite's serial slot.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
