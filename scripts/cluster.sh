@@ -88,13 +88,15 @@ start() {
     stop
     exit 1
   }
-  # Wait until every node agrees the cluster is up and each master has its replica.
+  # Wait until every node agrees the cluster is up and knows each master's replica (each node's
+  # own view: a master can hear of its replica by gossip after another node has).
   for _ in $(seq 1 200); do
     local ok=1
     for port in "${ports[@]}"; do
       redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+      [[ $(redis-cli -p "$port" cluster nodes 2>/dev/null | grep -c slave) -ge 3 ]] || ok=0
     done
-    if [[ $ok == 1 ]] && [[ $(redis-cli -p "${ports[0]}" cluster nodes | grep -c slave) -ge 3 ]]; then
+    if [[ $ok == 1 ]]; then
       echo "redis-cluster://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
       return 0
     fi

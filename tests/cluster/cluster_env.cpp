@@ -165,6 +165,16 @@ int owner_port(int slot, int avoid_port) {
   return 0;
 }
 
+int wait_owner(int slot, int port, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  int owner = owner_port(slot);
+  while (owner != port && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    owner = owner_port(slot);
+  }
+  return owner;
+}
+
 void flush_all_masters() {
   for (const auto& m : live_masters()) {
     const redlimit::Reply r = raw(m.port, {"FLUSHALL"});
@@ -263,9 +273,13 @@ bool wait_in_sync(int port) {
 }
 
 int replica_of(const NodeInfo& master) {
-  for (const auto& n : cluster_nodes(master.port)) {
-    if (n.master_id == master.id) return n.port;
-  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    for (const auto& n : cluster_nodes(master.port)) {
+      if (n.master_id == master.id) return n.port;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < until);
   return 0;
 }
 

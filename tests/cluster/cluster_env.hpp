@@ -46,6 +46,10 @@ std::vector<NodeInfo> cluster_nodes(int port);
 std::vector<NodeInfo> live_masters(int avoid_port = 0);
 // The port of the master serving `slot`, per CLUSTER NODES from any live node (0 if none).
 int owner_port(int slot, int avoid_port = 0);
+// owner_port(slot) once it is `port`, asked again for up to `limit`: a node that was not sent the
+// CLUSTER SETSLOT (a replica, say) learns the new owner by gossip, a few ms to a heartbeat later.
+// Returns the last answer.
+int wait_owner(int slot, int port, std::chrono::milliseconds limit = std::chrono::seconds(5));
 
 // FLUSHALL on every live master.
 void flush_all_masters();
@@ -68,7 +72,10 @@ bool wait_cluster_ok(std::chrono::milliseconds limit);
 bool in_sync(int port);
 bool wait_in_sync(int port);
 
-// The port of a replica of `master` (0 if it has none), per CLUSTER NODES from the master.
+// The port of a replica of `master` (0 if it has none), per CLUSTER NODES from the master, asked
+// again for up to 5 s: a new cluster's master may not have heard of its replica yet when the first
+// node seen says the cluster is up (seen on a fast machine: the first test after the cluster
+// started found none).
 int replica_of(const NodeInfo& master);
 
 // CONFIG SET name value on every node that answers.

@@ -174,7 +174,7 @@ TEST_F(ClusterResharding, DecisionsStayExactWhileSlotsMove) {
   // The map followed the move (MOVED refreshed it), and Redis agrees on the new owner.
   for (std::size_t k = 0; k < subjects.size(); ++k) {
     if (!moving.count(subject_slot[k])) continue;
-    EXPECT_EQ(owner_port(subject_slot[k]), to.port) << "slot " << subject_slot[k];
+    EXPECT_EQ(wait_owner(subject_slot[k], to.port), to.port) << "slot " << subject_slot[k];
     EXPECT_EQ(connection->node_for_slot(static_cast<std::uint16_t>(subject_slot[k])), to_name)
         << "slot " << subject_slot[k];
   }

@@ -175,7 +175,7 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   EXPECT_EQ(db.source, Source::primary) << db;
   EXPECT_FALSE(db.allowed) << db;  // still blocked
   EXPECT_GE(db.retry_after, 59min) << db;
-  EXPECT_EQ(owner_port(slot), to);
+  EXPECT_EQ(wait_owner(slot, to), to);
   std::printf("[ migration ] %d calls on split keys answered by fail_closed, 0 errors escaped; after SETSLOT NODE: "
               "a remaining %lld, b blocked\n",
               answered_by_policy, static_cast<long long>(da.remaining));
@@ -214,7 +214,7 @@ TEST_F(ClusterMigration, ASingleKeyRequestFollowsAskMidMigration) {
   finish_migration();
   EXPECT_EQ(fw.consume(moved).remaining, L - 4) << "the request decided on the target counted once";
   EXPECT_EQ(fw.consume(stays).remaining, L - 3) << "and the one decided on the source";
-  EXPECT_EQ(owner_port(slot), to);
+  EXPECT_EQ(wait_owner(slot, to), to);
   std::printf("[ migration ] a one-key request mid-migration: decided on the target after ASK\n");
 }
 
@@ -253,7 +253,7 @@ TEST_F(ClusterMigration, AnAsyncCallCaughtByAMigrationIsDecidedOnceItEnds) {
   EXPECT_EQ(d.source, Source::primary) << d;
   EXPECT_TRUE(d.allowed) << d;
   EXPECT_EQ(d.remaining, L - 2) << d;
-  EXPECT_EQ(owner_port(slot), to);
+  EXPECT_EQ(wait_owner(slot, to), to);
   std::printf("[ migration ] async call caught by a migration decided by Redis %lld ms after it was made\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
 }
