@@ -270,7 +270,14 @@ repeatable to a few percent, lower the more decisions a run makes). It is not pa
 ratio in instructions. Its strategy `floor` makes a single fixed-window decision's two commands, with
 the same arguments, and returns the same two integers, deciding nothing: adding it to that list
 splits the gap into what the commands cost (the floor; the peer makes one more) and what the
-scripts' own Lua costs (fixed window minus floor).
+scripts' own Lua costs (fixed window minus floor). Its strategy `incr` sizes a design redlimit does
+not ship: a fixed window whose count Redis keeps itself, an integer under a key per window, so that a
+decision is one INCRBY (the TTL and a look for a block paid by a window's first request only, a
+request over the limit undone with DECRBY). On Redis 7.0.15 (1 Dec 2026, `peer,floor,incr,fixed_window
+seq 8`): peer 29,174 instructions a decision, floor 21,290, incr 21,062 (0.72x the peer), fixed window
+34,513 (1.18x). The gap is the Lua around the two commands, not the commands: an FCALL that only
+returns two integers costs about 12,300, each `redis.call` about 4,400, and unpacking and packing the
+20-byte state about 3,700 (probes of the same kind, not kept).
 """
 
 

@@ -21,6 +21,11 @@
 # key) with the same arguments (a key, a time, a head) and returns the same two integers, deciding
 # nothing. `fixed_window seq` minus `floor` is the scripts' own work (the arithmetic, the state's
 # packing, the parsing of the time); `peer` minus `floor`, the peer's third command and its reply.
+# The strategy `incr` is a design redlimit does not ship, measured to size it (issue 13, target 1):
+# a fixed window whose count Redis keeps itself, an integer under a key per window (the client
+# names it with the window's start), so that a decision is one INCRBY; the TTL and a look for a
+# block are paid by a window's first request only, and a request over the limit is undone with
+# DECRBY. Same arguments and reply as `floor`.
 #
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
@@ -61,6 +66,38 @@ redis.register_function('floor_fixed_window', function(keys, args)
   out[2] = 60000000
   return out
 end)"
+# The design `incr` (see above), on its steady path: the head parsed once, the time parsed and the
+# window's end worked out per call, as lua/fixed_window.lua does.
+INCR_LIBRARY="#!lua name=redlimit_incr_reference
+local head_arg, cost, limit, window, ttl
+local out = {0, 0}
+redis.register_function('incr_fixed_window', function(keys, args)
+  local now = args[1] + 0
+  if args[2] ~= head_arg then
+    local c, l, w = string.match(args[2], '^[0-4] (%d+) (%d+) (%d+)\$')
+    cost, limit, window = tonumber(c), tonumber(l), tonumber(w)
+    ttl, head_arg = string.format('%d', window / 1000 + 1001), args[2]
+  end
+  local r = now % window
+  if r < 0 then r = r + window end
+  local reset = window - r
+  local used = redis.call('INCRBY', keys[1], cost)
+  if used == cost then
+    redis.call('PEXPIRE', keys[1], ttl)
+    local blocked_until = tonumber(redis.call('GET', keys[1] .. ':b'))
+    if blocked_until and blocked_until > now then
+      redis.call('DECRBY', keys[1], cost)
+      return {0, 0, blocked_until - now, blocked_until - now, 0}
+    end
+  end
+  if used > limit then
+    redis.call('DECRBY', keys[1], cost)
+    return {0, limit - used + cost, reset, reset, 0}
+  end
+  out[1] = limit - used
+  out[2] = reset
+  return out
+end)"
 # Runs the reference Function $2 (library $3) for $1 seconds' worth of calls, with arguments $4...
 reference_run() {
   local calls=$(($1 * 2000)) # under valgrind: about 2,000 calls a second, one at a time
@@ -79,6 +116,10 @@ for strategy in ${strategies//,/ }; do
   run() {
     if [[ "$strategy" == peer ]]; then
       reference_run "$1" peer_fixed_window "$PEER_LIBRARY" 1 3600
+      return
+    fi
+    if [[ "$strategy" == incr ]]; then
+      reference_run "$1" incr_fixed_window "$INCR_LIBRARY" 1795000000000000 '1 1 1000 60000000'
       return
     fi
     if [[ "$strategy" == floor ]]; then
