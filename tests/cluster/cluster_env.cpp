@@ -32,6 +32,18 @@ std::string script_path() {
   return REDLIMIT_CLUSTER_SCRIPT_DEFAULT;
 }
 
+// Asks `done` until it says true, `step` apart, for up to `limit`; whether it did. Every wait of this
+// file is one: a cluster changes by gossip and failure detection, which take their time.
+template <typename Done>
+bool poll(std::chrono::milliseconds limit, std::chrono::milliseconds step, Done done) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(step);
+  }
+  return true;
+}
+
 std::string unquote(std::string v) {
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') return v.substr(1, v.size() - 2);
   return v;
@@ -166,12 +178,8 @@ int owner_port(int slot, int avoid_port) {
 }
 
 int wait_owner(int slot, int port, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  int owner = owner_port(slot);
-  while (owner != port && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    owner = owner_port(slot);
-  }
+  int owner = 0;
+  poll(limit, std::chrono::milliseconds(20), [&] { return (owner = owner_port(slot)) == port; });
   return owner;
 }
 
@@ -217,27 +225,27 @@ pid_t restart_node(int port) {
                      30, &out);
   if (rc != 0) throw std::runtime_error("redis-server did not start again: " + out);
   pid_t pid = 0;
-  for (int i = 0; i < 200 && pid == 0; ++i) {
+  poll(std::chrono::seconds(5), std::chrono::milliseconds(25), [&] {
     std::ifstream f(pidfile);
     if (!(f >> pid)) pid = 0;
-    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+    return pid != 0;
+  });
   if (pid == 0) throw std::runtime_error("no pid file from the restarted node " + std::to_string(port));
   g_state.pids[static_cast<std::size_t>(it - g_state.ports.begin())] = pid;
   write_state_file();
-  for (int i = 0; i < 200; ++i) {
+  const bool answers = poll(std::chrono::seconds(5), std::chrono::milliseconds(25), [port] {
     try {
-      if (raw(port, {"PING"}).type == redlimit::Reply::Type::status) return pid;
+      return raw(port, {"PING"}).type == redlimit::Reply::Type::status;
     } catch (const redlimit::ConnectionError&) {
+      return false;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  });
+  if (answers) return pid;
   throw std::runtime_error("the restarted node " + std::to_string(port) + " does not answer");
 }
 
 bool wait_cluster_ok(std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  do {
+  return poll(limit, std::chrono::milliseconds(50), [] {
     bool ok = true;
     for (int port : g_state.ports) {
       try {
@@ -250,10 +258,8 @@ bool wait_cluster_ok(std::chrono::milliseconds limit) {
     for (const auto& m : masters) {
       for (auto [lo, hi] : m.slots) covered += hi - lo + 1;
     }
-    if (ok && masters.size() == 3 && covered == 16384) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  } while (std::chrono::steady_clock::now() < until);
-  return false;
+    return ok && masters.size() == 3 && covered == 16384;
+  });
 }
 
 bool in_sync(int port) {
@@ -265,22 +271,18 @@ bool in_sync(int port) {
 }
 
 bool wait_in_sync(int port) {
-  for (int i = 0; i < 200; ++i) {
-    if (in_sync(port)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return poll(std::chrono::seconds(20), std::chrono::milliseconds(100), [port] { return in_sync(port); });
 }
 
 int replica_of(const NodeInfo& master) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  do {
+  int replica = 0;
+  poll(std::chrono::seconds(5), std::chrono::milliseconds(50), [&] {
     for (const auto& n : cluster_nodes(master.port)) {
-      if (n.master_id == master.id) return n.port;
+      if (n.master_id == master.id) replica = n.port;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  } while (std::chrono::steady_clock::now() < until);
-  return 0;
+    return replica != 0;
+  });
+  return replica;
 }
 
 void config_set_everywhere(const std::string& name, const std::string& value) {
