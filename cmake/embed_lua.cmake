@@ -5,7 +5,8 @@
 # - library: the same scripts as one Redis Functions library (Redis >= 7.0). helpers.lua runs once,
 #   at load, and so does each script's load part, in a do-block of its own with the function that
 #   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function;
-#   a script that defines decide() also gets <name>_spread (flag allow-cross-slot-keys): the same
+#   a script that defines decide(), or runs its own requests (a line starting "-- Runs its own
+#   requests" before its per-call part: fixed_window.lua), also gets <name>_spread (flag allow-cross-slot-keys): the same
 #   function for requests of many slots of one cluster node, which declares one key and takes the
 #   others among its arguments (detail::ScriptCall::spread), and sets the helpers' `spread`.
 #   The library and its functions are named after the SHA1 of the library's code (library_name),
@@ -59,12 +60,14 @@ foreach(f ${files})
   file(READ ${f} src)
   split_per_call("${src}" load src)
   string(FIND "${load}${src}" "local function decide(" has_decide)
+  string(FIND "${load}" "\n-- Runs its own requests" own_requests)
   set(spread "")
-  if(has_decide EQUAL -1)
-    set(tail "")
-  else()
+  set(tail "")
+  if(NOT has_decide EQUAL -1)
     string(APPEND load "${epilogue_load}")
     set(tail "\n${epilogue_src}")
+  endif()
+  if(NOT has_decide EQUAL -1 OR NOT own_requests EQUAL -1)
     list(APPEND spread_names ${name})
     # <name>_spread: the same decisions for requests of many slots of one cluster node. FCALL
     # declares one key (the first request's state: it routes the call, and a redirect names its

@@ -1,14 +1,14 @@
 -- Block: deny a subject outright until now + duration, whatever its quota.
 --
--- KEYS[1]  the strategy's state: a string state (kind "1") or a policy's hash (kind "2") holds
---          the block too; a sorted set is untouched (named so the call routes to the subject's
---          slot)
+-- KEYS[1]  the strategy's state: a string state (kind "1"), a policy's hash (kind "2") or a fixed
+--          window's hash (kind "3") holds the block too; a sorted set is untouched (named so the
+--          call routes to the subject's slot)
 -- KEYS[2]  the block marker: string "blocked until" (us), expiring with the block
 -- ARGV[1..2] now; the head: mode "3", cost (unused), then the parameters (prologue.lua)
 --          "<duration> <kind>": the block's duration (us), "0" to lift the block instead
---          (Strategy::unblock); kind "1" when the strategy keeps a string state (fixed window,
---          token and leaky buckets), "2" a hash (sliding window, policies); missing or anything
---          else: neither (sliding log)
+--          (Strategy::unblock); kind "1" when the strategy keeps a string state (token and
+--          leaky buckets), "2" a policy's hash (sliding window, policies), "3" a fixed window's
+--          hash; missing or anything else: neither (sliding log)
 -- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block. Lifting:
 -- {1, 0, 0, 0, 0} when a block was in force, {0, 0, 0, 0, 0} when none was.
 --
@@ -25,13 +25,63 @@
 -- type is no block: epilogue.lua, foreign keys), a string state with MGET, as the batches read
 -- states (another type reads as none, and a block replaces it), a hash with HGETALL (another type:
 -- no block, and a block deletes the key first, as a decision's write would).
+-- A fixed window's hash (kind "3", fixed_window.lua) holds its counts less WINDOW_BLOCKED while a
+-- block is in force (helpers.lua): a block takes it off every count, a lift puts it back.
+
+-- A fixed window's hash read whole: its fields and values as HGETALL lists them, and the time its
+-- counts stop mattering (the latest window end of its fields "<start>:<window>"). A key of another
+-- type is made the hash: a 0.3 packed state's count and block kept (fixed_window.lua), anything
+-- else dropped, with the key's TTL for the count (a block sets its own below).
+local function window_hash(key)
+  local h = redis.pcall('HGETALL', key)
+  if h.err then
+    local v = redis.pcall('GET', key)
+    local pttl = redis.call('PTTL', key)
+    redis.call('DEL', key)
+    h = {}
+    if type_(v) == 'string' then
+      local state, b = split_block(v)
+      if state and #state == 20 then
+        local s, c, w = unpack_(WINDOW, state)
+        h = {fmt(s) .. ':' .. fmt(w), fmt(c)}
+      end
+      if b then h[#h + 1], h[#h + 2] = BLOCK_FIELD, fmt(b) end
+    end
+    if #h > 0 then
+      redis.call('HSET', key, unpack(h))
+      redis.call('PEXPIRE', key, pttl > 0 and pttl or 1)
+    end
+  end
+  local lives = 0
+  for i = 1, #h, 2 do
+    local s, w = match(h[i], '^(%d+):(%d+)$')
+    if s then lives = max(lives, tonumber(s) + tonumber(w)) end
+  end
+  return h, lives
+end
+-- Adds `by` to each count of the hash `h` whose sign `below_zero` names (a block's: the counts not
+-- yet blocked, below_zero false; a lift's: the blocked ones, true).
+local function shift_counts(key, h, by, below_zero)
+  for i = 1, #h, 2 do
+    local c = tonumber(h[i + 1])
+    if h[i] ~= BLOCK_FIELD and c and (c < 0) == below_zero then redis.call('HINCRBY', key, h[i], by) end
+  end
+end
+
+-- Per call: -------------------------------------------------------------------------------------
 local p = words(params) -- helpers.lua; split as the memory twin splits them
 local duration, kind = p[1], p[2]
 if not tonumber(duration) then error('block.lua: the duration is not a number: ' .. params) end
 local marker = tonumber(redis.pcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
 local foreign, lives = false, nil -- a hash's key holds another type; its state's life (below)
-if kind == '1' then
+local counts -- a fixed window's hash, as window_hash reads it
+if kind == '3' then
+  counts, lives = window_hash(KEYS[1])
+  for i = 1, #counts, 2 do
+    if counts[i] == BLOCK_FIELD then held = tonumber(counts[i + 1]) end
+  end
+elseif kind == '1' then
   state = redis.call('MGET', KEYS[1])[1]
   if state then state, held = split_block(state) end
 elseif kind == '2' then
@@ -61,8 +111,9 @@ if duration == '0' then
   -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
   -- that ended and was not yet dropped by a write goes too.
   if marker then redis.call('DEL', KEYS[2]) end
-  if held and kind == '2' then
+  if held and kind ~= '1' then
     redis.call('HDEL', KEYS[1], BLOCK_FIELD) -- a hash left empty is deleted by Redis
+    if kind == '3' then shift_counts(KEYS[1], counts, WINDOW_BLOCKED, true) end
   elseif held then
     if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
   end
@@ -85,8 +136,9 @@ if kind == '1' then
     if state and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
   end
   redis.call('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
-elseif kind == '2' then
+elseif kind == '2' or kind == '3' then
   if foreign then redis.call('DEL', KEYS[1]) end
+  if kind == '3' then shift_counts(KEYS[1], counts, -WINDOW_BLOCKED, false) end
   redis.call('HSET', KEYS[1], BLOCK_FIELD, fmt(blocked_until))
   redis.call('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))
 end

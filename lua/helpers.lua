@@ -12,9 +12,10 @@
 -- The library functions the scripts call per request, as locals: a global lookup and a field
 -- lookup less each time, which a batch of hundreds of requests notices. Bound by the prologue's
 -- first call, not here: Redis 7.0 loads a Functions library with no global but `redis` in reach.
-local fmod, max, min, format, match, byte, find, sub, gmatch, pack, unpack_
+local fmod, max, min, format, match, byte, find, sub, gmatch, pack, unpack_, type_
 local function bind_libraries()
   fmod, max, min, format, match, byte = math.fmod, math.max, math.min, string.format, string.match, string.byte
+  type_ = type
   find, sub, gmatch = string.find, string.sub, string.gmatch
   pack, unpack_ = struct.pack, struct.unpack
 end
@@ -174,6 +175,12 @@ local function block_suffix(blocked_until) return pack('<I7', blocked_until) .. 
 -- end (us) in decimal: a name without ':', so never a bucket's, and read by the HGETALL a decision
 -- makes anyway.
 local BLOCK_FIELD = 'blk'
+
+-- A block of a fixed window (block.lua, kind "3") also takes WINDOW_BLOCKED off every count its hash
+-- holds (fixed_window.lua): a count below zero is the block, seen by the HINCRBY a decision makes
+-- anyway, so that no decision reads BLOCK_FIELD until then. 2^50: above any count (< 2^40) and its
+-- requests' costs, and a count less it stays exact in a double.
+local WINDOW_BLOCKED = 1125899906842624
 
 -- A hash field's name "<tag>:<bucket>" (policy.lua): its tag and bucket, or nil for any other name.
 local function split_field(f)

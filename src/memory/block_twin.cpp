@@ -57,6 +57,57 @@ HashBlock hash_block(const Call& c, KeyRef& state) {
   return b;
 }
 
+// the kind "3": a fixed window's hash read whole (block.lua, window_hash), a key of another type made
+// the hash first (a 0.3 window state's count and block kept, with its key's PTTL; anything else
+// dropped); and the latest end of its windows.
+struct WindowHash {
+  BucketHash* hash = nullptr;
+  std::optional<std::int64_t> held;
+  std::int64_t lives = 0;
+};
+
+WindowHash window_hash(const Call& c, KeyRef& state) {
+  WindowHash w;
+  Entry* e = state.get();
+  if (e != nullptr && !std::holds_alternative<BucketHash>(e->state)) {
+    BucketHash converted;
+    if (const auto* p = std::get_if<Packed>(&e->state)) {
+      if (p->layout == Packed::Layout::window) {
+        converted.fields[std::to_string(p->time) + ":" + std::to_string(p->tag)] = p->quantity;
+      }
+      if (p->blocked_until != 0) converted.fields[std::string(kBlockField)] = p->blocked_until;
+    }
+    const std::int64_t deadline = e->deadline;
+    state.erase();  // DEL
+    if (!converted.fields.empty()) {
+      state.create(std::move(converted));
+      const std::int64_t pttl = deadline == kNoDeadline ? -1 : (deadline - c.now) / 1000;
+      state.expire_ms(c.now, pttl > 0 ? pttl : 1);
+    }
+    e = state.get();
+  }
+  if (e == nullptr) return w;
+  w.hash = &std::get<BucketHash>(e->state);
+  for (const auto& [field, value] : w.hash->fields) {
+    std::int64_t start = 0, window = 0;
+    const auto colon = field.find(':');
+    if (field == kBlockField) {
+      w.held = value;
+    } else if (colon != std::string::npos && parse_int(std::string_view(field).substr(0, colon), start) &&
+               parse_int(std::string_view(field).substr(colon + 1), window)) {
+      w.lives = std::max(w.lives, start + window);
+    }
+  }
+  return w;
+}
+
+// Adds `by` to each count of the hash whose sign `below_zero` names (block.lua, shift_counts).
+void shift_counts(BucketHash& hash, std::int64_t by, bool below_zero) {
+  for (auto& [field, value] : hash.fields) {
+    if (field != kBlockField && (value < 0) == below_zero) value += by;
+  }
+}
+
 // a duration of "0": the block lifted (Strategy::unblock). The marker deleted; a string state's block cut
 // off, the state kept with its deadline (SET KEEPTTL), or deleted when it held the block alone; a
 // hash's block field deleted (HDEL: Redis deletes a hash left empty).
@@ -67,6 +118,16 @@ std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef& state, std
       was = m->until > c.now;
       marker.erase();
     }
+  }
+  if (holder == "3") {
+    const WindowHash w = window_hash(c, state);
+    if (w.held) {
+      was = was || *w.held > c.now;
+      w.hash->fields.erase(std::string(kBlockField));
+      shift_counts(*w.hash, kWindowBlocked, true);
+      if (w.hash->fields.empty()) state.erase();
+    }
+    return {was ? 1 : 0, 0, 0, 0, 0};
   }
   if (holder == "2") {
     const HashBlock b = hash_block(c, state);
@@ -118,6 +179,17 @@ void block_hash(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
   state.expire_ms(c.now, ttl_ms(std::max(blocked_until, b.lives) - c.now));  // PEXPIRE
 }
 
+// the kind "3": every count not yet blocked less kWindowBlocked, the block field, and a TTL that
+// outlives both the block and the hash's windows.
+void block_window(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
+  WindowHash w = window_hash(c, state);
+  if (w.held) blocked_until = std::max(blocked_until, *w.held);
+  if (w.hash == nullptr) w.hash = &std::get<BucketHash>(state.create(BucketHash{}).state);
+  shift_counts(*w.hash, -kWindowBlocked, false);
+  w.hash->fields[std::string(kBlockField)] = blocked_until;
+  state.expire_ms(c.now, ttl_ms(std::max(blocked_until, w.lives) - c.now));  // PEXPIRE
+}
+
 }  // namespace
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
@@ -131,6 +203,7 @@ std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
   }
   if (holder == "1") block_string(c, state, blocked_until);
   if (holder == "2") block_hash(c, state, blocked_until);
+  if (holder == "3") block_window(c, state, blocked_until);
   marker.set(Marker{blocked_until}, c.now, ttl_ms(blocked_until - c.now));  // PSETEX
   const std::int64_t wait = blocked_until - c.now;
   return {0, 0, wait, wait, 0};

@@ -345,8 +345,10 @@ Reply run_strings(const Twin& twin, const Call& c, const std::string* keys, std:
 
 Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
   switch (id) {
-    case ScriptId::fixed_window:
-      return run_strings(FixedWindowTwin(c), c, keys, n, 2, tables);
+    case ScriptId::fixed_window: {
+      FixedWindowTwin twin(c);
+      return run_keyed(twin, c, keys, n, 2, tables, /*reads_marker=*/false);
+    }
     case ScriptId::token_bucket:
       return run_strings(TokenBucketTwin(c), c, keys, n, 3, tables);
     case ScriptId::leaky_bucket:

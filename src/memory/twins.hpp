@@ -125,17 +125,6 @@ struct Write {
 
 // Twins of the scripts whose state is a string (state_is_string = true): decide() gets the staged
 // value (nullptr: missing, or not a pack2 string) and says what to write; the epilogue writes.
-class FixedWindowTwin {
- public:
-  explicit FixedWindowTwin(const Call& c);
-  Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
-  static constexpr int width() { return 5; }
-
- private:
-  const Call& c_;
-  std::int64_t limit_, window_, current_;
-};
-
 class TokenBucketTwin {
  public:
   explicit TokenBucketTwin(const Call& c);
@@ -161,6 +150,35 @@ class LeakyBucketTwin {
 
 // Twins of the scripts that keep their own kind of key (state_is_string = false): decide() reads
 // and writes the key itself, command by command, as the script does with redis.call().
+inline constexpr std::int64_t kWindowBlocked = std::int64_t{1} << 50;  // helpers.lua's WINDOW_BLOCKED
+
+// fixed_window.lua, which runs its own requests (no epilogue): its hash of counts by window.
+class FixedWindowTwin {
+ public:
+  explicit FixedWindowTwin(const Call& c);
+  Decided decide(KeyRef& key, std::int64_t cost) const;
+  static constexpr int width() { return 5; }
+
+ private:
+  struct Count {  // a field of the hash: "<start>:<window>" (named) and its count, unblocked
+    std::int64_t start = 0, window = 0, count = 0;
+    std::string field;
+    bool named = false;
+  };
+  struct Read {
+    std::optional<std::int64_t> blocked_until;
+    std::vector<Count> counts;
+    bool foreign = false;  // the key holds another type (a 0.3 string state is read as counts)
+  };
+  Read read(const Entry* e) const;
+  Decided settle(KeyRef& key, std::int64_t cost) const;
+  void write(KeyRef& key, const Read& r, const Count* home, std::int64_t start, std::int64_t used) const;
+
+  const Call& c_;
+  std::int64_t limit_, window_, current_;
+  std::string field_;  // the current window's
+};
+
 class SlidingLogTwin {
  public:
   explicit SlidingLogTwin(const Call& c);

@@ -79,8 +79,7 @@ TEST_F(CliTest, InspectShowsPeekAndDecodedState) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(R"("key":"redlimit:{api|alice}:fw","allowed":true,"limit":5,"remaining":2,)"));
   EXPECT_THAT(r.out, HasSubstr(R"("blocked":false,"blocked_ttl_ms":0,)"));
-  EXPECT_THAT(r.out, HasSubstr(R"("state":{"type":"string","value":{"bytes":20,"start_us":)"));
-  EXPECT_THAT(r.out, HasSubstr(R"("used":3,"window_us":60000000}})"));
+  EXPECT_THAT(r.out, MatchesRegex(R"(.*"state":\{"type":"hash","windows":\{"[0-9]+:60000000":"3"\}\}\}\s*)"));
   fw.consume("alice");
   fw.consume("alice");
   r = on_server({"inspect", "fixed_window", "api", "alice", "--limit", "5/min"});
@@ -109,14 +108,16 @@ TEST_F(CliTest, BlockUnblockAndReset) {
   r = on_server({"inspect", "fw", "api", "bob", "--limit", "5/min", "--json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.out, MatchesRegex(R"(.*"blocked":true,"blocked_ttl_ms":(59[0-9]|600)[0-9]{3},.*)"));
-  // The fixed window's state holds the block too, after its own 20 bytes.
-  EXPECT_THAT(r.out, MatchesRegex(R"(.*"bytes":29,"blocked_until_us":[0-9]+,"start_us":[0-9]+,"used":1,.*)"));
+  // The fixed window's hash holds the block too, beside its window's count (shown unblocked).
+  EXPECT_THAT(r.out,
+              MatchesRegex(R"(.*"type":"hash","blocked_until_us":"[0-9]+","windows":\{"[0-9]+:60000000":"1"\}.*)"));
   r = on_server({"unblock", "fw", "api", "bob", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "{\"was_blocked\":true}\n");
   EXPECT_TRUE(fw.consume("bob").allowed) << "the block is lifted";
   EXPECT_EQ(fw.peek("bob").remaining, 3) << "unblock keeps the state";
-  EXPECT_EQ(redis.command({"STRLEN", fw.key_for("bob")}).integer, 20) << "and drops the block it held";
+  EXPECT_EQ(redis.command({"HEXISTS", fw.key_for("bob"), "blk"}).integer, 0) << "and drops the block it held";
+  EXPECT_EQ(redis.command({"HLEN", fw.key_for("bob")}).integer, 1);
   r = on_server({"reset", "fw", "api", "bob"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(fw.peek("bob").remaining, 5);

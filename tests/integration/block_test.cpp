@@ -1,8 +1,8 @@
 // Blocks (Strategy::block, lua/block.lua) on a real server: every strategy rejects a blocked subject
 // until the block ends or unblock() lifts it, refunds go through, and the count from before the
-// block survives it. A string state (fixed window, token and leaky buckets) holds its block itself
-// (lua/helpers.lua, split_block), and a hash (sliding windows, policies) in its field "blk", so that
-// their decisions read one key; these tests look at those bytes, fields and TTLs.
+// block survives it. A string state (token and leaky buckets) holds its block itself
+// (lua/helpers.lua, split_block), and a hash (fixed and sliding windows, policies) in its field
+// "blk", so that their decisions read one key; these tests look at those bytes, fields and TTLs.
 #include "support/fixture.hpp"
 
 namespace redlimit_test {
@@ -15,9 +15,9 @@ class BlockTest : public StrictRedisTest {
 };
 
 bool holds_its_block(const AnyStrategy& s) {
-  return s.name == "fixed_window" || s.name == "token_bucket" || s.name == "leaky_meter" || s.name == "leaky_shaper";
+  return s.name == "token_bucket" || s.name == "leaky_meter" || s.name == "leaky_shaper";
 }
-bool hash_holds_its_block(const AnyStrategy& s) { return s.name == "sliding_window"; }
+bool hash_holds_its_block(const AnyStrategy& s) { return s.name == "sliding_window" || s.name == "fixed_window"; }
 
 TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBefore) {
   at(0s);
@@ -43,10 +43,7 @@ TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBef
     const Decision after = s.consume("u", 1);
     EXPECT_TRUE(after.allowed) << after;
     if (s.name != "leaky_shaper") EXPECT_LE(after.remaining, 3) << after;
-    if (holds_its_block(s)) {
-      const std::int64_t own = s.name == "fixed_window" ? 20 : 28;
-      EXPECT_EQ(strlen(s.key_for("u")), own) << "the write after the block drops it";
-    }
+    if (holds_its_block(s)) EXPECT_EQ(strlen(s.key_for("u")), 28) << "the write after the block drops it";
     if (hash_holds_its_block(s)) {
       EXPECT_EQ(server().integer({"HEXISTS", s.key_for("u"), "blk"}), 0) << "the write after the block drops it";
     }
@@ -56,53 +53,66 @@ TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBef
 // A write that keeps the key's TTL overwrites a string state in place (SETRANGE) only when the key
 // holds a value of the new one's length: after a block has ended, the state is still followed by
 // the block's bytes, which the write must drop, not leave behind. In a batch, the second request of
-// the subject reads what the first wrote, and its write then keeps the TTL in place.
+// the subject reads what the first wrote, and its write then keeps the TTL in place. A fixed
+// window's hash drops its ended block, and puts its count back above zero, in the same write.
 TEST_F(BlockTest, AWriteAfterAnEndedBlockDropsItInABatchToo) {
   for (const auto& s : all_strategies(rl(), "ended", 5, 1h)) {
-    if (!holds_its_block(s)) continue;
+    if (!holds_its_block(s) && s.name != "fixed_window") continue;
     SCOPED_TRACE(s.name);
     at(0s);
     ASSERT_TRUE(s.consume("u", 1).allowed);
     s.block("u", 1s);
-    const std::int64_t own = s.name == "fixed_window" ? 20 : 28;
-    ASSERT_EQ(strlen(s.key_for("u")), own + 9) << "the state, then the block";
+    const bool window = s.name == "fixed_window";
+    // What the key holds: a string state's length, or a fixed window's block field and count.
+    const auto expect_held = [&](std::int64_t length, std::int64_t count, bool blocked) {
+      if (!window) {
+        EXPECT_EQ(strlen(s.key_for("u")), length);
+        return;
+      }
+      EXPECT_EQ(server().integer({"HEXISTS", s.key_for("u"), "blk"}), blocked ? 1 : 0);
+      EXPECT_EQ(window_state(server().command({"HGETALL", s.key_for("u")})).quantity, count);
+    };
+    expect_held(28 + 9, 1, true);  // the state, then the block
     at(2s);
     const std::vector<Decision> d = s.consume_many({{"u", 1}, {"u", 1}});
     ASSERT_EQ(d.size(), 2u);
     EXPECT_TRUE(d[0].allowed) << d[0];
     EXPECT_TRUE(d[1].allowed) << d[1];
     if (s.name != "leaky_shaper") EXPECT_EQ(d[1].remaining, 2) << d[1];
-    EXPECT_EQ(strlen(s.key_for("u")), own) << "the ended block is gone";
+    expect_held(28, 3, false);  // the ended block is gone
     EXPECT_GT(pttl(s.key_for("u")), 0);
     const Decision next = s.consume("u", 1);  // a single decision's write, now in place
     EXPECT_TRUE(next.allowed) << next;
     if (s.name != "leaky_shaper") EXPECT_EQ(next.remaining, 1) << next;
-    EXPECT_EQ(strlen(s.key_for("u")), own);
+    expect_held(28, 4, false);
   }
 }
 
-TEST_F(BlockTest, AStringStateHoldsItsBlockAfterItsOwnBytes) {
+// A fixed window's hash holds its block in the field "blk", and its count less 2^50 until the
+// block ends (lua/helpers.lua, WINDOW_BLOCKED), so that a decision's HINCRBY meets the block.
+TEST_F(BlockTest, AFixedWindowsHashHoldsItsBlockBesideItsCount) {
   at(0s);
   const auto fw = rl().fixed_window("held", Limit(5, 1h));
   fw.consume("u", 2);
   fw.block("u", 10s);
   const std::string key = fw.key_for("u");
-  const std::string v = server().command({"GET", key}).str;
-  ASSERT_EQ(v.size(), 29u);
-  EXPECT_EQ(v.substr(27), "BK");
-  std::int64_t until = 0;
-  for (int i = 6; i >= 0; --i) until = until * 256 + static_cast<unsigned char>(v[20 + static_cast<std::size_t>(i)]);
-  EXPECT_EQ(until, (kT0 + 10s).count());
+  EXPECT_EQ(server().command({"HGET", key, "blk"}).str, std::to_string((kT0 + 10s).count()));
+  const std::string field = std::to_string(kT0.count()) + ":3600000000";
+  EXPECT_EQ(std::stoll(server().command({"HGET", key, field}).str), 2 - (std::int64_t{1} << 50));
+  EXPECT_EQ(window_state(server().command({"HGETALL", key})).quantity, 2);
   // The marker is written too, for the decisions of older versions.
   EXPECT_EQ(server().command({"GET", fw.block_key_for("u")}).str, std::to_string((kT0 + 10s).count()));
-  // A subject never seen: the block alone, 9 bytes, living as long as the block (plus the margin).
+  // A subject never seen: the block alone, living as long as the block (plus the margin).
   fw.block("new", 10s);
-  EXPECT_EQ(strlen(fw.key_for("new")), 9);
+  EXPECT_EQ(server().integer({"HLEN", fw.key_for("new")}), 1);
   EXPECT_GT(pttl(fw.key_for("new")), 10'000);
   EXPECT_LE(pttl(fw.key_for("new")), 11'001);
   EXPECT_FALSE(fw.consume("new", 1).allowed);
   at(10s);
   EXPECT_EQ(fw.consume("new", 1).remaining, 4) << "the block alone held no count";
+  EXPECT_EQ(server().integer({"HEXISTS", fw.key_for("new"), "blk"}), 0);
+  EXPECT_EQ(fw.consume("u", 1).remaining, 2) << "the count from before the block, back above zero";
+  EXPECT_EQ(server().command({"HGET", key, field}).str, "3");
 }
 
 TEST_F(BlockTest, TheStateKeyOutlivesBothTheBlockAndItsOwnState) {

@@ -79,7 +79,7 @@ TEST_F(ConcurrencyTest, FixedWindowAdmitsExactlyTheLimit) {
   EXPECT_EQ(admitted.size(), static_cast<std::size_t>(kHotLimit));
   expect_distinct_remaining(admitted);
   auto fw = rl().fixed_window("race", Limit(kHotLimit, 1h));
-  EXPECT_EQ(unpack_state(server().command({"GET", fw.key_for("hot")}).str).quantity, 100);
+  EXPECT_EQ(window_state(server().command({"HGETALL", fw.key_for("hot")})).quantity, 100);
 }
 
 TEST_F(ConcurrencyTest, SlidingLogAdmitsExactlyTheLimit) {

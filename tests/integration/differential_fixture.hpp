@@ -32,7 +32,8 @@ namespace differential_fixture {
 using redlimit::Reply;
 
 // A Connection to the suite's server that runs every redlimit script (its exact source) inside
-//   local redis = <redis, with PEXPIRE and PSETEX recording the TTL instead of setting it>
+//   local redis = <redis, with PEXPIRE and PSETEX recording the TTL instead of setting it, and
+//                  PEXPIRE NX taking every key that held anything before the call for one with a TTL>
 //   local function script() <the script's source> end
 //   return {script(), <TTL recorded for KEYS[1]>, <for the first request's block marker>}
 // where the TTL reported is the one the script set, -1 when it set none, -2 when the key does not
@@ -99,10 +100,25 @@ class RecordingRedis final : public redlimit::Connection {
     }
     w += R"lua(local real_redis = redis
 local recorded_ttl = {}
+local existed = {} -- whether a key held anything when the call first touched it: then it had a TTL
+local function touch(key)
+  if type(key) == 'string' and existed[key] == nil then existed[key] = real_redis.call('EXISTS', key) == 1 end
+end
 local redis = setmetatable({
+  pcall = function(...)
+    touch(select(2, ...))
+    return real_redis.pcall(...)
+  end,
   call = function(...)
     local a = {...}
     local verb = string.upper(a[1])
+    if verb ~= 'TIME' then touch(a[2]) end
+    if verb == 'PEXPIRE' and #a == 4 and string.upper(a[4]) == 'NX' then
+      -- Every key a script leaves has a TTL: one that held anything before this call has one.
+      if real_redis.call('EXISTS', a[2]) == 0 or existed[a[2]] or recorded_ttl[a[2]] then return 0 end
+      recorded_ttl[a[2]] = tonumber(a[3])
+      return 1
+    end
     if verb == 'PEXPIRE' and #a == 3 then
       if real_redis.call('EXISTS', a[2]) == 0 then return 0 end
       recorded_ttl[a[2]] = tonumber(a[3])
@@ -113,7 +129,7 @@ local redis = setmetatable({
       return real_redis.call('SET', a[2], a[4])
     end
     if verb == 'DEL' then
-      for i = 2, #a do recorded_ttl[a[i]] = nil end
+      for i = 2, #a do recorded_ttl[a[i]], existed[a[i]] = nil, false end
     end
     return real_redis.call(...)
   end,

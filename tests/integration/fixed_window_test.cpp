@@ -81,7 +81,7 @@ TEST_F(FixedWindowTest, RejectedRequestsRecordNothing) {
   at(1s);
   EXPECT_TRUE(fw.consume("u", 4).allowed);
   for (int i = 0; i < 20; ++i) EXPECT_FALSE(fw.consume("u", 2).allowed);
-  EXPECT_EQ(unpack_state(server().command({"GET", fw.key_for("u")}).str).quantity, 4);
+  EXPECT_EQ(window_state(server().command({"HGETALL", fw.key_for("u")})).quantity, 4);
   // The one unit left is still there.
   const Decision d = fw.consume("u");
   EXPECT_TRUE(d.allowed) << d;
@@ -136,6 +136,68 @@ TEST_F(FixedWindowTest, AWindowStartedByAClockAheadWins) {
   EXPECT_EQ(d.retry_after, 11s) << d;
   at(20s);
   EXPECT_TRUE(fw.consume("u").allowed);
+}
+
+// The lagging client's requests land in the window the clock ahead started, one after another, and
+// the hash keeps that window's field alone.
+TEST_F(FixedWindowTest, ALaggingClientCountsInTheWindowAhead) {
+  auto fw = rl().fixed_window("lag", Limit(5, 10s));
+  at(10s);
+  EXPECT_TRUE(fw.consume("u", 2).allowed);
+  at(9s);
+  EXPECT_EQ(fw.consume("u").remaining, 2);
+  EXPECT_EQ(fw.consume_many({{"u", 1}, {"u", 1}})[1].remaining, 0);
+  const PackedState held = window_state(server().command({"HGETALL", fw.key_for("u")}));
+  EXPECT_EQ(held.time, (kT0 + 10s).count());
+  EXPECT_EQ(held.quantity, 5);
+  EXPECT_EQ(server().integer({"HLEN", fw.key_for("u")}), 1);
+}
+
+// 0.3 kept a fixed window in a 20-byte string (start, used, window: '<I7I6I7'), with a block after it
+// as 9 bytes ('<I7' and "BK"). Such a state is read as the hash it becomes: its count and its block
+// still hold (docs/keys.md, Upgrading a fixed window from 0.3).
+std::string packed_window(std::int64_t start, std::int64_t used, std::int64_t window) {
+  std::string v;
+  const auto put = [&](std::int64_t x, int bytes) {
+    for (int i = 0; i < bytes; ++i) v += static_cast<char>((x >> (8 * i)) & 0xff);
+  };
+  put(start, 7);
+  put(used, 6);
+  put(window, 7);
+  return v;
+}
+
+TEST_F(FixedWindowTest, AStateOf03IsReadAndReplacedByTheHash) {
+  auto fw = rl().fixed_window("up", Limit(5, 1min));
+  at(10s);
+  server().command({"SET", fw.key_for("u"), packed_window(kT0.count(), 3, 60'000'000), "PX", "60000"});
+  Decision d = fw.peek("u");
+  EXPECT_EQ(d.remaining, 2) << d;
+  EXPECT_EQ(server().command({"TYPE", fw.key_for("u")}).str, "string") << "a peek writes nothing";
+  d = fw.consume("u");
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 1) << d;
+  EXPECT_EQ(server().command({"TYPE", fw.key_for("u")}).str, "hash");
+  EXPECT_EQ(window_state(server().command({"HGETALL", fw.key_for("u")})).quantity, 4);
+  EXPECT_EQ(fw.consume("u").remaining, 0);
+  EXPECT_FALSE(fw.consume("u").allowed);
+  // A blocked 0.3 state: the block holds until its end, then the count from before it.
+  std::string blocked = packed_window(kT0.count(), 1, 60'000'000);
+  const std::string until = packed_window((kT0 + 20s).count(), 0, 0).substr(0, 7);
+  server().command({"SET", fw.key_for("b"), blocked + until + "BK", "PX", "60000"});
+  d = fw.consume("b");
+  EXPECT_FALSE(d.allowed) << d;
+  EXPECT_EQ(d.retry_after, 10s) << d;
+  EXPECT_EQ(server().command({"HGET", fw.key_for("b"), "blk"}).str, std::to_string((kT0 + 20s).count()));
+  at(20s);
+  d = fw.consume("b");
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 3) << d;
+  // A block() on a 0.3 state keeps its count too.
+  server().command({"SET", fw.key_for("c"), packed_window(kT0.count(), 2, 60'000'000), "PX", "60000"});
+  fw.block("c", 5s);
+  at(25s);
+  EXPECT_EQ(fw.consume("c").remaining, 2);
 }
 
 }  // namespace

@@ -91,7 +91,7 @@ TEST_F(ScriptsTest, SlidingLogHoldsOneEntryPerRequestAcrossAFlush) {
   fw.consume("u", 2);
   ASSERT_EQ(server().command({"SCRIPT", "FLUSH"}).str, "OK");
   fw.consume("u", 3);
-  EXPECT_EQ(unpack_state(server().command({"GET", fw.key_for("u")}).str).quantity, 5);
+  EXPECT_EQ(window_state(server().command({"HGETALL", fw.key_for("u")})).quantity, 5);
 }
 
 TEST_F(ScriptsTest, AFreshServerLoadsScriptsOnFirstUse) {

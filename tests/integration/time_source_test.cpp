@@ -41,7 +41,7 @@ TEST_F(TimeSourceTest, FixedWindowCountsInTheServersWindow) {
   const Micros after = server_time();
   EXPECT_FALSE(d.allowed) << d;
   const Micros start{before.count() - before.count() % window.count()};
-  EXPECT_EQ(unpack_state(server().command({"GET", fw.key_for("u")}).str).time, start.count());
+  EXPECT_EQ(window_state(server().command({"HGETALL", fw.key_for("u")})).time, start.count());
   EXPECT_GE(d.retry_after, start + window - after) << d;
   EXPECT_LE(d.retry_after, start + window - before) << d;
   EXPECT_EQ(d.reset_after, d.retry_after) << d;

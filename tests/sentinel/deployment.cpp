@@ -88,18 +88,28 @@ pid_t spawn(std::vector<std::string> args, const std::string& log) {
 
 }  // namespace
 
-std::int64_t used_of(const redlimit::Reply& state) {
-  // The fixed window's state (docs/keys.md): start in 7 bytes, used in 6, window in 7.
-  if (state.type != redlimit::Reply::Type::string || state.str.size() != 20) return -1;
-  std::int64_t used = 0;
-  for (std::size_t i = 13; i-- > 7;) used = used * 256 + static_cast<unsigned char>(state.str[i]);
+std::int64_t used_of(Process& server, const std::string& key) {
+  // The fixed window's hash (docs/keys.md): field "<start>:<window>" = the units admitted in that
+  // window (less 2^50 during a block); the latest window's count.
+  const redlimit::Reply all = server.command({"HGETALL", key});
+  if (all.type != redlimit::Reply::Type::array) return -1;
+  std::int64_t used = -1, latest = -1;
+  for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
+    const std::string& f = all.elements[i].str;
+    const auto colon = f.find(':');
+    if (colon == std::string::npos || f == "blk") continue;
+    const std::int64_t start = std::stoll(f.substr(0, colon));
+    std::int64_t count = std::stoll(all.elements[i + 1].str);
+    if (count < 0) count += std::int64_t{1} << 50;
+    if (start > latest) latest = start, used = count;
+  }
   return used;
 }
 
 std::string state_key(Process& server, const std::string& pattern) {
-  const redlimit::Reply keys = server.command({"KEYS", "*" + pattern + "*"});
+  const redlimit::Reply keys = server.command({"KEYS", "*" + pattern + "*:fw"});
   for (const auto& k : keys.elements) {
-    if (used_of(server.command({"GET", k.str})) >= 0) return k.str;
+    if (used_of(server, k.str) >= 0) return k.str;
   }
   return {};
 }

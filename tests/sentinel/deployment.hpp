@@ -86,9 +86,9 @@ class Deployment {
   std::vector<std::unique_ptr<Process>> sentinels_;
 };
 
-// The units a fixed window's state holds (its GET reply: start, used, window packed as '<I7I6I7', helpers.lua's
-// WINDOW), -1 if it is not one.
-std::int64_t used_of(const redlimit::Reply& state);
+// The units the fixed window's state `key` on `server` holds in its latest window (a hash:
+// lua/fixed_window.lua), -1 if it is not one.
+std::int64_t used_of(Process& server, const std::string& key);
 // The key of the fixed-window state whose name holds `pattern` on `server` ("" when none).
 std::string state_key(Process& server, const std::string& pattern);
 

@@ -191,7 +191,7 @@ TEST(SentinelFailover, KillNineOfTheMasterUnderLoad) {
       std::stoll(info_field(d.replica().command({"INFO", "replication"}).str, "slave_repl_offset"));
   const std::int64_t master_offset =
       std::stoll(info_field(d.master().command({"INFO", "replication"}).str, "master_repl_offset"));
-  const std::int64_t replica_used = used_of(d.replica().command({"GET", key}));
+  const std::int64_t replica_used = used_of(d.replica(), key);
   const Steady::time_point signalled = Steady::now();
   d.master().kill9();
   const Steady::time_point killed = Steady::now();  // reaped: nothing answers on its port any more
@@ -205,7 +205,7 @@ TEST(SentinelFailover, KillNineOfTheMasterUnderLoad) {
   while (Steady::now() < until && load.rejected() < 200 && !load.done()) std::this_thread::sleep_for(20ms);
   load.stop();
   const Figures f = tally(load.samples(), signalled, killed);
-  const std::int64_t new_master_used = used_of(d.replica().command({"GET", key}));
+  const std::int64_t new_master_used = used_of(d.replica(), key);
   // The writes the old master applied before the kill are at most the admissions and failures
   // started before it; those beyond the replica's count are the ones a failover can lose.
   const std::int64_t applied_at_most = f.admitted_started_before_kill + f.failed_in_flight_at_kill;
@@ -290,7 +290,7 @@ TEST(SentinelFailover, AManualFailoverIsFollowed) {
     if (followed_ms >= 0) ++after_switch;
     std::this_thread::sleep_for(2ms);
   }
-  const std::int64_t held = used_of(d.replica().command({"GET", state_key(d.replica(), "hot")}));
+  const std::int64_t held = used_of(d.replica(), state_key(d.replica(), "hot"));
   std::printf(
       "SENTINEL FAILOVER: replica promoted after %.0f ms, named by the sentinels after %.0f ms, followed by the "
       "limiter after %.0f ms (%llu discoveries; sentinel_check_ms 1000)\n"

@@ -63,6 +63,24 @@ inline PackedState unpack_state(const std::string& v) {
   return {read(0, 7), read(7, v.size() - 7)};
 }
 
+// A fixed window's hash (lua/fixed_window.lua), from HGETALL, as a PackedState: the start, count
+// and window of its count field "<start>:<window>" (a blocked count, held less 2^50, unblocked);
+// all -1 unless it holds exactly one such field.
+inline PackedState window_state(const redlimit::Reply& hgetall) {
+  PackedState out;
+  int fields = 0;
+  for (std::size_t i = 0; i + 1 < hgetall.elements.size(); i += 2) {
+    const std::string& f = hgetall.elements[i].str;
+    const auto colon = f.find(':');
+    if (f == "blk" || colon == std::string::npos) continue;
+    ++fields;
+    std::int64_t count = std::stoll(hgetall.elements[i + 1].str);
+    if (count < 0) count += std::int64_t{1} << 50;
+    out = {std::stoll(f.substr(0, colon)), count, -1, std::stoll(f.substr(colon + 1))};
+  }
+  return fields == 1 ? out : PackedState{};
+}
+
 // One strategy object behind a uniform face.
 struct AnyStrategy {
   std::string name;

@@ -91,13 +91,13 @@ TEST_P(EveryStrategyTest, RefundSendsMode2) {
   EXPECT_EQ(d.limit, c().limit);
 }
 
-// block.lua's kind, its second parameter: where the strategy's state holds the block. "1" a string state, "2" a
-
-// hash (sliding windows and policies), "0" nowhere (the sliding log reads the marker).
-
+// block.lua's kind, its second parameter: where the strategy's state holds the block. "1" a string
+// state (the buckets), "2" a policy's hash (sliding windows and policies), "3" a fixed window's
+// hash, "0" nowhere (the sliding log reads the marker).
 std::string holds_block(const Case& c) {
   const std::string kind = c.kind;
-  if (kind == "fw" || kind == "tb" || kind == "lb") return "1";
+  if (kind == "tb" || kind == "lb") return "1";
+  if (kind == "fw") return "3";
   return kind == "sl" ? "0" : "2";
 }
 

@@ -154,8 +154,8 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
 
 TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
-  // what Redis gives. Each string state names its layout by its length (prologue.lua): a token
-  // bucket reads a fixed window's 20-byte state as no state at all, a full bucket.
+  // what Redis gives: a token bucket reads a fixed window's hash as no state at all (redis.pcall),
+  // a full bucket.
   const Argv fw_args{std::to_string(kT0.count()), "1 1 3 1000000"};
   ASSERT_EQ(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, fw_args)).type, Reply::Type::array);
   const Argv tb_args{std::to_string(kT0.count()), "1 1 3 1 1"};

@@ -31,7 +31,7 @@ Output decode_string(const std::string& kind, std::string v) {
     v.resize(n - 9);
     if (v.empty()) return o;
   }
-  if (kind == "fw" && v.size() == 20) {
+  if (kind == "fw" && v.size() == 20) {  // redlimit 0.3's, read once and replaced by the hash
     o.number("start_us", field(v, 0, 7));
     o.number("used", field(v, 7, 6));
     o.number("window_us", field(v, 13, 7));
@@ -63,18 +63,23 @@ Output decode_state(redlimit::Connection& conn, const std::string& kind, const s
       o.text("newest", newest.elements[0].str);
       o.text("newest_at_us", newest.elements[1].str);
     }
-  } else if (type == "hash") {  // sliding window, policy: "<window>[@<precision>]:<bucket>" -> units
+  } else if (type == "hash") {
+    // fixed window: "<start>:<window>" -> units, held less 2^50 during a block (lua/helpers.lua,
+    // WINDOW_BLOCKED); sliding window, policy: "<window>[@<precision>]:<bucket>" -> units
     Output fields;
     const Reply all = call(conn, {"HGETALL", key});
     for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
       const std::string& name = all.elements[i].str;
+      const std::string& value = all.elements[i + 1].str;
       if (name == "blk") {  // the block the hash holds (docs/keys.md, Blocks)
-        o.text("blocked_until_us", all.elements[i + 1].str);
+        o.text("blocked_until_us", value);
+      } else if (kind == "fw" && !value.empty() && value[0] == '-') {
+        fields.text(name, std::to_string(std::stoll(value) + (1LL << 50)));
       } else {
-        fields.text(name, all.elements[i + 1].str);
+        fields.text(name, value);
       }
     }
-    o.object("buckets", fields);
+    o.object(kind == "fw" ? "windows" : "buckets", fields);
   }
   return o;
 }

@@ -19,9 +19,10 @@ const Script& leaky_bucket();
 const Script& block();
 
 // Where a strategy's decisions read its block, as block.lua's kind (its second parameter) names it:
-// "1" the state is one string that holds it (fixed window, token and leaky buckets: lua/helpers.lua,
+// "1" the state is one string that holds it (token and leaky buckets: lua/helpers.lua,
 // split_block), "2" a hash that holds it in a field (sliding window and policies: lua/policy.lua,
-// read), "0" only the marker (sliding log).
+// read), "3" a fixed window's hash, which holds it in a field and in its counts
+// (lua/fixed_window.lua), "0" only the marker (sliding log).
 const char* block_holder(const Script& script);
 
 // The keys each request of the script sends: 2 when the script reads the block marker (the sliding

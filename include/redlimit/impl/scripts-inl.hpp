@@ -23,7 +23,8 @@ REDLIMIT_SCRIPT(block)
 #undef REDLIMIT_SCRIPT
 
 REDLIMIT_INLINE const char* block_holder(const Script& script) {
-  if (&script == &fixed_window() || &script == &token_bucket() || &script == &leaky_bucket()) return "1";
+  if (&script == &token_bucket() || &script == &leaky_bucket()) return "1";
+  if (&script == &fixed_window()) return "3";
   return &script == &policy() ? "2" : "0";
 }
 
