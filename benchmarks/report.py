@@ -110,14 +110,14 @@ What each script calls (`redis.call`) for one decision, counted by `INFO command
 these bounds by `tests/integration/command_count_test.cpp` (which prints the table). One call decides
 one request, or a whole `consume_many` batch (one script call for up to 256 requests on one server):
 the read of every string state (or, for the sliding log, every block marker) is then one command,
-and each admission is one write. Every state but the sliding log's holds its subject's block itself
+and each admission is one write; a fixed window's request is its `HINCRBY`, whose reply is the count. Every state but the sliding log's holds its subject's block itself
 (`docs/keys.md`, Blocks), so their decisions read one key: a fixed window and the buckets made an
 `MGET` of state and marker until 0.3, and a sliding window and a policy a `GET` of the marker
 before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek) until this change.
 
 | strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
 |---|---|---:|---:|---:|
-| fixed window | 2: `GET` state, `PSETEX` | 2 (the write `SETRANGE`, in place: the window's TTL holds) | 1 | 1.01 |
+| fixed window | 2: `HINCRBY`, `PEXPIRE … NX` (a new key; the window's first request on a key that holds the last window reads the hash and deletes that window: 5) | 1 (`HINCRBY`; a rejection 2, its unit taken back) | 1 (`HGETALL`) | 2.00 (128 new subjects; 1 for the next requests of the window) |
 | token bucket, leaky bucket (meter, shaper) | 2: `GET` state, `PSETEX` | 2 (the write `SETRANGE`, in place, within the key's lease) | 1 | 1.01 |
 | sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (no `PEXPIRE` while every limit's newest bucket is its current one: the TTL set with it holds) | 1 | 3.00 (128 new subjects) |
 | sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 4 (`ZRANGEBYSCORE` of the oldest live entry joins; `PEXPIRE` only by the first admission of each half-second, the trim only every `limit / 8` units) | 3 | 3.01 |
@@ -134,14 +134,15 @@ part of what is counted. The peers under their default key names (one subject).
 
 `MEMORY USAGE` adds three allocations: the keyspace's dict entry (24 B), the key's name and the
 value, each rounded up to jemalloc's size classes (16, 32, 48, 64 B...). The key
-`redlimit:{{api|u0000001}}:tb` (26 characters) takes a 32-byte block. The fixed window's and the
-buckets' states are packed integers that also carry the configuration they were written under, so
-that a deploy that changes a limit never misreads them (the layouts `WINDOW` and `BUCKET` in
-`lua/helpers.lua`; docs/algorithms.md, Reconfiguration): 20 bytes for a fixed window (start, used,
-window), 28 for a bucket (time, whole units, fraction, unit, and the lease that says how long its
-key lives: docs/algorithms.md, Token bucket). Either is an embedded string of at most
-16 + 3 + 28 + 1 = 48 bytes, a 48-byte block: 24 + 32 + 48 = 104 B. The untagged 12-byte state of
-version 0.2 fitted a 32-byte block (88 B); the tag costs 16 B a subject.
+`redlimit:{{api|u0000001}}:tb` (26 characters) takes a 32-byte block. The buckets' states are
+packed integers that also carry the configuration they were written under, so that a deploy that
+changes a limit never misreads them (the layout `BUCKET` in `lua/helpers.lua`; docs/algorithms.md,
+Reconfiguration): 28 bytes (time, whole units, fraction, unit, and the lease that says how long its
+key lives: docs/algorithms.md, Token bucket), an embedded string of at most 16 + 3 + 28 + 1 = 48
+bytes, a 48-byte block: 24 + 32 + 48 = 104 B. The untagged 12-byte state of version 0.2 fitted a
+32-byte block (88 B); the tag costs 16 B a subject. A fixed window is a hash of one field
+(`"<start>:<window>"` and its count, a listpack), which Redis increments itself: 16 B more than the
+20-byte string it kept until 0.3.
 
 {memory}
 
@@ -270,14 +271,15 @@ repeatable to a few percent, lower the more decisions a run makes). It is not pa
 ratio in instructions. Its strategy `floor` makes a single fixed-window decision's two commands, with
 the same arguments, and returns the same two integers, deciding nothing: adding it to that list
 splits the gap into what the commands cost (the floor; the peer makes one more) and what the
-scripts' own Lua costs (fixed window minus floor). Its strategy `incr` sizes a design redlimit does
-not ship: a fixed window whose count Redis keeps itself, an integer under a key per window, so that a
-decision is one INCRBY (the TTL and a look for a block paid by a window's first request only, a
-request over the limit undone with DECRBY). On Redis 7.0.15 (1 Dec 2026, `peer,floor,incr,fixed_window
-seq 8`): peer 29,174 instructions a decision, floor 21,290, incr 21,062 (0.72x the peer), fixed window
-34,513 (1.18x). The gap is the Lua around the two commands, not the commands: an FCALL that only
-returns two integers costs about 12,300, each `redis.call` about 4,400, and unpacking and packing the
-20-byte state about 3,700 (probes of the same kind, not kept).
+scripts' own Lua costs (fixed window minus floor). Its strategy `incr` is the fixed window with a
+count Redis keeps itself, reduced to its steady path and kept under a key per window (INCRBY), where
+the fixed window keeps it in a hash field per window (HINCRBY: one key a subject, so a block, a new
+window and a reconfiguration are seen in it). On Redis 7.0.15 (`peer,floor,incr,fixed_window seq 8`)
+the packed 20-byte state of 0.3 cost 34,513 instructions a decision (1.18x the peer's 29,174, over a
+floor of 21,290: an FCALL that only returns two integers costs about 12,300, each `redis.call` about
+4,400, unpacking and packing the state about 3,700); the hash, 27,341 (0.93x the peer's 29,389 in the
+same run), and 12,881 a decision in `consume_many` 128 (`fixed_window batch128 6`), against 19,611;
+`incr`, 21,062.
 """
 
 

@@ -177,10 +177,11 @@ def _why_cpu(res, f, missed):
     return (
         "**Redis CPU per decision vs rate-limiter-flexible ({}).** rate-limiter-flexible's script "
         "runs `{}` per decision and returns two numbers. Ours, a call per decision: fixed window `{}`; "
-        "token bucket `{}`; leaky bucket `{}`, and in a `consume_many` batch one `MGET` for the whole "
-        "batch and one write per admitted request (`SETRANGE`, in place, inside a window the fixed "
-        "window has started, or a bucket's lease; `PSETEX` otherwise: a new window, a new lease, a new "
-        "subject). What is left per decision is that write, the script's Lua arithmetic and the "
+        "token bucket `{}`; leaky bucket `{}`. The fixed window's `HINCRBY` answers the count (a "
+        "window's first request adds `PEXPIRE`); the buckets, in a `consume_many` batch, make one "
+        "`MGET` for the whole batch and one write per admitted request (`SETRANGE`, in place, within "
+        "a bucket's lease; `PSETEX` otherwise: a new lease, a new subject). What is left per decision "
+        "is that write, the script's Lua arithmetic and the "
         "integers of its decision (two for an admission that waits for nothing, five otherwise); a script that "
         "touches nothing and returns a decision costs {} us a call ({} of rate-limiter-flexible's "
         "whole script).".format(
@@ -203,8 +204,9 @@ def _why_memory(res, missed):
     rlf_mem = (res.first(suite="peer_memory", who=RLF) or {}).get("bytes")
     return (
         "**Memory per subject ({}).** The state carries the configuration it was written under "
-        "(20 bytes for a fixed window, 28 for a bucket with its lease; see the memory section below), which puts "
+        "(28 bytes for a bucket with its lease; see the memory section below), which puts "
         "its value in a 48-byte block: 104 B a subject, where 0.2's untagged 12-byte state took 88 B. "
+        "A fixed window's hash of one field takes 120 B. "
         "rate-limiter-flexible stores a small integer under a short key: {} B.".format(
             ", ".join("{} {:.1f} B".format(SHORT[s], b) for s, b in missed), rlf_mem or "?"))
 

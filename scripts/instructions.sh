@@ -16,16 +16,16 @@
 # figure against `fixed_window seq` is target 1's ratio in instructions, which repeat from run to
 # run where the CPU times the bench compares move by a third:
 #   scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window,token_bucket seq
-# The strategy `floor` is what a single fixed-window decision costs Redis before any of its Lua: a
-# Function that makes the decision's two commands (GET, then SETRANGE in place, or PSETEX for a new
-# key) with the same arguments (a key, a time, a head) and returns the same two integers, deciding
-# nothing. `fixed_window seq` minus `floor` is the scripts' own work (the arithmetic, the state's
-# packing, the parsing of the time); `peer` minus `floor`, the peer's third command and its reply.
-# The strategy `incr` is a design redlimit does not ship, measured to size it (issue 13, target 1):
-# a fixed window whose count Redis keeps itself, an integer under a key per window (the client
-# names it with the window's start), so that a decision is one INCRBY; the TTL and a look for a
-# block are paid by a window's first request only, and a request over the limit is undone with
-# DECRBY. Same arguments and reply as `floor`.
+# The strategy `floor` is what a single decision of a packed string state (the buckets', and the
+# fixed window's until 0.3) costs Redis before any of its Lua: a Function that makes the decision's
+# two commands (GET, then SETRANGE in place, or PSETEX for a new key) with the same arguments (a
+# key, a time, a head) and returns the same two integers, deciding nothing. A strategy's `seq`
+# minus `floor` is its script's own work (the arithmetic, the state's packing, the parsing of the
+# time); `peer` minus `floor`, the peer's third command and its reply.
+# The strategy `incr` is the fixed window's steady path (lua/fixed_window.lua: a count Redis keeps
+# itself, one HINCRBY of a hash field per window) reduced to its least: an integer under a key per
+# window (INCRBY), the TTL and a look for a block paid by a window's first request only, a request
+# over the limit undone with DECRBY. Same arguments and reply as `floor`.
 #
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a

@@ -53,18 +53,18 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
   strategies.push_back(wrap("policy_3", 1000,
                             rl().policy("cc.pol", redlimit::parse_limits("1000/s; 10000/m; 100000/h"))));
   // The most commands one decision may call. A string state: one GET of the state (which holds its
-  // block), one write (PSETEX, or a fixed window's SETRANGE in place within a window it has
-  // started). A hash (sliding window, policies of any number of limits), which holds its block too:
-  // HGETALL, one HSET, PEXPIRE. The sliding log: the marker, the newest entry, the ZADD, the PEXPIRE, and the next
-  // consumes the oldest live entry instead of the PEXPIRE (set once per half-second slot; the trim of
-  // the entries that left only every limit / 8 units: sliding_log.lua).
+  // block), one write (PSETEX, or SETRANGE in place within a bucket's lease). A fixed window: its
+  // HINCRBY, and PEXPIRE NX on a window's first request (the next test). A hash (sliding window, policies of any number
+  // of limits), which holds its block too: HGETALL, one HSET, PEXPIRE. The sliding log: the marker, the newest entry,
+  // the ZADD, the PEXPIRE, and the next consumes the oldest live entry instead of the PEXPIRE (set once per half-second
+  // slot; the trim of the entries that left only every limit / 8 units: sliding_log.lua).
   const std::map<std::string, std::int64_t> most = {
       {"fixed_window", 2},   {"token_bucket", 2}, {"leaky_meter", 2}, {"leaky_shaper", 2},
       {"sliding_window", 3}, {"sliding_log", 4},  {"policy_3", 3},
   };
   // The next consume of the same subject, in the same buckets: a hash's TTL still holds (no PEXPIRE).
   const std::map<std::string, std::int64_t> most_next = {
-      {"fixed_window", 2},   {"token_bucket", 2}, {"leaky_meter", 2}, {"leaky_shaper", 2},
+      {"fixed_window", 1},   {"token_bucket", 2}, {"leaky_meter", 2}, {"leaky_shaper", 2},
       {"sliding_window", 2}, {"sliding_log", 4},  {"policy_3", 2},
   };
   std::vector<redlimit::Request> batch;
@@ -89,6 +89,30 @@ TEST_F(CommandCountTest, EachStrategyCallsAtMostItsShareOfCommands) {
     EXPECT_GE(first, 1) << "INFO commandstats counted nothing: the count cannot be trusted";
     EXPECT_LE(many, 128 * most.at(s.name));
   }
+}
+
+// A fixed window's decision is one HINCRBY, whose reply is the count (fixed_window.lua). A window's
+// first request sets the TTL with PEXPIRE NX, which says the key is new; on a key that holds the last
+// window it reads the hash, deletes that window's field and sets the TTL; a rejection takes its unit
+// back with a second HINCRBY.
+TEST_F(CommandCountTest, AFixedWindowDecisionIsOneHincrby) {
+  const auto fw = rl().fixed_window("one", redlimit::Limit(3, std::chrono::seconds(10)));
+  at(std::chrono::seconds(0));
+  ASSERT_RESET();
+  ASSERT_TRUE(fw.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(), (std::map<std::string, std::int64_t>{{"hincrby", 1}, {"pexpire", 1}}));
+  ASSERT_RESET();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(fw.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(), (std::map<std::string, std::int64_t>{{"hincrby", 2}}));
+  ASSERT_RESET();
+  ASSERT_FALSE(fw.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(), (std::map<std::string, std::int64_t>{{"hincrby", 2}}));
+  ASSERT_RESET();
+  at(std::chrono::seconds(10));  // the next window, the last one's field still there
+  ASSERT_TRUE(fw.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(),
+            (std::map<std::string, std::int64_t>{{"hgetall", 1}, {"hdel", 1}, {"hincrby", 1}, {"pexpire", 2}}));
+  EXPECT_EQ(server().integer({"HLEN", fw.key_for("u")}), 1);
 }
 
 // A bucket sets its key's TTL once per lease (helpers.lua, bucket_ttl): its first write PSETEXes,
