@@ -37,8 +37,8 @@ local field, field_start, field_window -- the current window's field, and the st
 
 -- The fields of a hash (HGETALL's reply `h`) as a settle reads them: the block's end (nil: none),
 -- and the count fields, each as {start, window, count, name, stored}: the count with any block's
--- WINDOW_BLOCKED added back, and the number the field holds. A field of any other name, or count, is nobody's (a foreign write):
--- listed with a nil start, to be deleted.
+-- WINDOW_BLOCKED added back, and the number the field holds. A field of any other name, or count,
+-- is nobody's (a foreign write): listed with a nil start, to be deleted.
 local function fields_of(h)
   local blocked_until, counts = nil, {}
   for i = 1, #h, 2 do
@@ -94,21 +94,21 @@ local function settle(key, cost, bumped)
   if not home or start == current then used = used + carried end
   local window_end = start + window
   local wait = blocked_until and blocked_until > now and blocked_until - now
-  local allowed, a, retry = true, 1, 0
+  local a, retry = 1, 0
   if wait and not refund then
-    allowed, a, retry = false, 0, wait
+    a, retry = 0, wait
   elseif refund then
     used = max(0, used - cost)
   elseif used + cost <= limit then
     if record then used = used + cost end
   else
-    allowed, a, retry = false, 0, window_end - now
+    a, retry = 0, window_end - now
   end
   if record or refund then
     -- The hash as it should stand: the winning count (less WINDOW_BLOCKED during a block), the
     -- block while in force, nothing else.
-    local name = home and home[4] or field
-    if foreign or not home then name = fmt(start) .. ':' .. fmt(window) end
+    local name = home and home[4] -- nil for a 0.3 state's: its window's field is written anew
+    if not name then name = start == current and field or fmt(start) .. ':' .. fmt(window) end
     if foreign then redis.call('DEL', key) end
     local stale = {}
     for i = 1, #counts do

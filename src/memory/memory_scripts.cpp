@@ -309,6 +309,8 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
 // A sorted set or a hash: decide() reads and writes the state itself. A sliding log's request sends
 // its state and its marker (`reads_marker`), and reads the marker with GET (redis.pcall: a marker key of another type
 // reads as none); a batch reads all markers first with one MGET. A policy's hash holds its block: decide() answers.
+// The fixed window runs its own requests (no epilogue: fixed_window.lua), which this loop runs alike: each in
+// order, a repeated rejection answered from the memo (the script remembers the last one; same answers).
 template <class Twin>
 Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
                 Tables& tables, bool reads_marker) {
