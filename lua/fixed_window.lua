@@ -183,7 +183,7 @@ if n == 1 then
   local a, rem, retry, reset
   if record then
     -- counted()'s steady path inline: a Lua call costs Redis about as much as the work around it
-    local used = redis.pcall('HINCRBY', KEYS[1], field, cost1)
+    local used = redis.pcall('HINCRBY', KEYS[1], field, cost1_arg)
     if type_(used) == 'number' and used > cost1 and used <= limit then
       one_out[1] = limit - used
       one_out[2] = window_end_now
@@ -232,7 +232,7 @@ for i = 1, n do
     a, rem, retry, reset = 0, rejected_rem, rejected_retry, rejected_reset
   else
     if record then
-      a, rem, retry, reset = counted(key, cost, redis.pcall('HINCRBY', key, field, cost))
+      a, rem, retry, reset = counted(key, cost, redis.pcall('HINCRBY', key, field, cost == cost1 and cost1_arg or cost))
     else
       a, rem, retry, reset = settle(key, cost, nil)
     end

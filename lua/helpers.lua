@@ -27,8 +27,10 @@ end
 -- functions, cmake/embed_lua.cmake, set it for their call); never as an EVAL script.
 local now, record, refund, spread
 -- The call's head, ARGV[2]: "<mode> <cost> <parameters>" (prologue.lua), read by read_head into
--- mode (a string), cost1 (request 1's cost, a number), params (the rest: a script's parameters,
--- space-separated, or '' when it has none), and record and refund above. One argument rather than
+-- mode (a string), cost1 (request 1's cost, a number), cost1_arg (the same as redis.call() should
+-- send it: the head's digits when they are the number's own, which Redis then need not print with
+-- "%.17g", a twelfth of a fixed window's decision; else the number), params (the rest: a script's
+-- parameters, space-separated, or '' when it has none), and record and refund above. One argument rather than
 -- one each: each argument costs Redis an object, and Lua a string and a slot in ARGV (a single
 -- decision's 5 arguments cost about 1,000 instructions more than 3, callgrind on Redis 7.0). A
 -- limiter sends the same head on every call, so the prologue reads a head only when it differs
@@ -39,18 +41,19 @@ local now, record, refund, spread
 -- walks. A script parses its own parameters again only when params differs from its last call's.
 -- tonumber() runs the C library's strtod twice (lua_isnumber, then lua_tonumber), a tenth of a
 -- microsecond a number.
-local mode, cost1, params, head_arg
+local mode, cost1, cost1_arg, params, head_arg
 local heads, heads_n, HEADS_MAX = {}, 0, 64
 local function read_head(s)
   local h = heads[s]
   if not h then
     local m, c, p = match(s, '^([0-4]) (%d+) ?(.*)$')
     if not m then error('ARGV[2] is not "<mode> <cost> <parameters>": ' .. tostring(s)) end
-    h = {tonumber(c), m, p, m == '1' or m == '4', m == '2'}
+    local n = tonumber(c)
+    h = {n, m, p, m == '1' or m == '4', m == '2', format('%d', n) == c and c or n}
     if heads_n == HEADS_MAX then heads, heads_n = {}, 0 end
     heads[s], heads_n = h, heads_n + 1
   end
-  cost1, mode, params, record, refund = h[1], h[2], h[3], h[4], h[5]
+  cost1, mode, params, record, refund, cost1_arg = h[1], h[2], h[3], h[4], h[5], h[6]
   head_arg = s
 end
 

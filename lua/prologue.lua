@@ -31,7 +31,7 @@
 -- request's state, which routes the call) and its arguments: the number of keys, the keys (KEYS
 -- above), then ARGV as above; it rebuilds KEYS and ARGV and sets `spread` (helpers.lua).
 if not fmod then bind_libraries() end -- helpers.lua
--- now, mode, cost1, params, record, refund: helpers.lua
+-- now, mode, cost1, cost1_arg, params, record, refund: helpers.lua
 if ARGV[1] == 'redis' then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
   local t = redis.call('TIME')
@@ -39,4 +39,4 @@ if ARGV[1] == 'redis' then
 else
   now = ARGV[1] + 0 -- Lua's coercion runs strtod once, where tonumber() runs it twice
 end
-if ARGV[2] ~= head_arg then read_head(ARGV[2]) end -- sets mode, cost1, params, record, refund
+if ARGV[2] ~= head_arg then read_head(ARGV[2]) end -- sets mode, cost1, cost1_arg, params, record, refund
