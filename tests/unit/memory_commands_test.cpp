@@ -152,6 +152,38 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   EXPECT_EQ(store->size(), 0u);
 }
 
+// 0.3's fixed window, a 20-byte string ('<I7I6I7': start, used, window) with a block after it as
+// '<I7' and "BK", read as the hash it becomes (lua/fixed_window.lua, legacy): its count and its block
+// hold, a peek leaves the string, and the first write replaces it with a TTL to the window's end.
+TEST_F(MemoryTest, AFixedWindowStateOf03IsReadAsTheHashItBecomes) {
+  const auto packed = [](std::int64_t x, int bytes) {
+    std::string v;
+    for (int i = 0; i < bytes; ++i) v += static_cast<char>((x >> (8 * i)) & 0xff);
+    return v;
+  };
+  const std::string key = "redlimit:{r|u}:fw";
+  const std::string state = packed(kT0.count(), 7) + packed(2, 6) + packed(1'000'000, 7);
+  ASSERT_EQ(store->command({"SET", key, state}).type, Reply::Type::status);
+  const std::optional<Micros> set = store->expires_at(key);
+  ASSERT_TRUE(set.has_value());
+  const Argv peek{std::to_string(kT0.count()), "0 1 3 1000000"};
+  EXPECT_EQ(decoded(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, peek))).remaining, 1);
+  EXPECT_EQ(store->expires_at(key), set) << "a peek leaves the string as it was";
+  const Argv consume{std::to_string(kT0.count()), "1 1 3 1000000"};
+  const redlimit::Decision d = decoded(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, consume)));
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(store->expires_at(key), kT0 + 1s + kTtlSlack) << "the hash's TTL: the window's end";
+  EXPECT_FALSE(decoded(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, consume))).allowed);
+  // A blocked one: the block holds until its end.
+  const std::string blocked = state + packed((kT0 + 5s).count(), 7) + "BK";
+  ASSERT_EQ(store->command({"SET", key, blocked}).type, Reply::Type::status);
+  const redlimit::Decision b = decoded(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, consume)));
+  EXPECT_FALSE(b.allowed);
+  EXPECT_EQ(b.retry_after, 5s);
+  EXPECT_EQ(store->expires_at(key), kT0 + 5s + kTtlSlack) << "the key outlives the block";
+}
+
 TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
   // what Redis gives: a token bucket reads a fixed window's hash as no state at all (redis.pcall),
