@@ -277,8 +277,8 @@ the fixed window keeps it in a hash field per window (HINCRBY: one key a subject
 window and a reconfiguration are seen in it). On Redis 7.0.15 (`peer,floor,incr,fixed_window seq 8`)
 the packed 20-byte state of 0.3 cost 34,513 instructions a decision (1.18x the peer's 29,174, over a
 floor of 21,290: an FCALL that only returns two integers costs about 12,300, each `redis.call` about
-4,400, unpacking and packing the state about 3,700); the hash, 27,341 (0.93x the peer's 29,389 in the
-same run), and 12,881 a decision in `consume_many` 128 (`fixed_window batch128 6`), against 19,611;
+4,400, unpacking and packing the state about 3,700); the hash, 25,167 (0.85x the peer's 29,438 in the
+same run), and 10,869 a decision in `consume_many` 128 (`fixed_window batch128 6`), against 19,611;
 `incr`, 21,062.
 """
 
