@@ -6,9 +6,10 @@
 #   at load, and so does each script's load part, in a do-block of its own with the function that
 #   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function;
 #   a script that defines decide(), or runs its own requests (a line starting "-- Runs its own
-#   requests" before its per-call part: fixed_window.lua), also gets <name>_spread (flag allow-cross-slot-keys): the same
-#   function for requests of many slots of one cluster node, which declares one key and takes the
-#   others among its arguments (detail::ScriptCall::spread), and sets the helpers' `spread`.
+#   requests" before its per-call part: fixed_window.lua), also gets <name>_spread (flag
+#   allow-cross-slot-keys): the same function for requests of many slots of one cluster node,
+#   which declares one key and takes the others among its arguments (detail::ScriptCall::spread),
+#   and sets the helpers' `spread`.
 #   The library and its functions are named after the SHA1 of the library's code (library_name),
 #   so two versions of redlimit sharing one Redis during a rolling deploy each call their own
 #   functions and never replace the other's.

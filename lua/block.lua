@@ -43,7 +43,7 @@ local function window_hash(key)
       local state, b = split_block(v)
       if state and #state == 20 then
         local s, c, w = unpack_(WINDOW, state)
-        h = {fmt(s) .. ':' .. fmt(w), fmt(c)}
+        h = {window_field(s, w), fmt(c)}
       end
       if b then h[#h + 1], h[#h + 2] = BLOCK_FIELD, fmt(b) end
     end
@@ -54,8 +54,8 @@ local function window_hash(key)
   end
   local lives = 0
   for i = 1, #h, 2 do
-    local s, w = match(h[i], '^(%d+):(%d+)$')
-    if s then lives = max(lives, tonumber(s) + tonumber(w)) end
+    local s, w = split_window_field(h[i])
+    if s then lives = max(lives, s + w) end
   end
   return h, lives
 end

@@ -46,10 +46,10 @@ local function fields_of(h)
     if f == BLOCK_FIELD then
       blocked_until = tonumber(v)
     else
-      local s, w = match(f, '^(%d+):(%d+)$')
+      local s, w = split_window_field(f)
       local c = tonumber(v)
       if c and c < 0 then c = c + WINDOW_BLOCKED end
-      counts[#counts + 1] = {s and c and tonumber(s), tonumber(w), c, f, tonumber(v)}
+      counts[#counts + 1] = {c and s, w, c, f, tonumber(v)}
     end
   end
   return blocked_until, counts
@@ -108,7 +108,7 @@ local function settle(key, cost, bumped)
     -- The hash as it should stand: the winning count (less WINDOW_BLOCKED during a block), the
     -- block while in force, nothing else.
     local name = home and home[4] -- nil for a 0.3 state's: its window's field is written anew
-    if not name then name = start == current and field or fmt(start) .. ':' .. fmt(window) end
+    if not name then name = start == current and field or window_field(start, window) end
     if foreign then redis.call('DEL', key) end
     local stale = {}
     for i = 1, #counts do
@@ -117,9 +117,11 @@ local function settle(key, cost, bumped)
     end
     if bumped_here and name ~= field then stale[#stale + 1] = field end
     if blocked_until and not wait and not foreign then stale[#stale + 1] = BLOCK_FIELD end
+    local counted_any = used > 0 or wait -- else the hash goes when it is left empty
+    if not counted_any and not foreign and (home or bumped_here) then stale[#stale + 1] = name end
     if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
     local target = wait and used - WINDOW_BLOCKED or used
-    if (used > 0 or wait) and not (home and home[4] == name and home[5] == target) then
+    if counted_any and not (home and home[4] == name and home[5] == target) then
       redis.call('HSET', key, name, fmt(target))
     end
     if wait and foreign then redis.call('HSET', key, BLOCK_FIELD, fmt(blocked_until)) end
@@ -127,10 +129,8 @@ local function settle(key, cost, bumped)
     -- top; block.lua outlives its block), as every write of a window keeps it; a count this call
     -- starts (HINCRBY answered its cost), or moves, sets its own.
     local ttl_holds = home and not foreign and not (bumped_here and home[4] == field and home[3] == cost)
-    if (used > 0 or wait) and not ttl_holds then
+    if counted_any and not ttl_holds then
       redis.call('PEXPIRE', key, ttl_text(ttl_ms(max(window_end, wait and blocked_until or 0) - now)))
-    elseif not (used > 0 or wait) and not foreign and (home or bumped_here) then
-      redis.call('HDEL', key, name) -- nothing counted: the hash goes when it is left empty
     end
   end
   local remaining = limit - used
@@ -175,7 +175,7 @@ if r < 0 then r = r + window end
 current = now - r
 window_end_now = window - r
 if current ~= field_start or window ~= field_window then
-  field, field_start, field_window = fmt(current) .. ':' .. fmt(window), current, window
+  field, field_start, field_window = window_field(current, window), current, window
 end
 
 local n = #KEYS

@@ -30,8 +30,8 @@ local now, record, refund, spread
 -- mode (a string), cost1 (request 1's cost, a number), cost1_arg (the same as redis.call() should
 -- send it: the head's digits when they are the number's own, which Redis then need not print with
 -- "%.17g", a twelfth of a fixed window's decision; else the number), params (the rest: a script's
--- parameters, space-separated, or '' when it has none), and record and refund above. One argument rather than
--- one each: each argument costs Redis an object, and Lua a string and a slot in ARGV (a single
+-- parameters, space-separated, or '' when it has none), and record and refund above. One argument
+-- rather than one each: each argument costs Redis an object, and Lua a string and a slot in ARGV (a single
 -- decision's 5 arguments cost about 1,000 instructions more than 3, callgrind on Redis 7.0). A
 -- limiter sends the same head on every call, so the prologue reads a head only when it differs
 -- from the last call's (head_arg: Lua interns strings, so comparing them is comparing pointers),
@@ -184,6 +184,14 @@ local BLOCK_FIELD = 'blk'
 -- anyway, so that no decision reads BLOCK_FIELD until then. 2^50: above any count (< 2^40) and its
 -- requests' costs, and a count less it stays exact in a double.
 local WINDOW_BLOCKED = 1125899906842624
+-- A fixed window's count field (fixed_window.lua): "<start>:<window>" in decimal us, and back (nil,
+-- nil for any other name), as fixed_window.lua and block.lua both read and write it.
+local function window_field(start, window) return fmt(start) .. ':' .. fmt(window) end
+local function split_window_field(f)
+  local s, w = match(f, '^(%d+):(%d+)$')
+  if not s then return nil, nil end
+  return tonumber(s), tonumber(w)
+end
 
 -- A hash field's name "<tag>:<bucket>" (policy.lua): its tag and bucket, or nil for any other name.
 local function split_field(f)

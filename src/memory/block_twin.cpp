@@ -73,7 +73,7 @@ WindowHash window_hash(const Call& c, KeyRef& state) {
     BucketHash converted;
     if (const auto* p = std::get_if<Packed>(&e->state)) {
       if (p->layout == Packed::Layout::window) {
-        converted.fields[std::to_string(p->time) + ":" + std::to_string(p->tag)] = p->quantity;
+        converted.fields[window_field(p->time, p->tag)] = p->quantity;
       }
       if (p->blocked_until != 0) converted.fields[std::string(kBlockField)] = p->blocked_until;
     }
@@ -90,11 +90,9 @@ WindowHash window_hash(const Call& c, KeyRef& state) {
   w.hash = &std::get<BucketHash>(e->state);
   for (const auto& [field, value] : w.hash->fields) {
     std::int64_t start = 0, window = 0;
-    const auto colon = field.find(':');
     if (field == kBlockField) {
       w.held = value;
-    } else if (colon != std::string::npos && parse_int(std::string_view(field).substr(0, colon), start) &&
-               parse_int(std::string_view(field).substr(colon + 1), window)) {
+    } else if (split_window_field(field, start, window)) {
       w.lives = std::max(w.lives, start + window);
     }
   }

@@ -2,13 +2,9 @@
 // that window, and kBlockField the end of a block, during which every count is held less
 // kWindowBlocked. The script's steady path (one HINCRBY) and its settle() reach the same decisions
 // and the same hash; the twin takes the steady path where the script would, so that TTLs match too.
-#include <charconv>
-
 #include "twins.hpp"
 
 namespace redlimit::detail::memory {
-
-namespace {
 
 std::string window_field(std::int64_t start, std::int64_t window) {
   return std::to_string(start) + ":" + std::to_string(window);
@@ -23,8 +19,6 @@ bool split_window_field(std::string_view f, std::int64_t& start, std::int64_t& w
   }
   return parse_int(f.substr(0, colon), start) && parse_int(f.substr(colon + 1), window);
 }
-
-}  // namespace
 
 FixedWindowTwin::FixedWindowTwin(const Call& c)
     : c_(c),

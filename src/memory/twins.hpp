@@ -151,6 +151,10 @@ class LeakyBucketTwin {
 // Twins of the scripts that keep their own kind of key (state_is_string = false): decide() reads
 // and writes the key itself, command by command, as the script does with redis.call().
 inline constexpr std::int64_t kWindowBlocked = std::int64_t{1} << 50;  // helpers.lua's WINDOW_BLOCKED
+// A fixed window's count field "<start>:<window>", and back (helpers.lua: window_field,
+// split_window_field; false for any other name).
+std::string window_field(std::int64_t start, std::int64_t window);
+bool split_window_field(std::string_view f, std::int64_t& start, std::int64_t& window);
 
 // fixed_window.lua, which runs its own requests (no epilogue): its hash of counts by window.
 class FixedWindowTwin {
