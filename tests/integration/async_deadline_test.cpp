@@ -2,8 +2,12 @@
 // command_timeout bounds its wait in the AsyncRedis's backlog (behind max_in_flight), connecting,
 // sending, the NOSCRIPT reload and the reply. Several threads queue thousands of calls on one
 // connection while the server is stalled: every callback must come within the deadline plus a margin
-// of its call, exactly once, and decisions must come from Redis again after the stall. Each test
-// prints what it measured (fixture: async_fixture.hpp).
+// of its call, exactly once, and decisions must come from Redis again after the stall. The margin
+// grows by the time the loop thread and the calling threads waited for a CPU meanwhile (their run
+// delay, support/run_delay.hpp): the scheduler's share of a callback's lateness, not ours. An idle
+// machine's worst callback comes the deadline's 200 ms plus 1-10 after its call; CI's sanitizer
+// pass once saw 1.06 s (kStallMargin says why). Each test prints what it measured (fixture:
+// async_fixture.hpp).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -18,6 +22,23 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kDeadline = 200ms;
 constexpr auto kMargin = 300ms;  // a loaded 2-core CI box; in practice the worst call is ~deadline
+// Under a stall, the margin of a sanitizer build is wider: its allocator, not our code, sometimes
+// holds the loop thread. In 1 run of about 8 under ASan, with other tests beside it, the loop thread
+// was on a CPU for 300-650 ms against about 50 in the others, and the samples (perf) were ASan's
+// quarantine recycling and the page faults of its fresh memory; its callbacks came up to 0.9 s after
+// their calls. A call that waited for the stall's end instead of its deadline would still show: the
+// first calls come 2 s after theirs.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr auto kStallMargin = 1000ms;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr auto kStallMargin = 1000ms;
+#else
+constexpr auto kStallMargin = kMargin;
+#endif
+#else
+constexpr auto kStallMargin = kMargin;
+#endif
 constexpr int kThreads = 4;
 constexpr int kBursts = 10;       // per thread, kBurstGap apart: calls are queued through the stall
 constexpr int kBurst = 100;
@@ -125,9 +146,13 @@ class AsyncDeadlineTest : public AsyncTest {
       auto warm = fw.consume_future("warm-up");  // the connection open, the script loaded
       ASSERT_EQ(get_within(warm).source, Source::primary);
       std::thread stalling = stall(server(), how);
+      const auto loop_waited_before = run_delay(loop.tid());
       std::vector<std::thread> callers;
+      std::vector<Clock::duration> callers_waited(kThreads);
       for (int t = 0; t < kThreads; ++t) {
-        callers.emplace_back([&fw, lat, t] {
+        callers.emplace_back([&fw, &callers_waited, lat, t] {
+          const long tid = this_thread_tid();
+          const auto waited_before = run_delay(tid);
           for (int b = 0; b < kBursts; ++b) {
             for (int i = 0; i < kBurst; ++i) {
               const int id = (t * kBursts + b) * kBurst + i;
@@ -138,23 +163,30 @@ class AsyncDeadlineTest : public AsyncTest {
             }
             std::this_thread::sleep_for(kBurstGap);
           }
+          callers_waited[static_cast<std::size_t>(t)] = run_delay(tid) - waited_before;
         });
       }
       for (auto& c : callers) c.join();
       const bool ended = all_done.wait_for(kWait) == std::future_status::ready;
+      // The most any call's callback can have been held up by the scheduler: its caller's wait for a
+      // CPU (before the call's deadline was set) plus the loop thread's (before it could fail it).
+      const Clock::duration waited =
+          run_delay(loop.tid()) - loop_waited_before + *std::max_element(callers_waited.begin(), callers_waited.end());
       stalling.join();
       std::this_thread::sleep_for(100ms);  // a callback run twice would show now
       {
         std::lock_guard<std::mutex> lock(lat->mutex);
-        std::printf("[ figures ] %s, %s: %d calls from %d threads, max_in_flight 64, deadline %lld ms: worst "
-                    "callback %.0f ms after its call (%d from the failure policy, %d errors)\n",
-                    name, how == Stall::debug_sleep ? "DEBUG SLEEP 2" : "CLIENT PAUSE 2000 ALL", kCalls, kThreads,
-                    static_cast<long long>(kDeadline.count()), ms(lat->worst), lat->from_policy, lat->errors);
+        std::printf(
+            "[ figures ] %s, %s: %d calls from %d threads, max_in_flight 64, deadline %lld ms: worst "
+            "callback %.0f ms after its call (%d from the failure policy, %d errors; the threads waited "
+            "%.0f ms for a CPU)\n",
+            name, how == Stall::debug_sleep ? "DEBUG SLEEP 2" : "CLIENT PAUSE 2000 ALL", kCalls, kThreads,
+            static_cast<long long>(kDeadline.count()), ms(lat->worst), lat->from_policy, lat->errors, ms(waited));
         ASSERT_TRUE(ended) << lat->done << " of " << kCalls << " callbacks ran";
         EXPECT_EQ(std::count(lat->runs.begin(), lat->runs.end(), 1), kCalls) << "a callback lost or doubled";
         EXPECT_EQ(lat->errors, 0);
         EXPECT_GT(lat->from_policy, 0) << "the stall timed nothing out";
-        EXPECT_LT(ms(lat->worst), ms(kDeadline + kMargin));
+        EXPECT_LT(ms(lat->worst), ms(kDeadline + kStallMargin + waited));
       }
       EXPECT_TRUE(decided_by_redis(fw)) << "decisions must come from Redis again";
     }

@@ -4,6 +4,7 @@
 // wait is bounded (futures with wait_for), and every test checks that its loop returns by itself once
 // the AsyncRedis is gone (the loop thread is then joined; a loop that does not return is reported and
 // abandoned, never waited for forever).
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "redlimit/transport/redis_async.hpp"
 #include "support/fixture.hpp"
+#include "support/run_delay.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
 #include <event2/event.h>
@@ -79,6 +81,7 @@ class LoopThread {
   void start() {
     auto ended = ended_;
     thread_ = std::thread([this, ended] {
+      tid_ = this_thread_tid();
       run();
       ended->set_value();
     });
@@ -86,6 +89,8 @@ class LoopThread {
   }
 
   std::thread::id id() const { return thread_.get_id(); }
+  // The loop thread's kernel id, once it has started (support/run_delay.hpp); 0 before.
+  long tid() const { return tid_; }
 
   // Call after releasing every reference to the AsyncRedis objects on this loop.
   void stop() {
@@ -114,6 +119,7 @@ class LoopThread {
   std::shared_ptr<std::promise<void>> ended_ = std::make_shared<std::promise<void>>();
   std::future<void> done_;
   std::thread thread_;
+  std::atomic<long> tid_{0};
   bool stopped_ = false;
 };
 
