@@ -4,7 +4,8 @@
 // acts (a deadline's callback) adds the time that thread was kept off every CPU by the rest of a
 // loaded machine (a 64-thread test beside it under ctest -j2): that wait is the scheduler's, not
 // ours, and it is measured, not guessed. What the thread spends running (our own slowness) is not
-// in it. Linux only; elsewhere, or when the file cannot be read, it reads 0 (the bound stays strict).
+// in it. Linux only (gettid, /proc); when the file cannot be read (a kernel without schedstats), it
+// reads 0, and the bound stays strict.
 #include <sys/syscall.h>
 #include <unistd.h>
 
