@@ -281,7 +281,7 @@ local each_out = {}
 -- with the least quota left. An admission's remaining is the least of the limits', its reset_after
 -- the latest, its retry and delay 0: all of it follows from `each`, which is all its reply holds
 -- (detail::decode_decision takes them back the same way).
-local function conclude(key, cost, allowed, ttl_holds)
+local function conclude(key, cost, allowed, held)
   local remaining, retry, reset, decider = nil, 0, 0, 1
   local each = each_out
   for i = 1, #limits do
@@ -306,13 +306,12 @@ local function conclude(key, cost, allowed, ttl_holds)
     if not remaining or rem < remaining then remaining = rem end
     if wait > retry then retry = wait end
   end
-  if allowed and record and reset > 0 and not ttl_holds then
-    -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: then the hash is all stale.
-    -- That time only moves when a limit's newest bucket does: when every limit's newest bucket
-    -- already was its current one (or later), the write that made it so set the TTL this one would
-    -- (a refund never lengthens it), and setting it again cost Redis 1.4 us of a sliding window's
-    -- 8.8 a call (measured on 7.0). Adopted buckets were written under another limit's TTL: set
-    -- ours.
+  if allowed and record and reset > 0 and not (held and held >= now + reset) then
+    -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: when every limit's has, the
+    -- hash is all stale, at now + reset. Unless that moved past `held` (decide()), the write that
+    -- last moved it set the TTL this one would (a refund never lengthens it): setting it again cost
+    -- Redis 1.4 us of a sliding window's 8.8 a call (measured on 7.0), and a policy's second-long
+    -- limit, turning over under its hour-long one, would set it on most decisions.
     redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
   end
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
@@ -388,7 +387,10 @@ function decide(key, cost, h)
     return 0, 0, wait, wait, 0, 1, nil, nil, each_out
   end
 
-  local allowed, ttl_holds = true, true
+  -- `held`: when the hash turns all stale as read, the latest end (newest + n + 1) * P of a limit's
+  -- newest bucket, which the write that last moved it gave the key its TTL for (conclude); nil
+  -- when no limit has a bucket, or one adopted another's (written under that limit's TTL).
+  local allowed, adopted, held = true, false, nil
   for i = 1, #limits do
     local l = limits[i]
     local used, newest = l.full, l.newest
@@ -396,15 +398,20 @@ function decide(key, cost, h)
     local fits = used + cost <= l.limit
     l.used, l.allowed = used, fits
     allowed = allowed and fits
-    ttl_holds = ttl_holds and not l.adopted and newest ~= nil and newest >= l.b
+    adopted = adopted or l.adopted
+    if newest then
+      local ends = newest * l.P + l.span
+      if not held or ends > held then held = ends end
+    end
   end
+  if adopted then held = nil end
   if refund then
     allowed = true
     give_back(key, cost)
   elseif allowed and record then
     take(key, cost, stale)
   end
-  return conclude(key, cost, allowed, ttl_holds)
+  return conclude(key, cost, allowed, held)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
@@ -417,7 +424,8 @@ if params ~= params_arg then
     for i = 1, m do
       local base = 2 + 4 * (i - 1)
       local P = tonumber(p[base + 3])
-      local l = {tag = p[base], limit = tonumber(p[base + 1]), P = P, n = tonumber(p[base + 2]) / P}
+      local n = tonumber(p[base + 2]) / P
+      local l = {tag = p[base], limit = tonumber(p[base + 1]), P = P, n = n, span = (n + 1) * P}
       list[i] = l
       tags[l.tag] = l
     end

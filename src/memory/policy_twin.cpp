@@ -275,9 +275,8 @@ void PolicyTwin::take(KeyRef& key, std::int64_t cost, const std::vector<std::str
 
 // The deciding limit: when rejected, the one that makes the caller wait longest; when admitted, the
 // one with the least quota left. Then the TTL: the hash is all stale once every newest bucket is,
-// a time that has not moved when every limit's newest bucket already was its current one or later
-// (ttl_holds, decide()): the TTL set then still holds.
-Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, bool ttl_holds) const {
+// at now + reset_after; unless that moved past `held` (decide()), the TTL set then still holds.
+Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, std::optional<std::int64_t> held) const {
   std::optional<std::int64_t> remaining;
   Decided d;
   d.each.reserve(2 * limits_.size());
@@ -299,6 +298,7 @@ Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, bool 
     if (!remaining || rem < *remaining) remaining = rem;
     d.retry_after = std::max(d.retry_after, wait);
   }
+  const bool ttl_holds = held && *held >= c_.now + d.reset_after;
   if (allowed && c_.record && d.reset_after > 0 && !ttl_holds) key.expire_ms(c_.now, ttl_ms(d.reset_after));
   d.allowed = allowed ? 1 : 0;
   d.remaining = remaining.value_or(0);
@@ -319,21 +319,29 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   Decided blocked;  // nothing left of any limit until the block ends; nothing written
   if (blocked_until_ && blocked_until(c_, *blocked_until_, width(), blocked)) return blocked;
 
+  // held: the latest end of a limit's newest bucket as read, which the key's TTL covers (conclude;
+  // policy.lua, decide()); none when no limit has a bucket, or one adopted another's.
   bool allowed = true;
-  bool ttl_holds = true;
+  bool adopted = false;
+  std::optional<std::int64_t> held;
   for (auto& l : limits_) {
     l.used = l.full + weighted(l, l.old);
     l.allowed = l.used + cost <= l.limit;
     allowed = allowed && l.allowed;
-    ttl_holds = ttl_holds && !l.adopted && l.newest && *l.newest >= l.b;
+    adopted = adopted || l.adopted;
+    if (l.newest) {
+      const std::int64_t ends = (*l.newest + l.n + 1) * l.P;
+      if (!held || ends > *held) held = ends;
+    }
   }
+  if (adopted) held.reset();
   if (c_.refund) {
     allowed = true;
     give_back(key, cost);
   } else if (allowed && c_.record) {
     take(key, cost, stale);
   }
-  return conclude(key, cost, allowed, ttl_holds);
+  return conclude(key, cost, allowed, held);
 }
 
 }  // namespace redlimit::detail::memory
