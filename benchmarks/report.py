@@ -119,7 +119,7 @@ before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek) until
 |---|---|---:|---:|---:|
 | fixed window | 2: `HINCRBY`, `PEXPIRE … NX` (a new key; the window's first request on a key that holds the last window reads the hash and deletes that window: 5) | 1 (`HINCRBY`; a rejection 2, its unit taken back) | 1 (`HGETALL`) | 2.00 (128 new subjects; 1 for the next requests of the window) |
 | token bucket, leaky bucket (meter, shaper) | 2: `GET` state, `PSETEX` | 2 (the write `SETRANGE`, in place, within the key's lease) | 1 | 1.01 |
-| sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (no `PEXPIRE` while every limit's newest bucket is its current one: the TTL set with it holds) | 1 | 3.00 (128 new subjects) |
+| sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (`PEXPIRE` only when the hash lives longer: the latest end of a limit's newest bucket moves, which a shorter limit's next bucket under a longer one's does not) | 1 | 3.00 (128 new subjects) |
 | sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 4 (`ZRANGEBYSCORE` of the oldest live entry joins; `PEXPIRE` only by the first admission of each half-second, the trim only every `limit / 8` units) | 3 | 3.01 |
 
 A policy wrote one `HINCRBY` per limit before (6 commands for 3 limits, 5.01 per decision in a

@@ -1,5 +1,7 @@
 -- Policy: several sliding-window limits checked together, recorded all-or-nothing, in one hash.
--- A single sliding window (SlidingWindow) is a policy of one limit.
+-- A single sliding window (SlidingWindow) is a policy of one limit. Longer than this folder's other
+-- scripts: a script is one text (cmake/embed_lua.cmake), so its common paths (decide_window,
+-- decide_policy) sit beside the general decide() they stand for.
 --
 -- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: hash, field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
@@ -226,7 +228,7 @@ end
 
 -- One HSET for every limit's current bucket (their new counts, known from the HGETALL and the
 -- batch so far) rather than an HINCRBY a limit: one command whatever the number of limits.
-local fields = {} -- take()'s HSET arguments, kept from call to call (m limits: 2m of them)
+local fields = {} -- the HSET's arguments, kept from call to call (m limits: 2m of them; decide_policy too)
 local function take(key, cost, stale)
   for i = 1, #limits do
     local l = limits[i]
@@ -317,19 +319,21 @@ local function conclude(key, cost, allowed, held)
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
 end
 
--- A sliding window's decision (a policy of one limit), as decide() below makes it, on its common
--- path: a hash that holds nothing but the limit's live buckets (and buckets up to one ahead of the
--- current one), and a consume or a peek it admits. Its one limit's figures are locals, not fields
--- of the limit's table, and it makes no loop over the limits: half of decide()'s Lua operations
--- (about 290 a decision, counted with a line hook in lua5.1), which were a third of a sliding
--- window's Redis time (callgrind on 7.0). Anything else (a stale field or a block, which the first
--- request of a bucket settles; a rejection, whose wait walks the buckets; a key of another type)
--- goes to decide() with the hash it read, which decides it the same way.
--- window_fast: this call's decisions may take it (one limit of at most WINDOW_FAST_MAX buckets,
--- and no refund; set per call, below). The limit's `idx_of` names its buckets oldest .. b + 1, each
--- to its number, made again when b moves (at most WINDOW_FAST_MAX + 2 names, once a bucket).
-local decide, window_fast
-local WINDOW_FAST_MAX = 64
+-- The common path: decide() below, for a hash that holds nothing but the limits' live buckets (and
+-- buckets up to one ahead of the current one), and a consume or a peek they admit. Anything else (a
+-- stale field or a block, which the first request of a bucket settles; a rejection, whose wait
+-- walks the buckets; a key of another type) goes to decide() with the hash read, which decides it
+-- the same way. decide() makes about 290 Lua operations a sliding window's decision and 690 a
+-- policy of three limits' (counted with a line hook in lua5.1), a third of their Redis time
+-- (callgrind on 7.0); these take 170 and 400.
+-- fast: this call's common path (set per call, below: decide_window for one limit, decide_policy
+-- for more, nil for a refund or a limit of more than FAST_MAX buckets). Each limit's `idx_of` names
+-- its buckets oldest .. b + 1, each to its number, made again when b moves (at most FAST_MAX + 2
+-- names, once a bucket); `limits.owner` names every limit's to its limit.
+local decide, fast
+local FAST_MAX = 64
+
+-- A sliding window's (a policy of one limit): its figures in locals, and no loop over limits.
 local function decide_window(key, cost)
   local h = redis.pcall('HGETALL', key)
   if h.err then return decide(key, cost, h) end
@@ -367,10 +371,71 @@ local function decide_window(key, cost)
   return 1, rem, 0, reset, 0, 1
 end
 
--- Every decision: decide_window's common path when it can take it; `h`, the HGETALL reply it read
--- when it could not.
+-- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
+local function decide_policy(key, cost)
+  local h = redis.pcall('HGETALL', key)
+  if h.err then return decide(key, cost, h) end
+  local m, owner = #limits, limits.owner
+  for i = 1, m do
+    local l = limits[i]
+    l.full, l.old, l.newest, l.cur = 0, 0, nil, 0
+  end
+  for i = 1, #h, 2 do
+    local f = h[i]
+    local l = owner[f]
+    if not l then return decide(key, cost, h) end
+    local idx = l.idx_of[f]
+    local c = count_of[h[i + 1]] or parse_count(h[i + 1])
+    if idx == l.oldest then l.old = c else l.full = l.full + c end
+    if idx == l.b then l.cur = c end
+    local newest = l.newest
+    if not newest or idx > newest then l.newest = idx end
+  end
+  local held -- (decide(), below)
+  for i = 1, m do
+    local l = limits[i]
+    local used, newest = l.full, l.newest
+    if l.old > 0 then used = used + weighted(l, l.old) end
+    if used + cost > l.limit then return decide(key, cost, h) end
+    l.used = used
+    if newest then
+      local ends = newest * l.P + l.span
+      if not held or ends > held then held = ends end
+    end
+  end
+  local each, remaining, reset, decider = each_out, nil, 0, 1 -- (conclude)
+  for i = 1, m do
+    local l = limits[i]
+    local used, last = l.used, l.newest
+    if record then
+      local c = l.cur + cost
+      fields[2 * i - 1] = l.field
+      fields[2 * i] = text_of[c] or count_text(c)
+      used = used + cost
+      if not last or l.b > last then last = l.b end
+    end
+    local rem, own_reset = l.limit - used, 0
+    if rem < 0 then rem = 0 end
+    if last then
+      own_reset = last * l.P + l.span - now
+      if own_reset < 0 then own_reset = 0 end
+    end
+    each[2 * i - 1] = rem
+    each[2 * i] = own_reset
+    if own_reset > reset then reset = own_reset end
+    if not remaining or rem < remaining then remaining, decider = rem, i end
+  end
+  if record then
+    redis.call('HSET', key, unpack(fields, 1, 2 * m))
+    if reset > 0 and not (held and held >= now + reset) then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset))) end
+  end
+  return 1, remaining, 0, reset, 0, decider, nil, nil, each
+end
+
+-- Every decision: the common path when it can take it; `h`, the HGETALL reply it read when it could
+-- not.
 function decide(key, cost, h)
-  if not h and window_fast then return decide_window(key, cost) end
+  if not h and fast then return fast(key, cost) end
   for i = 1, #limits do
     local l = limits[i]
     l.full, l.old, l.newest, l.cur, l.counts, l.adopted = 0, 0, nil, 0, nil, false
@@ -445,13 +510,21 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   local b = (now - r) / P
   if b ~= l.b then l.b, l.oldest, l.field, l.idx_of = b, b - l.n, l.tag .. ':' .. fmt(b), nil end
 end
-window_fast = false
-if #limits == 1 and not refund and limits[1].n <= WINDOW_FAST_MAX then
-  local l = limits[1]
-  if not l.idx_of then
+fast = not refund and (#limits == 1 and decide_window or decide_policy)
+local moved = false -- a limit's idx_of made again: limits.owner too
+for i = 1, #limits do
+  local l = limits[i]
+  if l.n > FAST_MAX then fast = nil end
+  if fast and not l.idx_of then
     local idx_of = {}
-    for i = l.oldest, l.b + 1 do idx_of[i == l.b and l.field or l.tag .. ':' .. fmt(i)] = i end
-    l.idx_of = idx_of
+    for j = l.oldest, l.b + 1 do idx_of[j == l.b and l.field or l.tag .. ':' .. fmt(j)] = j end
+    l.idx_of, moved = idx_of, true
   end
-  window_fast = true
+end
+if fast == decide_policy and (moved or not limits.owner) then
+  local owner = {}
+  for i = 1, #limits do
+    for name in pairs(limits[i].idx_of) do owner[name] = limits[i] end
+  end
+  limits.owner = owner
 end

@@ -175,5 +175,27 @@ TEST_F(CommandCountTest, ASlidingLogSetsItsTtlOncePerHalfSecond) {
   EXPECT_EQ(commands_since_reset()["pexpire"], 1) << "a refund";
 }
 
+// A policy sets its key's TTL again only when the time its hash turns all stale moves: the latest
+// end of a limit's newest bucket (policy.lua, conclude). A second-long limit's next bucket under an
+// hour-long limit's moves nothing; the hour-long limit's next bucket moves it a minute on.
+TEST_F(CommandCountTest, APolicySetsItsTtlOnlyWhenItsHashLivesLonger) {
+  using Counts = std::map<std::string, std::int64_t>;
+  const auto pol = rl().policy("ttl", redlimit::parse_limits("10/s; 100/h@1m"));
+  at(std::chrono::seconds(0));
+  ASSERT_RESET();
+  ASSERT_TRUE(pol.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(), (Counts{{"hgetall", 1}, {"hset", 1}, {"pexpire", 1}}));
+  EXPECT_GE(server().integer({"PTTL", pol.key_for("u")}), 3'660'000);  // the hour's bucket 0 weighs for 61 min
+  ASSERT_RESET();
+  at(std::chrono::seconds(1));  // the second-long limit's next bucket
+  ASSERT_TRUE(pol.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(), (Counts{{"hgetall", 1}, {"hset", 1}}));
+  ASSERT_RESET();
+  at(std::chrono::seconds(60));  // the hour-long limit's next bucket; the second-long one's two are stale
+  ASSERT_TRUE(pol.consume("u", 1).allowed);
+  EXPECT_EQ(commands_since_reset(), (Counts{{"hgetall", 1}, {"hset", 1}, {"hdel", 1}, {"pexpire", 1}}));
+  EXPECT_GE(server().integer({"PTTL", pol.key_for("u")}), 3'660'000);  // bucket 1 weighs until 62 min
+}
+
 }  // namespace
 }  // namespace redlimit_test
