@@ -327,9 +327,10 @@ end
 -- policy of three limits' (counted with a line hook in lua5.1), a third of their Redis time
 -- (callgrind on 7.0); these take 170 and 400.
 -- fast: this call's common path (set per call, below: decide_window for one limit, decide_policy
--- for more, nil for a refund or a limit of more than FAST_MAX buckets). Each limit's `idx_of` names
--- its buckets oldest .. b + 1, each to its number, made again when b moves (at most FAST_MAX + 2
--- names, once a bucket); `limits.owner` names every limit's to its limit.
+-- for more, false for a refund; `limits.fast` is false when a limit has more than FAST_MAX
+-- buckets). Each limit's `idx_of` names its buckets oldest .. b + 1, each to its number, made again
+-- when b moves (at most FAST_MAX + 2 names, once a bucket); `limits.owner` names every limit's to
+-- its limit.
 local decide, fast
 local FAST_MAX = 64
 
@@ -485,7 +486,7 @@ if params ~= params_arg then
   if not built then
     local p = words(params)
     local m = tonumber(p[1])
-    local list, tags = {}, {}
+    local list, tags = {fast = true}, {}
     for i = 1, m do
       local base = 2 + 4 * (i - 1)
       local P = tonumber(p[base + 3])
@@ -493,6 +494,7 @@ if params ~= params_arg then
       local l = {tag = p[base], limit = tonumber(p[base + 1]), P = P, n = n, span = (n + 1) * P}
       list[i] = l
       tags[l.tag] = l
+      if n > FAST_MAX then list.fast = false end
     end
     built = {list, tags, m == 1 and 5 or 6 + 2 * m} -- width: see above
     if policies_n == POLICIES_MAX then policies, policies_n = {}, 0 end
@@ -501,6 +503,7 @@ if params ~= params_arg then
   limits, by_tag, width = built[1], built[2], built[3]
   params_arg = params
 end
+local moved = false -- a limit's idx_of made again: limits.owner too
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
   local l = limits[i]
   local P = l.P
@@ -508,20 +511,17 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   if r < 0 then r = r + P end
   l.r = r
   local b = (now - r) / P
-  if b ~= l.b then l.b, l.oldest, l.field, l.idx_of = b, b - l.n, l.tag .. ':' .. fmt(b), nil end
-end
-fast = not refund and (#limits == 1 and decide_window or decide_policy)
-local moved = false -- a limit's idx_of made again: limits.owner too
-for i = 1, #limits do
-  local l = limits[i]
-  if l.n > FAST_MAX then fast = nil end
-  if fast and not l.idx_of then
-    local idx_of = {}
-    for j = l.oldest, l.b + 1 do idx_of[j == l.b and l.field or l.tag .. ':' .. fmt(j)] = j end
-    l.idx_of, moved = idx_of, true
+  if b ~= l.b then
+    l.b, l.oldest, l.field = b, b - l.n, l.tag .. ':' .. fmt(b)
+    if limits.fast then
+      local idx_of = {}
+      for j = l.oldest, b + 1 do idx_of[j == b and l.field or l.tag .. ':' .. fmt(j)] = j end
+      l.idx_of, moved = idx_of, true
+    end
   end
 end
-if fast == decide_policy and (moved or not limits.owner) then
+fast = limits.fast and not refund and (#limits == 1 and decide_window or decide_policy)
+if moved and #limits > 1 then
   local owner = {}
   for i = 1, #limits do
     for name in pairs(limits[i].idx_of) do owner[name] = limits[i] end
