@@ -47,9 +47,10 @@ local function fields_of(h)
       blocked_until = tonumber(v)
     else
       local s, w = split_window_field(f)
-      local c = tonumber(v)
+      local stored = tonumber(v)
+      local c = stored
       if c and c < 0 then c = c + WINDOW_BLOCKED end
-      counts[#counts + 1] = {c and s, w, c, f, tonumber(v)}
+      counts[#counts + 1] = {c and s, w, c, f, stored}
     end
   end
   return blocked_until, counts
