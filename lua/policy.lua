@@ -319,43 +319,51 @@ local function conclude(key, cost, allowed, held)
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
 end
 
--- The common path: decide() below, for a hash that holds nothing but the limits' live buckets (and
--- buckets up to one ahead of the current one), and a consume or a peek they admit. Anything else (a
--- stale field or a block, which the first request of a bucket settles; a rejection, whose wait
--- walks the buckets; a key of another type) goes to decide() with the hash read, which decides it
--- the same way. decide() makes about 290 Lua operations a sliding window's decision and 690 a
--- policy of three limits' (counted with a line hook in lua5.1), a third of their Redis time
--- (callgrind on 7.0); these take 170 and 400.
--- fast: this call's common path (set per call, below: decide_window for one limit, decide_policy
--- for more, false for a refund; `limits.fast` is false when a limit has more than FAST_MAX
--- buckets). Each limit's `idx_of` names its buckets oldest .. b + 1, each to its number, made again
--- when b moves (at most FAST_MAX + 2 names, once a bucket); `limits.owner` names every limit's to
--- its limit.
-local decide, fast
-local FAST_MAX = 64
+-- The common path: general() below, for a hash that holds nothing but the limits' buckets (live
+-- ones, up to one ahead of the current one, and up to STALE_NAMED stale ones, which an admission
+-- deletes), and a consume or a peek they admit. Anything else (an older field or a block, which the
+-- next admission settles; a rejection, whose wait walks the buckets; a key of another type) goes to
+-- general() with the hash read, which decides it the same way. general() makes about 290 Lua
+-- operations a sliding window's decision and 690 a policy of three limits' (counted with a line
+-- hook in lua5.1), a third of their Redis time (callgrind on 7.0); these take 170 and 480.
+-- decide: what the epilogue calls for each request, set per call (below): decide_window for one
+-- limit, decide_policy for more, general for a refund or a policy whose `limits.fast` is false (a
+-- limit of more than FAST_MAX buckets). Each limit's `idx_of` names its buckets oldest - STALE_NAMED
+-- .. b + 1, each to its number, made again when b moves (at most FAST_MAX + STALE_NAMED + 2 names,
+-- once a bucket); `limits.owner` names every limit's to its limit.
+local decide, general
+local FAST_MAX, STALE_NAMED = 64, 4
+local stale_names = {} -- the stale buckets a common path deletes, kept from call to call
 
 -- A sliding window's (a policy of one limit): its figures in locals, and no loop over limits.
 local function decide_window(key, cost)
   local h = redis.pcall('HGETALL', key)
-  if h.err then return decide(key, cost, h) end
+  if h.err then return general(key, cost, h) end
   local l = limits[1]
   local idx_of, oldest, b = l.idx_of, l.oldest, l.b
-  local full, old, cur, newest = 0, 0, 0, nil
+  local full, old, cur, newest, ns = 0, 0, 0, nil, 0
   for i = 1, #h, 2 do
-    local idx = idx_of[h[i]]
-    if not idx then return decide(key, cost, h) end
-    local c = count_of[h[i + 1]] or parse_count(h[i + 1])
-    if idx == oldest then old = c else full = full + c end
-    if idx == b then cur = c end
-    if not newest or idx > newest then newest = idx end
+    local f = h[i]
+    local idx = idx_of[f]
+    if not idx then return general(key, cost, h) end
+    if idx < oldest then
+      ns = ns + 1
+      stale_names[ns] = f
+    else
+      local c = count_of[h[i + 1]] or parse_count(h[i + 1])
+      if idx == oldest then old = c else full = full + c end
+      if idx == b then cur = c end
+      if not newest or idx > newest then newest = idx end
+    end
   end
   local used = full
   if old > 0 then used = used + weighted(l, old) end
-  if used + cost > l.limit then return decide(key, cost, h) end
+  if used + cost > l.limit then return general(key, cost, h) end
   local last = newest -- the newest bucket once written: the key's end (conclude)
   if record then
     local c = cur + cost
     redis.call('HSET', key, l.field, text_of[c] or count_text(c))
+    if ns > 0 then redis.call('HDEL', key, unpack(stale_names, 1, ns)) end
     used = used + cost
     if not last or b > last then last = b end
   end
@@ -375,29 +383,35 @@ end
 -- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
 local function decide_policy(key, cost)
   local h = redis.pcall('HGETALL', key)
-  if h.err then return decide(key, cost, h) end
+  if h.err then return general(key, cost, h) end
   local m, owner = #limits, limits.owner
   for i = 1, m do
     local l = limits[i]
     l.full, l.old, l.newest, l.cur = 0, 0, nil, 0
   end
+  local ns = 0
   for i = 1, #h, 2 do
     local f = h[i]
     local l = owner[f]
-    if not l then return decide(key, cost, h) end
+    if not l then return general(key, cost, h) end
     local idx = l.idx_of[f]
-    local c = count_of[h[i + 1]] or parse_count(h[i + 1])
-    if idx == l.oldest then l.old = c else l.full = l.full + c end
-    if idx == l.b then l.cur = c end
-    local newest = l.newest
-    if not newest or idx > newest then l.newest = idx end
+    if idx < l.oldest then
+      ns = ns + 1
+      stale_names[ns] = f
+    else
+      local c = count_of[h[i + 1]] or parse_count(h[i + 1])
+      if idx == l.oldest then l.old = c else l.full = l.full + c end
+      if idx == l.b then l.cur = c end
+      local newest = l.newest
+      if not newest or idx > newest then l.newest = idx end
+    end
   end
   local held -- (decide(), below)
   for i = 1, m do
     local l = limits[i]
     local used, newest = l.full, l.newest
     if l.old > 0 then used = used + weighted(l, l.old) end
-    if used + cost > l.limit then return decide(key, cost, h) end
+    if used + cost > l.limit then return general(key, cost, h) end
     l.used = used
     if newest then
       local ends = newest * l.P + l.span
@@ -428,15 +442,14 @@ local function decide_policy(key, cost)
   end
   if record then
     redis.call('HSET', key, unpack(fields, 1, 2 * m))
+    if ns > 0 then redis.call('HDEL', key, unpack(stale_names, 1, ns)) end
     if reset > 0 and not (held and held >= now + reset) then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset))) end
   end
   return 1, remaining, 0, reset, 0, decider, nil, nil, each
 end
 
--- Every decision: the common path when it can take it; `h`, the HGETALL reply it read when it could
--- not.
-function decide(key, cost, h)
-  if not h and fast then return fast(key, cost) end
+-- Every decision the common path does not take; `h`: the HGETALL reply it read, if any.
+function general(key, cost, h)
   for i = 1, #limits do
     local l = limits[i]
     l.full, l.old, l.newest, l.cur, l.counts, l.adopted = 0, 0, nil, 0, nil, false
@@ -515,12 +528,12 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
     l.b, l.oldest, l.field = b, b - l.n, l.tag .. ':' .. fmt(b)
     if limits.fast then
       local idx_of = {}
-      for j = l.oldest, b + 1 do idx_of[j == b and l.field or l.tag .. ':' .. fmt(j)] = j end
+      for j = l.oldest - STALE_NAMED, b + 1 do idx_of[j == b and l.field or l.tag .. ':' .. fmt(j)] = j end
       l.idx_of, moved = idx_of, true
     end
   end
 end
-fast = limits.fast and not refund and (#limits == 1 and decide_window or decide_policy)
+decide = limits.fast and not refund and (#limits == 1 and decide_window or decide_policy) or general
 if moved and #limits > 1 then
   local owner = {}
   for i = 1, #limits do

@@ -125,9 +125,15 @@ TEST_F(SlidingWindowTest, StateIsOneHashWithOnlyLiveBuckets) {
   }
   EXPECT_EQ(dbsize(), 1);
   EXPECT_EQ(server().command({"TYPE", sw.key_for("u")}).str, "hash");
-  // At 110 s the window holds buckets 5..11 (bucket 5 weighted); older ones were deleted.
-  EXPECT_LE(server().integer({"HLEN", sw.key_for("u")}), 7);
+  // At 110 s the window holds buckets 5..11 (bucket 5 weighted); each admission deleted the bucket
+  // that had just left it (policy.lua's common path).
+  EXPECT_EQ(server().integer({"HLEN", sw.key_for("u")}), 7);
   EXPECT_EQ(sw.peek("u").remaining, 100 - 7);  // bucket 5 still weighs 1 at r = 0
+  // Much later, every bucket left long ago (past the names the common path knows): the general
+  // path deletes them all.
+  at(300s);
+  EXPECT_EQ(sw.consume("u").remaining, 99);
+  EXPECT_EQ(server().integer({"HLEN", sw.key_for("u")}), 1);
 }
 
 // The TTL runs to when the newest bucket stops weighing anything, (newest + n + 1) * P: set by the
