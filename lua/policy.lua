@@ -1,7 +1,7 @@
 -- Policy: several sliding-window limits checked together, recorded all-or-nothing, in one hash.
 -- A single sliding window (SlidingWindow) is a policy of one limit. Longer than this folder's other
 -- scripts: a script is one text (cmake/embed_lua.cmake), so its common paths (decide_window,
--- decide_policy) sit beside the general decide() they stand for.
+-- decide_policy) sit beside the general() decision they stand for.
 --
 -- KEYS: one per request (prologue.lua): the state, which holds its block
 -- state: hash, field "<tag>:<bucket>" = units admitted in that bucket under the limit <tag>
@@ -42,11 +42,11 @@
 -- thus never taken as older than they were: nothing leaves a window early. They are written under
 -- the new tag at the next write; the old fields are deleted at the next admission.
 -- This call's: the limits (read once per call: a batch decides many requests with them; what
--- depends on the request is reset at the start of each decide()), the same by tag, and the width of
+-- depends on the request is reset at the start of each decision), the same by tag, and the width of
 -- a decision. Set per call, below: parsed from the call's params (helpers.lua) once, then kept in
 -- `policies` under that string, so that a later call with the same params (the same limiter, or
 -- one of a service's few that take turns) parses nothing, and keeps its buckets' names; only the
--- limits' time fields (r, b, oldest = b - n) are set again. Past POLICIES_MAX params the table
+-- limits' time fields (r, b, oldest = b - n, low, high) are set again. Past POLICIES_MAX params the table
 -- starts again, as helpers.lua's heads do, so that it never grows the heap the collector walks.
 local limits, by_tag, width
 local params_arg -- the params of the call that set `limits`
@@ -144,7 +144,7 @@ local blocked_until
 local function read(key, h)
   local stale, gone -- made when their first field turns up
   blocked_until = nil
-  h = h or redis.pcall('HGETALL', key) -- (given: decide_window read it)
+  h = h or redis.pcall('HGETALL', key) -- (given: a common path read it)
   if h.err then -- a key of another type: no state (epilogue.lua, foreign keys)
     if record or refund then redis.call('DEL', key) end
     h = {}
@@ -310,7 +310,7 @@ local function conclude(key, cost, allowed, held)
   end
   if allowed and record and reset > 0 and not (held and held >= now + reset) then
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: when every limit's has, the
-    -- hash is all stale, at now + reset. Unless that moved past `held` (decide()), the write that
+    -- hash is all stale, at now + reset. Unless that moved past `held` (general()), the write that
     -- last moved it set the TTL this one would (a refund never lengthens it): setting it again cost
     -- Redis 1.4 us of a sliding window's 8.8 a call (measured on 7.0), and a policy's second-long
     -- limit, turning over under its hour-long one, would set it on most decisions.
@@ -319,20 +319,19 @@ local function conclude(key, cost, allowed, held)
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
 end
 
--- The common path: general() below, for a hash that holds nothing but the limits' buckets (live
--- ones, up to one ahead of the current one, and up to STALE_NAMED stale ones, which an admission
--- deletes), and a consume or a peek they admit. Anything else (an older field or a block, which the
--- next admission settles; a rejection, whose wait walks the buckets; a key of another type) goes to
--- general() with the hash read, which decides it the same way. general() makes about 290 Lua
--- operations a sliding window's decision and 690 a policy of three limits' (counted with a line
--- hook in lua5.1), a third of their Redis time (callgrind on 7.0); these take 170 and 480.
+-- The common path: general() below, for a hash that holds nothing but the limits' buckets from
+-- `low` to `high` (per limit, set per call: oldest - STALE_NAMED, the newest stale ones, which an
+-- admission deletes, to b + 1, one ahead of the current one), and a consume or a peek they admit.
+-- Anything else (an older field or a block, which the next admission settles; a rejection, whose
+-- wait walks the buckets; a key of another type) goes to general() with the hash read, which
+-- decides it the same way. A field's tag and bucket come from parse_field's names (above), which
+-- every subject shares. general() makes about 290 Lua operations a sliding window's decision and
+-- 690 a policy of three limits' (counted with a line hook in lua5.1), a third of their Redis time
+-- (callgrind on 7.0); these take 170 and 500.
 -- decide: what the epilogue calls for each request, set per call (below): decide_window for one
--- limit, decide_policy for more, general for a refund or a policy whose `limits.fast` is false (a
--- limit of more than FAST_MAX buckets). Each limit's `idx_of` names its buckets oldest - STALE_NAMED
--- .. b + 1, each to its number, made again when b moves (at most FAST_MAX + STALE_NAMED + 2 names,
--- once a bucket); `limits.owner` names every limit's to its limit.
+-- limit, decide_policy for more, general for a refund.
 local decide, general
-local FAST_MAX, STALE_NAMED = 64, 4
+local STALE_NAMED = 4
 local stale_names = {} -- the stale buckets a common path deletes, kept from call to call
 
 -- A sliding window's (a policy of one limit): its figures in locals, and no loop over limits.
@@ -340,12 +339,13 @@ local function decide_window(key, cost)
   local h = redis.pcall('HGETALL', key)
   if h.err then return general(key, cost, h) end
   local l = limits[1]
-  local idx_of, oldest, b = l.idx_of, l.oldest, l.b
+  local tag, low, oldest, b, high = l.tag, l.low, l.oldest, l.b, l.high
   local full, old, cur, newest, ns = 0, 0, 0, nil, 0
   for i = 1, #h, 2 do
     local f = h[i]
-    local idx = idx_of[f]
-    if not idx then return general(key, cost, h) end
+    local t, idx = field_tag[f], nil
+    if t then idx = field_idx[f] else t, idx = parse_field(f) end
+    if t ~= tag or idx < low or idx > high then return general(key, cost, h) end
     if idx < oldest then
       ns = ns + 1
       stale_names[ns] = f
@@ -384,7 +384,7 @@ end
 local function decide_policy(key, cost)
   local h = redis.pcall('HGETALL', key)
   if h.err then return general(key, cost, h) end
-  local m, owner = #limits, limits.owner
+  local m = #limits
   for i = 1, m do
     local l = limits[i]
     l.full, l.old, l.newest, l.cur = 0, 0, nil, 0
@@ -392,9 +392,10 @@ local function decide_policy(key, cost)
   local ns = 0
   for i = 1, #h, 2 do
     local f = h[i]
-    local l = owner[f]
-    if not l then return general(key, cost, h) end
-    local idx = l.idx_of[f]
+    local t, idx = field_tag[f], nil
+    if t then idx = field_idx[f] else t, idx = parse_field(f) end
+    local l = t and by_tag[t]
+    if not l or idx < l.low or idx > l.high then return general(key, cost, h) end
     if idx < l.oldest then
       ns = ns + 1
       stale_names[ns] = f
@@ -406,7 +407,7 @@ local function decide_policy(key, cost)
       if not newest or idx > newest then l.newest = idx end
     end
   end
-  local held -- (decide(), below)
+  local held -- (general(), below)
   for i = 1, m do
     local l = limits[i]
     local used, newest = l.full, l.newest
@@ -499,7 +500,7 @@ if params ~= params_arg then
   if not built then
     local p = words(params)
     local m = tonumber(p[1])
-    local list, tags = {fast = true}, {}
+    local list, tags = {}, {}
     for i = 1, m do
       local base = 2 + 4 * (i - 1)
       local P = tonumber(p[base + 3])
@@ -507,7 +508,6 @@ if params ~= params_arg then
       local l = {tag = p[base], limit = tonumber(p[base + 1]), P = P, n = n, span = (n + 1) * P}
       list[i] = l
       tags[l.tag] = l
-      if n > FAST_MAX then list.fast = false end
     end
     built = {list, tags, m == 1 and 5 or 6 + 2 * m} -- width: see above
     if policies_n == POLICIES_MAX then policies, policies_n = {}, 0 end
@@ -516,7 +516,6 @@ if params ~= params_arg then
   limits, by_tag, width = built[1], built[2], built[3]
   params_arg = params
 end
-local moved = false -- a limit's idx_of made again: limits.owner too
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
   local l = limits[i]
   local P = l.P
@@ -525,19 +524,8 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   l.r = r
   local b = (now - r) / P
   if b ~= l.b then
-    l.b, l.oldest, l.field = b, b - l.n, l.tag .. ':' .. fmt(b)
-    if limits.fast then
-      local idx_of = {}
-      for j = l.oldest - STALE_NAMED, b + 1 do idx_of[j == b and l.field or l.tag .. ':' .. fmt(j)] = j end
-      l.idx_of, moved = idx_of, true
-    end
+    local oldest = b - l.n
+    l.b, l.oldest, l.low, l.high, l.field = b, oldest, oldest - STALE_NAMED, b + 1, l.tag .. ':' .. fmt(b)
   end
 end
-decide = limits.fast and not refund and (#limits == 1 and decide_window or decide_policy) or general
-if moved and #limits > 1 then
-  local owner = {}
-  for i = 1, #limits do
-    for name in pairs(limits[i].idx_of) do owner[name] = limits[i] end
-  end
-  limits.owner = owner
-end
+decide = not refund and (#limits == 1 and decide_window or decide_policy) or general
