@@ -45,9 +45,10 @@
 -- depends on the request is reset at the start of each decision), the same by tag, and the width of
 -- a decision. Set per call, below: parsed from the call's params (helpers.lua) once, then kept in
 -- `policies` under that string, so that a later call with the same params (the same limiter, or
--- one of a service's few that take turns) parses nothing, and keeps its buckets' names; only the
--- limits' time fields (r, b, oldest = b - n, low, high) are set again. Past POLICIES_MAX params the table
--- starts again, as helpers.lua's heads do, so that it never grows the heap the collector walks.
+-- one of a service's few that take turns) parses nothing, and keeps its current bucket's name; the
+-- limits' time fields (r, b, oldest = b - n, low, high) are set again. Past POLICIES_MAX params
+-- the table starts again, as helpers.lua's heads do, so that it never grows the heap the
+-- collector walks.
 local limits, by_tag, width
 local params_arg -- the params of the call that set `limits`
 local policies, policies_n, POLICIES_MAX = {}, 0, 64

@@ -320,7 +320,7 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   if (blocked_until_ && blocked_until(c_, *blocked_until_, width(), blocked)) return blocked;
 
   // held: the latest end of a limit's newest bucket as read, which the key's TTL covers (conclude;
-  // policy.lua, decide()); none when no limit has a bucket, or one adopted another's.
+  // policy.lua, general()); none when no limit has a bucket, or one adopted another's.
   bool allowed = true;
   bool adopted = false;
   std::optional<std::int64_t> held;
