@@ -86,9 +86,10 @@ step() { printf '\n==> %s\n' "$*"; }
 # HTTP service example and its test; libjemalloc2 and liblzf1 are Valkey's libraries (the Valkey
 # pass); libssl-dev and openssl serve the hiredis 1.2 + TLS pass (headers; the certificates' tool).
 # libbenchmark-dev builds benchmarks/micro_bench.cpp, which the tests run briefly (micro_bench_runs).
+# lua5.1 runs the policy script's common paths against its general path (tests/lua, lua_common_paths).
 PACKAGES=(build-essential cmake ninja-build pkg-config libhiredis-dev libfmt-dev libevent-dev libuv1-dev
   libgtest-dev libgmock-dev googletest redis-server redis-tools python3 libcpp-httplib-dev
-  libjemalloc2 liblzf1 libssl-dev openssl libbenchmark-dev)
+  libjemalloc2 liblzf1 libssl-dev openssl libbenchmark-dev lua5.1)
 
 # shellcheck source=SCRIPTDIR/lib/install.sh
 source "$ROOT/scripts/lib/install.sh"
