@@ -62,6 +62,35 @@ void replace_resent(std::vector<Reply>& replies, const std::vector<std::size_t>&
   for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
 }
 
+// The positions of the replies that `did_not_run` picks: the calls a step sends again.
+template <class Pred>
+std::vector<std::size_t> positions_of(const std::vector<Reply>& replies, Pred did_not_run) {
+  std::vector<std::size_t> positions;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (did_not_run(replies[i])) positions.push_back(i);
+  }
+  return positions;
+}
+
+// Both reload steps (Functions, EVALSHA): the calls at `again` sent once more, in one round trip
+// behind `load` (FUNCTION LOAD, SCRIPT LOAD), `command(i)` making call i's command, so that the
+// code travels once for all of them. `settle(load_reply, resent_replies)` reads that round trip
+// before the re-sent replies go in place (replace_resent: a broken round trip settles nothing).
+template <class Command, class Settle>
+void resend_behind_load(Connection& conn, std::vector<Reply>& replies, const std::vector<std::size_t>& again,
+                        std::vector<std::string> load, Command command, Settle settle) {
+  std::vector<std::vector<std::string>> commands{std::move(load)};
+  commands.reserve(again.size() + 1);
+  for (std::size_t i : again) commands.push_back(command(i));
+  replace_resent(replies, again, [&] {
+    std::vector<Reply> second = conn.pipeline(commands);
+    Reply load_reply = std::move(second.front());
+    second.erase(second.begin());
+    settle(load_reply, second);
+    return second;
+  });
+}
+
 }  // namespace script_impl
 
 REDLIMIT_INLINE std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
@@ -210,20 +239,14 @@ REDLIMIT_INLINE void settle_path(ScriptPathState& path, const std::vector<Reply>
 // carried every call of the batch, and is otherwise the outcome of the re-sent calls only.
 REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, const Script& script,
                                     const std::vector<ScriptCall>& calls, std::vector<Reply>& replies) {
-  std::vector<std::size_t> missing;
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    if (is_function_missing(replies[i])) missing.push_back(i);
-  }
+  const std::vector<std::size_t> missing = positions_of(replies, is_function_missing);
   if (missing.empty()) return;
-  std::vector<std::vector<std::string>> commands{function_load_command()};
-  for (std::size_t i : missing) commands.push_back(fcall_command(script, calls[i]));
-  replace_resent(replies, missing, [&] {
-    std::vector<Reply> second = conn.pipeline(commands);
-    settle_after_load(path, second.front());
-    second.erase(second.begin());  // the LOAD's
-    settle_path(path, second);     // a master that had the LOAD ran its FCALLs
-    return second;
-  });
+  resend_behind_load(
+      conn, replies, missing, function_load_command(), [&](std::size_t i) { return fcall_command(script, calls[i]); },
+      [&](const Reply& load, const std::vector<Reply>& fcalls) {
+        settle_after_load(path, load);
+        settle_path(path, fcalls);  // a master that had the LOAD ran its FCALLs
+      });
 }
 
 // The Functions step: every call as FCALL in one round trip, FCALL first even while the connection
@@ -256,18 +279,13 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script&
   commands.reserve(calls.size());
   for (const auto& c : calls) commands.push_back(evalsha_command(script, c.keys, c.args));
   std::vector<Reply> replies = script_impl::round_trip(conn, commands);
-  std::vector<std::size_t> again;  // the calls that did not run
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    if (is_noscript(replies[i])) again.push_back(i);
-  }
+  const std::vector<std::size_t> again = positions_of(replies, is_noscript);  // the calls that did not run
   if (again.empty()) return replies;
-  commands.assign(1, script_load_command(script));
-  for (std::size_t i : again) commands.push_back(evalsha_command(script, calls[i].keys, calls[i].args));
-  replace_resent(replies, again, [&] {
-    std::vector<Reply> second = conn.pipeline(commands);
-    second.erase(second.begin());  // the LOAD's: what matters is whether the EVALSHAs behind it ran
-    return second;
-  });
+  // The LOAD's reply settles nothing: what matters is whether the EVALSHAs behind it ran.
+  resend_behind_load(
+      conn, replies, again, script_load_command(script),
+      [&](std::size_t i) { return evalsha_command(script, calls[i].keys, calls[i].args); },
+      [](const Reply&, const std::vector<Reply>&) {});
   std::vector<std::size_t> still;  // the calls that did not run behind the LOAD either
   for (std::size_t i : again) {
     if (is_noscript(replies[i])) still.push_back(i);
@@ -287,10 +305,8 @@ REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Scr
     return script_impl::evalsha_calls(conn, script, calls);
   }
   std::vector<Reply> replies = script_impl::fcall_calls(conn, conn.script_path_state(), script, calls);
-  std::vector<std::size_t> rest;  // the calls that did not run as functions
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    if (is_function_missing(replies[i]) || is_fcall_refused(replies[i])) rest.push_back(i);
-  }
+  const std::vector<std::size_t> rest = script_impl::positions_of(  // the calls that did not run as functions
+      replies, [](const Reply& r) { return is_function_missing(r) || is_fcall_refused(r); });
   if (rest.empty()) return replies;
   std::vector<ScriptCall> again;
   again.reserve(rest.size());
