@@ -203,21 +203,26 @@ local function give_back(key, cost)
     own(key, l)
     local counts = counts_of(l)
     local left = cost
-    local idx = max(l.newest or l.b, l.b)
-    while left > 0 and idx >= l.oldest do
-      local c = counts[idx] or 0
+    -- From the newest bucket with units down, bucket by bucket, not index by index: a bucket a
+    -- client whose clock runs ahead wrote may lie any number of intervals past b.
+    local held = {}
+    for idx, c in pairs(counts) do
+      if c > 0 then held[#held + 1] = idx end
+    end
+    table.sort(held)
+    for j = #held, 1, -1 do
+      if left <= 0 then break end
+      local idx = held[j]
+      local c = counts[idx]
       local take = min(c, left)
-      if take > 0 then
-        if idx == l.oldest then l.old = l.old - take else l.full = l.full - take end
-        counts[idx] = c - take
-        if c == take then
-          redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
-        else
-          redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), fmt(-take))
-        end
-        left = left - take
+      if idx == l.oldest then l.old = l.old - take else l.full = l.full - take end
+      counts[idx] = c - take
+      if c == take then
+        redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
+      else
+        redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), fmt(-take))
       end
-      idx = idx - 1
+      left = left - take
     end
     l.newest = nil
     for i, c in pairs(counts) do
@@ -258,21 +263,41 @@ end
 -- With x = limit - s - cost, the request fits d microseconds into the interval when
 -- ceil(o * (P - d) / P) <= x, i.e. o * (P - d) <= x * P: at once when x >= o, otherwise from
 -- d = P - floor(x * P / o) (muldiv: x * P may pass 2^53). The first interval with d < P wins.
+-- Past bucket b + 1 (k > n + 1) only buckets a client whose clock runs ahead wrote are left, and
+-- they may lie any distance ahead: a clock a year ahead, at P = 1 s, put 3 * 10^7 intervals between
+-- them, a walk that held Redis for seconds. An interval whose weighted bucket is empty changes
+-- neither s nor x, so while x < 0 the walk jumps from there to the next bucket with units (`ahead`,
+-- sorted when the walk first gets there): at most two steps a bucket.
 local function retry_after(l, cost)
   local counts = counts_of(l)
-  local s = l.full
-  for k = 0, max(l.newest or l.b, l.b) - l.b + l.n + 1 do
-    local o = counts[l.b + k - l.n] or 0
+  local b, n = l.b, l.n
+  local s, k, last = l.full, 0, max(l.newest or b, b) - b + n + 1
+  local ahead, i -- the buckets past b + 1 with units, in order; the next one's place
+  while k <= last do
+    local o = counts[b + k - n] or 0
     if k > 0 then s = s - o end
     local x = l.limit - s - cost
     if x >= 0 then
       local d = 0
       if x < o then d = l.P - muldiv(x, l.P, o) end
       if k == 0 then d = max(d, l.r) end
-      if d < l.P then return (l.b + k) * l.P + d - now end
+      if d < l.P then return (b + k) * l.P + d - now end
+    end
+    k = k + 1
+    if x < 0 and k > n + 1 and not counts[b + k - n] then
+      if not ahead then
+        ahead, i = {}, 1
+        for idx, c in pairs(counts) do
+          if idx > b + 1 and c > 0 then ahead[#ahead + 1] = idx end
+        end
+        table.sort(ahead)
+      end
+      while ahead[i] and ahead[i] < b + k - n do i = i + 1 end
+      if not ahead[i] then break end
+      k = ahead[i] - b + n
     end
   end
-  return 0 -- not reached: the last interval has an empty weighted bucket
+  return 0 -- not reached when cost <= limit: the last interval has an empty weighted bucket
 end
 
 -- remaining and reset_after of every limit, in order: conclude()'s `each`, kept from call to call

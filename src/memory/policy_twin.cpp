@@ -62,12 +62,25 @@ bool number_unit(std::string_view s, std::int64_t& us) {
 }
 
 // retry_after(l): the earliest time the limit has room for `cost`, walking forward one bucket
-// interval at a time (see policy.lua for the derivation).
+// interval at a time (see policy.lua for the derivation), over the limit's buckets in order: an
+// interval whose weighted bucket is empty changes nothing, so while the request does not fit the
+// walk jumps to the next bucket with units, as policy.lua's does past bucket b + 1 (where a client
+// whose clock runs ahead may have written any distance away). Everywhere else the two walks visit
+// the same intervals; skipping empty ones here too keeps the walk linear in the buckets.
 std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int64_t now) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> buckets;  // (index, units), index >= b - n
+  for (const auto& [i, c] : l.counts) {
+    if (i >= l.b - l.n && c > 0) buckets.emplace_back(i, c);
+  }
+  std::sort(buckets.begin(), buckets.end());
+  std::size_t next = 0;  // the first bucket at or past the current interval's weighted one
   std::int64_t s = l.full;
   const std::int64_t last = std::max(l.newest.value_or(l.b), l.b) - l.b + l.n + 1;
-  for (std::int64_t k = 0; k <= last; ++k) {
-    const std::int64_t o = l.count_at(l.b + k - l.n);
+  for (std::int64_t k = 0; k <= last;) {
+    const std::int64_t weighted = l.b + k - l.n;
+    while (next < buckets.size() && buckets[next].first < weighted) ++next;
+    const bool has = next < buckets.size() && buckets[next].first == weighted;
+    const std::int64_t o = has ? buckets[next].second : 0;
     if (k > 0) s = s - o;
     const std::int64_t x = l.limit - s - cost;
     if (x >= 0) {
@@ -76,8 +89,13 @@ std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int
       if (k == 0) d = std::max(d, l.r);
       if (d < l.P) return (l.b + k) * l.P + d - now;
     }
+    ++k;
+    if (x >= 0) continue;
+    if (has) ++next;
+    if (next == buckets.size()) break;  // nothing left to leave the window: it never fits
+    k = std::max(k, buckets[next].first - l.b + l.n);
   }
-  return 0;  // not reached: the last interval has an empty weighted bucket
+  return 0;  // not reached when cost <= limit: the last interval has an empty weighted bucket
 }
 
 }  // namespace
@@ -226,28 +244,31 @@ void PolicyTwin::give_back(KeyRef& key, std::int64_t cost) {
   for (auto& l : limits_) {
     own(key, l);
     std::int64_t left = cost;
-    std::int64_t idx = std::max(l.newest.value_or(l.b), l.b);
-    while (left > 0 && idx >= l.b - l.n) {
+    // From the newest bucket with units down, bucket by bucket (policy.lua: one far ahead of b).
+    std::vector<std::int64_t> held;
+    for (const auto& [i, cnt] : l.counts) {
+      if (cnt > 0 && i >= l.b - l.n) held.push_back(i);
+    }
+    std::sort(held.rbegin(), held.rend());
+    for (const std::int64_t idx : held) {
+      if (left <= 0) break;
       const std::int64_t cnt = l.count_at(idx);
       const std::int64_t take = std::min(cnt, left);
-      if (take > 0) {
-        if (idx == l.b - l.n) {
-          l.old -= take;
-        } else {
-          l.full -= take;
-        }
-        l.count_ref(idx) = cnt - take;
-        // take > 0: the count came from the hash (or own() put it there), which therefore exists.
-        auto& fields = std::get<BucketHash>(key.get()->state).fields;
-        if (cnt == take) {
-          fields.erase(field_name(l.tag, idx));
-        } else {
-          fields[field_name(l.tag, idx)] -= take;
-        }
-        if (fields.empty()) key.erase();  // Redis deletes an emptied hash
-        left = left - take;
+      if (idx == l.b - l.n) {
+        l.old -= take;
+      } else {
+        l.full -= take;
       }
-      idx = idx - 1;
+      l.count_ref(idx) = cnt - take;
+      // take > 0: the count came from the hash (or own() put it there), which therefore exists.
+      auto& fields = std::get<BucketHash>(key.get()->state).fields;
+      if (cnt == take) {
+        fields.erase(field_name(l.tag, idx));
+      } else {
+        fields[field_name(l.tag, idx)] -= take;
+      }
+      if (fields.empty()) key.erase();  // Redis deletes an emptied hash
+      left = left - take;
     }
     l.newest.reset();
     for (const auto& [i, cnt] : l.counts) {

@@ -91,6 +91,40 @@ TEST_F(ClockSkewTest, SlidingWindow) {
   expect_retry_after_exact(*lagging_clock, behind, "u", 1, d);
 }
 
+// A client whose clock runs a year ahead writes a bucket a year away. The lagging client's wait is
+// counted to it exactly, in a few steps of the script's walk rather than one a bucket interval:
+// one a second for the year (3 * 10^7 of them) held Redis for seconds, past this call's deadline.
+TEST_F(ClockSkewTest, SlidingWindowAYearAhead) {
+  constexpr Micros kYear = std::chrono::hours(24 * 365);
+  at(10s + kYear);
+  auto ahead = rl().sliding_window("skew", Limit(10, 1s));
+  auto behind = lagging->sliding_window("skew", Limit(10, 1s));
+  EXPECT_TRUE(ahead.consume("u", 10).allowed);  // bucket [A, A + 1 s), A = kT0 + 10 s + a year
+  const Decision d = behind.consume("u");
+  EXPECT_FALSE(d.allowed) << d;
+  // The 10 units count in full until A + 1 s, then weigh (A + 2 s - t) / 1 s: 9 of them, room for
+  // one, at A + 1.1 s, which is a year and 7.1 s after the lagging client's 4 s.
+  EXPECT_EQ(d.retry_after, kYear + 7100ms) << d;
+  EXPECT_EQ(d.reset_after, kYear + 8s) << d;
+  expect_retry_after_exact(*lagging_clock, behind, "u", 1, d);
+}
+
+// A refund takes units back from the newest bucket down, the one a year ahead first, then the
+// lagging client's own: bucket by bucket, not one step for each of the year's seconds between.
+TEST_F(ClockSkewTest, SlidingWindowRefundsPastABucketAYearAhead) {
+  at(10s + std::chrono::hours(24 * 365));
+  auto ahead = rl().sliding_window("skew", Limit(10, 1s));
+  auto behind = lagging->sliding_window("skew", Limit(10, 1s));
+  EXPECT_TRUE(ahead.consume("u", 2).allowed);
+  Decision d = behind.consume("u", 5);
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 3) << d;
+  d = behind.refund("u", 7);
+  EXPECT_EQ(d.remaining, 10) << d;
+  EXPECT_EQ(d.reset_after, 0s) << d;  // nothing left in any bucket
+  EXPECT_EQ(dbsize(), 0);             // the emptied hash is gone
+}
+
 TEST_F(ClockSkewTest, FixedWindow) {
   auto ahead = rl().fixed_window("skew", Limit(1, 10s));
   auto behind = lagging->fixed_window("skew", Limit(1, 10s));

@@ -5,7 +5,8 @@
 -- call. The C++ differential test (tests/integration/differential_test.cpp) holds the memory twin
 -- to the script through a real Redis; this one reaches the shapes that test rarely makes: stale and
 -- skewed buckets, blocks and foreign fields met on a common path, batches with repeated subjects,
--- time jumping back, limiters changing their limits.
+-- time jumping back, a clock a year ahead (whose buckets a rejection's wait walks to: a walk of one
+-- step a second would not end within the ctest entry's timeout), limiters changing their limits.
 --
 --   lua5.1 common_path_test.lua <generated lua_sources.hpp> [seeds] [steps a seed]
 --
@@ -167,7 +168,10 @@ local function next_call()
   if jump < 0.6 then clock = clock + math.random(0, 50000)
   elseif jump < 0.85 then clock = clock + math.random(0, 1500000)
   elseif jump < 0.95 then clock = clock + math.random(0, 70000000)
-  else clock = clock - math.random(0, 2000000) end -- another client's clock, behind
+  elseif jump < 0.997 then clock = clock - math.random(0, 2000000) -- another client's clock, behind
+  else -- a clock up to a year ahead, or back from one: a rejection's wait walks to its buckets
+    clock = clock + (math.random() < 0.5 and 1 or -1) * math.floor(math.random() * 31536000000000)
+  end
   local mode = ({'1', '1', '1', '1', '0', '2', '1', '4'})[math.random(8)]
   local n = (mode == '4' or math.random() < 0.15) and math.random(1, 5) or 1
   local keys, seen = {}, {}

@@ -111,6 +111,33 @@ TEST_F(MemoryTest, LeakyBucketMeterAndShaper) {
   EXPECT_EQ(d.retry_after, 1s) << show(d);
 }
 
+// A bucket written a year ahead (a client whose clock runs ahead) is waited for exactly, and a
+// refund reaches past it to the present one: the walks go from bucket to bucket, not through the
+// year's 3 * 10^7 empty seconds.
+TEST_F(MemoryTest, APolicyWaitsForAndRefundsPastABucketAYearAhead) {
+  constexpr Micros kYear = std::chrono::hours(24 * 365);
+  const auto pol = limiter.policy("ahead", redlimit::parse_limits("10/s; 100/min"));
+  at(kYear);
+  EXPECT_TRUE(pol.consume("waits", 10).allowed);
+  EXPECT_TRUE(pol.consume("refunds", 2).allowed);
+  at(0s);
+  Decision d = pol.consume("waits");
+  EXPECT_FALSE(d.allowed) << show(d);
+  EXPECT_EQ(d.limit_index, 0u) << show(d);
+  // The second's 10 units weigh 9 at a year + 1.1 s; the minute's 10 never stood in the way.
+  EXPECT_EQ(d.retry_after, kYear + 1100ms) << show(d);
+
+  EXPECT_TRUE(pol.consume("refunds", 5).allowed);
+  d = pol.refund("refunds", 7);
+  EXPECT_EQ(d.remaining, 10) << show(d);
+  EXPECT_EQ(d.reset_after, 0s) << show(d);
+
+  at(kYear + 1100ms - 1us);
+  EXPECT_FALSE(pol.consume("waits").allowed);
+  at(kYear + 1100ms);
+  EXPECT_TRUE(pol.consume("waits").allowed);
+}
+
 TEST_F(MemoryTest, PolicyIsAllOrNothingAndNamesTheDecidingLimit) {
   const auto pol = limiter.policy("api", redlimit::parse_limits("3/s; 5/min"));
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(pol.consume("u").allowed);
