@@ -152,7 +152,7 @@ end
 -- Limiters as the client sends them (a policy's params: m, then tag, limit, window, precision in us).
 local PARAMS = {
   '1 1s 5 1000000 1000000', -- a sliding window, precision = window
-  '1 10s 20 10000000 1000000', -- ten buckets
+  '1 10s@1s 20 10000000 1000000', -- ten buckets
   '1 10s@2s 20 10000000 2000000', -- the same window at another precision: adopts the first's buckets
   '3 1s 5 1000000 1000000 1m 12 60000000 60000000 1h@1m 40 3600000000 60000000',
   '2 1s@250ms 3 1000000 250000 1m 8 60000000 60000000',
