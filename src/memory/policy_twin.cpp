@@ -5,19 +5,11 @@
 namespace redlimit::detail::memory {
 
 std::int64_t PolicyTwin::Limit::count_at(std::int64_t idx) const {
-  for (const auto& [i, c] : counts) {
-    if (i == idx) return c;
-  }
-  return 0;
+  const auto it = counts.find(idx);
+  return it == counts.end() ? 0 : it->second;
 }
 
-std::int64_t& PolicyTwin::Limit::count_ref(std::int64_t idx) {
-  for (auto& [i, c] : counts) {
-    if (i == idx) return c;
-  }
-  counts.emplace_back(idx, 0);
-  return counts.back().second;
-}
+std::int64_t& PolicyTwin::Limit::count_ref(std::int64_t idx) { return counts[idx]; }
 
 namespace {
 

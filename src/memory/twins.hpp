@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -208,7 +209,10 @@ class PolicyTwin {
   struct Limit {
     std::string_view tag;
     std::int64_t limit = 0, P = 0, n = 0, r = 0, b = 0;
-    std::vector<std::pair<std::int64_t, std::int64_t>> counts;  // bucket -> units, the few in the window
+    // bucket -> units: every live bucket, up to 10,001 a limit (a window of 10,000 buckets), and any
+    // ahead; by hash, as the script's table (a linear search per field made a decision O(m^2): 2.2 ms
+    // with 3,600 buckets).
+    std::unordered_map<std::int64_t, std::int64_t> counts;
     std::int64_t full = 0, old = 0, used = 0;
     std::optional<std::int64_t> newest;
     bool allowed = false, adopted = false;
