@@ -5,8 +5,8 @@
 -- call. The C++ differential test (tests/integration/differential_test.cpp) holds the memory twin
 -- to the script through a real Redis; this one reaches the shapes that test rarely makes: stale and
 -- skewed buckets, blocks and foreign fields met on a common path, batches with repeated subjects,
--- time jumping back, a clock a year ahead (whose buckets a rejection's wait walks to: a walk of one
--- step a second would not end within the ctest entry's timeout), limiters changing their limits.
+-- time jumping back, a clock a year ahead (whose buckets a rejection's wait and a refund must reach
+-- in a few steps: every call runs under a budget of Lua instructions), limiters changing their limits.
 --
 --   lua5.1 common_path_test.lua <generated lua_sources.hpp> [seeds] [steps a seed]
 --
@@ -203,6 +203,23 @@ local function disturb(builds, key)
   end
 end
 
+-- A call, as pcall makes it, that may run at most CALL_BUDGET Lua instructions: Redis runs a script
+-- alone, so no call may hold it long. The longest call of these traces runs about 13,000; a walk of
+-- one step a bucket interval to a bucket a year ahead, as the wait made before it jumped, ran
+-- about 4 * 10^8.
+local CALL_BUDGET = 2000000
+local function bounded(where, fn, keys, argv)
+  local over = false
+  debug.sethook(function()
+    over = true
+    error('past the budget', 0)
+  end, '', CALL_BUDGET)
+  local results = {pcall(fn, keys, argv)}
+  debug.sethook()
+  if over then error(where .. '\n  a call ran past ' .. CALL_BUDGET .. ' Lua instructions', 0) end
+  return unpack(results, 1, 2)
+end
+
 local common, forced = variants()
 local decisions, general_total = 0, 0
 for seed = 1, seeds do
@@ -212,10 +229,10 @@ for seed = 1, seeds do
   for step = 1, steps do
     local keys, argv = next_call()
     if math.random() < 0.005 then disturb({a, b}, keys[1]) end
-    local ra = serialise(pcall(a.fn, {unpack(keys)}, {unpack(argv)}))
-    local rb = serialise(pcall(b.fn, {unpack(keys)}, {unpack(argv)}))
     local where = string.format('seed %d step %d: keys %s, ARGV %s', seed, step, table.concat(keys, ' '),
                                 table.concat(argv, ' | '))
+    local ra = serialise(bounded(where, a.fn, {unpack(keys)}, {unpack(argv)}))
+    local rb = serialise(bounded(where, b.fn, {unpack(keys)}, {unpack(argv)}))
     if ra ~= rb then error(where .. '\n  common paths: ' .. ra .. '\n  general():    ' .. rb, 0) end
     local da, db = dump(a), dump(b)
     if da ~= db then error(where .. '\n  common paths:\n' .. da .. '\n  general():\n' .. db, 0) end
