@@ -136,6 +136,18 @@ local function counts_of(l)
   return counts
 end
 
+-- The buckets of `counts` past `above` that hold units, oldest first: what a refund and a wait walk
+-- bucket by bucket, since one a client whose clock runs ahead wrote may lie any number of intervals
+-- past b.
+local function buckets_with_units(counts, above)
+  local list = {}
+  for idx, c in pairs(counts) do
+    if idx > above and c > 0 then list[#list + 1] = idx end
+  end
+  table.sort(list)
+  return list
+end
+
 -- One pass over the hash: sort each bucket into its limit; anything too old, or left by a limit
 -- no longer in the policy, is stale and deleted when we next write. Then limits without buckets
 -- adopt those of the longest window that left (ties: the finer precision, then the tag).
@@ -203,13 +215,7 @@ local function give_back(key, cost)
     own(key, l)
     local counts = counts_of(l)
     local left = cost
-    -- From the newest bucket with units down, bucket by bucket, not index by index: a bucket a
-    -- client whose clock runs ahead wrote may lie any number of intervals past b.
-    local held = {}
-    for idx, c in pairs(counts) do
-      if c > 0 then held[#held + 1] = idx end
-    end
-    table.sort(held)
+    local held = buckets_with_units(counts, l.oldest - 1) -- taken from the newest down
     for j = #held, 1, -1 do
       if left <= 0 then break end
       local idx = held[j]
@@ -285,13 +291,7 @@ local function retry_after(l, cost)
     end
     k = k + 1
     if x < 0 and k > n + 1 and not counts[b + k - n] then
-      if not ahead then
-        ahead, i = {}, 1
-        for idx, c in pairs(counts) do
-          if idx > b + 1 and c > 0 then ahead[#ahead + 1] = idx end
-        end
-        table.sort(ahead)
-      end
+      if not ahead then ahead, i = buckets_with_units(counts, b + 1), 1 end
       while ahead[i] and ahead[i] < b + k - n do i = i + 1 end
       if not ahead[i] then break end
       k = ahead[i] - b + n

@@ -53,6 +53,17 @@ bool number_unit(std::string_view s, std::int64_t& us) {
   return false;
 }
 
+// The buckets of `l` past `above` that hold units, oldest first (policy.lua's buckets_with_units):
+// what a refund and a wait walk bucket by bucket.
+std::vector<std::int64_t> buckets_with_units(const PolicyTwin::Limit& l, std::int64_t above) {
+  std::vector<std::int64_t> list;
+  for (const auto& [i, c] : l.counts) {
+    if (i > above && c > 0) list.push_back(i);
+  }
+  std::sort(list.begin(), list.end());
+  return list;
+}
+
 // retry_after(l): the earliest time the limit has room for `cost`, walking forward one bucket
 // interval at a time (see policy.lua for the derivation), over the limit's buckets in order: an
 // interval whose weighted bucket is empty changes nothing, so while the request does not fit the
@@ -60,19 +71,15 @@ bool number_unit(std::string_view s, std::int64_t& us) {
 // whose clock runs ahead may have written any distance away). Everywhere else the two walks visit
 // the same intervals; skipping empty ones here too keeps the walk linear in the buckets.
 std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int64_t now) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> buckets;  // (index, units), index >= b - n
-  for (const auto& [i, c] : l.counts) {
-    if (i >= l.b - l.n && c > 0) buckets.emplace_back(i, c);
-  }
-  std::sort(buckets.begin(), buckets.end());
+  const std::vector<std::int64_t> buckets = buckets_with_units(l, l.b - l.n - 1);
   std::size_t next = 0;  // the first bucket at or past the current interval's weighted one
   std::int64_t s = l.full;
   const std::int64_t last = std::max(l.newest.value_or(l.b), l.b) - l.b + l.n + 1;
   for (std::int64_t k = 0; k <= last;) {
     const std::int64_t weighted = l.b + k - l.n;
-    while (next < buckets.size() && buckets[next].first < weighted) ++next;
-    const bool has = next < buckets.size() && buckets[next].first == weighted;
-    const std::int64_t o = has ? buckets[next].second : 0;
+    while (next < buckets.size() && buckets[next] < weighted) ++next;
+    const bool has = next < buckets.size() && buckets[next] == weighted;
+    const std::int64_t o = has ? l.count_at(weighted) : 0;
     if (k > 0) s = s - o;
     const std::int64_t x = l.limit - s - cost;
     if (x >= 0) {
@@ -85,7 +92,7 @@ std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int
     if (x >= 0) continue;
     if (has) ++next;
     if (next == buckets.size()) break;  // nothing left to leave the window: it never fits
-    k = std::max(k, buckets[next].first - l.b + l.n);
+    k = std::max(k, buckets[next] - l.b + l.n);
   }
   return 0;  // not reached when cost <= limit: the last interval has an empty weighted bucket
 }
@@ -236,13 +243,9 @@ void PolicyTwin::give_back(KeyRef& key, std::int64_t cost) {
   for (auto& l : limits_) {
     own(key, l);
     std::int64_t left = cost;
-    // From the newest bucket with units down, bucket by bucket (policy.lua: one far ahead of b).
-    std::vector<std::int64_t> held;
-    for (const auto& [i, cnt] : l.counts) {
-      if (cnt > 0 && i >= l.b - l.n) held.push_back(i);
-    }
-    std::sort(held.rbegin(), held.rend());
-    for (const std::int64_t idx : held) {
+    const std::vector<std::int64_t> held = buckets_with_units(l, l.b - l.n - 1);
+    for (auto it = held.rbegin(); it != held.rend(); ++it) {  // from the newest down
+      const std::int64_t idx = *it;
       if (left <= 0) break;
       const std::int64_t cnt = l.count_at(idx);
       const std::int64_t take = std::min(cnt, left);
