@@ -70,8 +70,7 @@ end
 
 -- Per call: -------------------------------------------------------------------------------------
 local p = words(params) -- helpers.lua; split as the memory twin splits them
-local duration, kind = p[1], p[2]
-if not tonumber(duration) then error('block.lua: the duration is not a number: ' .. params) end
+local duration, kind = param(p, 1, 0, MAX_WINDOW, 'duration'), p[2] -- as the client sends it (helpers.lua)
 local marker = tonumber(redis.pcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
 local foreign, lives = false, nil -- a hash's key holds another type; its state's life (below)
@@ -106,7 +105,7 @@ elseif kind == '2' then
     end
   end
 end
-if duration == '0' then
+if duration == 0 then
   -- Lifted: the marker deleted; a string state's block cut off, its own bytes kept with the key's
   -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
   -- that ended and was not yet dropped by a write goes too.
@@ -120,7 +119,7 @@ if duration == '0' then
   local was = (marker and marker > now) or (held and held > now)
   return {was and 1 or 0, 0, 0, 0, 0}
 end
-local blocked_until = max(now + tonumber(duration), marker or 0, held or 0) -- never shortened
+local blocked_until = max(now + duration, marker or 0, held or 0) -- never shortened
 if kind == '1' then
   local len = state and #state
   local lives_until = blocked_until

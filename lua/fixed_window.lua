@@ -165,9 +165,10 @@ local one_out = {0, 0, 0, 0, 0}
 
 -- Per call: -------------------------------------------------------------------------------------
 if params ~= params_arg then
+  local p = words(params) -- checked (helpers.lua, param), then kept: params_arg is set last
+  param_words(p, 2, 'a fixed window')
+  limit, window = param(p, 1, 1, MAX_COUNT, 'limit'), param(p, 2, 1, MAX_WINDOW, 'window')
   params_arg = params
-  local p = words(params_arg)
-  limit, window = tonumber(p[1]), tonumber(p[2])
 end
 -- now mod window inline, as helpers.lua's TWO52 note divides: Lua's % may come out short by a
 -- window, which the test puts back; a call into C (fmod) costs Redis more than the three steps.

@@ -58,6 +58,39 @@ local function read_head(s)
 end
 
 local function fmt(x) return format('%d', x) end
+
+-- A script's parameters (params, split by words()), checked where the script parses them, once per
+-- params string, before it touches a key: word i must be a decimal integer in [lo, hi]. The
+-- bounds are the client's (Limit::max_count, Limit::max_window; include/redlimit/impl/
+-- strategies-inl.hpp), which throws before any I/O, so only a call made past the client (a
+-- hand-written FCALL, another language's port) can fail here. Unchecked, a window or precision of
+-- 0 made the time math NaN (fields named "nan", a TTL Redis refuses halfway through a call), and
+-- a tag that names buckets of another precision sent a wait's walk through millions of intervals.
+-- The memory twin checks the same (src/memory/params.cpp).
+local MAX_COUNT, MAX_WINDOW = 1099511627776, 315360000000000
+local function param(p, i, lo, hi, what)
+  local w = p[i]
+  local v = w and match(w, '^%d+$') and tonumber(w)
+  if not v or v < lo or v > hi then
+    error(format('redlimit: parameter %d (%s) is not an integer in [%d, %d]: %s', i, what, lo, hi, tostring(w)), 0)
+  end
+  return v
+end
+local function param_words(p, n, what)
+  if #p ~= n then error(format('redlimit: %s takes %d parameters, got %d', what, n, #p), 0) end
+end
+-- A bucket's "<capacity> <unit> <rate>" (token_bucket.lua, leaky_bucket.lua): a rate of `rate` ticks
+-- a microsecond, `unit` ticks a token, that fills or drains the whole bucket within MAX_WINDOW,
+-- capacity * unit <= MAX_WINDOW * rate. The client compares the products exactly; here they are
+-- doubles, which round each product to nearest, a monotone step: a rate the client took passes.
+local function param_rate(p)
+  local capacity, unit = param(p, 1, 1, MAX_COUNT, 'capacity'), param(p, 2, 1, MAX_WINDOW, 'ticks a unit')
+  local rate = param(p, 3, 1, MAX_COUNT, 'ticks a microsecond')
+  if capacity * unit > MAX_WINDOW * rate then
+    error(format('redlimit: a bucket of %s takes longer than ten years to fill or drain', params), 0)
+  end
+  return capacity, unit, rate
+end
 -- The words of a string (a script's parameters, params), in order.
 local function words(s)
   local out = {}
@@ -213,6 +246,37 @@ local function parse_tag(tag)
   local a, b = unit_us[wu], unit_us[pu]
   if not (a and b) then return nil end
   return tonumber(wn) * a, tonumber(pn) * b
+end
+
+-- A policy's limits (policy.lua: its params, split by words()), checked as the client writes them
+-- (param, above): 1 to MAX_LIMITS of them, each of at most MAX_BUCKETS buckets, named by a tag that
+-- says its window and precision, no two of the same window and precision (Policy::max_limits,
+-- SlidingWindow::max_buckets, checked_policy in include/redlimit/impl/strategies-inl.hpp). A tag
+-- that said another precision would read one limit's buckets as another's, up to 10^9 intervals
+-- apart. Returns the limits in order, each {tag, limit, P, n, span}, and the same by tag.
+local MAX_LIMITS, MAX_BUCKETS = 16, 10000
+local function parse_limits(p)
+  local m = param(p, 1, 1, MAX_LIMITS, 'the number of limits')
+  param_words(p, 1 + 4 * m, format('a policy of %d limits', m))
+  local list, tags, seen = {}, {}, {}
+  for i = 1, m do
+    local base = 2 + 4 * (i - 1)
+    local tag, limit = p[base], param(p, base + 1, 1, MAX_COUNT, 'limit')
+    local w = param(p, base + 2, 1, MAX_WINDOW, 'window')
+    local P = param(p, base + 3, 1, w, 'precision')
+    local tw, tP = parse_tag(tag)
+    local named = fmt(w) .. '@' .. fmt(P)
+    if w % P ~= 0 or w / P > MAX_BUCKETS or tw ~= w or tP ~= P or seen[named] then
+      error(format('redlimit: policy limit %d ("%s %s %s %s") needs a tag that names its window and precision, '
+        .. 'a precision that divides the window into at most %d buckets, and a window and precision of its own',
+        i, tag, p[base + 1], p[base + 2], p[base + 3], MAX_BUCKETS), 0)
+    end
+    seen[named] = true
+    local n = w / P
+    list[i] = {tag = tag, limit = limit, P = P, n = n, span = (n + 1) * P}
+    tags[tag] = list[i]
+  end
+  return list, tags
 end
 -- What a write of a blocked state (a refund: nothing else writes during a block) becomes: the new
 -- state with the block kept, and a TTL that outlives the block (0 keeps the key's, which block.lua

@@ -100,8 +100,10 @@ end
 
 -- Per call: -------------------------------------------------------------------------------------
 if params ~= params_arg then
-  params_arg = params
-  local p = words(params_arg)
-  capacity, unit, leak = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
+  local p = words(params) -- checked (helpers.lua, param_rate), then kept: params_arg is set last
+  param_words(p, 4, 'a leaky bucket')
+  if p[4] ~= 'meter' and p[4] ~= 'shaper' then error('redlimit: parameter 4 (mode) is not meter or shaper: ' .. p[4], 0) end
+  capacity, unit, leak = param_rate(p)
   shaper = p[4] == 'shaper'
+  params_arg = params
 end

@@ -524,18 +524,8 @@ end
 if params ~= params_arg then
   local built = policies[params]
   if not built then
-    local p = words(params)
-    local m = tonumber(p[1])
-    local list, tags = {}, {}
-    for i = 1, m do
-      local base = 2 + 4 * (i - 1)
-      local P = tonumber(p[base + 3])
-      local n = tonumber(p[base + 2]) / P
-      local l = {tag = p[base], limit = tonumber(p[base + 1]), P = P, n = n, span = (n + 1) * P}
-      list[i] = l
-      tags[l.tag] = l
-    end
-    built = {list, tags, m == 1 and 5 or 6 + 2 * m} -- width: see above
+    local list, tags = parse_limits(words(params)) -- (helpers.lua)
+    built = {list, tags, #list == 1 and 5 or 6 + 2 * #list} -- width: see above
     if policies_n == POLICIES_MAX then policies, policies_n = {}, 0 end
     policies[params], policies_n = built, policies_n + 1
   end

@@ -170,10 +170,11 @@ end
 
 -- Per call: -------------------------------------------------------------------------------------
 if params ~= params_arg then
-  params_arg = params
-  local p = words(params_arg)
-  limit, window = tonumber(p[1]), tonumber(p[2])
+  local p = words(params) -- checked (helpers.lua, param), then kept: params_arg is set last
+  param_words(p, 2, 'a sliding log')
+  limit, window = param(p, 1, 1, MAX_COUNT, 'limit'), param(p, 2, 1, MAX_WINDOW, 'window')
   trim_every = floor_div(limit, 8)
+  params_arg = params
 end
 cutoff = now - window
 now_str, cutoff_str, after_cutoff_str = nil, nil, nil

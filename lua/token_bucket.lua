@@ -88,7 +88,8 @@ end
 
 -- Per call: -------------------------------------------------------------------------------------
 if params ~= params_arg then
+  local p = words(params) -- checked (helpers.lua, param_rate), then kept: params_arg is set last
+  param_words(p, 3, 'a token bucket')
+  capacity, unit, refill = param_rate(p)
   params_arg = params
-  local p = words(params_arg)
-  capacity, unit, refill = tonumber(p[1]), tonumber(p[2]), tonumber(p[3])
 end

@@ -192,8 +192,9 @@ void block_window(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
   const std::string_view holder = c.arg(5).value_or(std::string_view{});
-  if (c.arg(4) == std::optional<std::string_view>("0")) return lift(c, marker, state, holder);  // duration == '0'
-  std::int64_t blocked_until = c.now + c.num(4);
+  const std::int64_t duration = c.num(4);  // checked: 0 to ten years (params.cpp)
+  if (duration == 0) return lift(c, marker, state, holder);
+  std::int64_t blocked_until = c.now + duration;
   // tonumber(redis.pcall('GET', KEYS[2])): nil for a pack2 string or a key of another type (which
   // PSETEX then replaces). A block is never shortened.
   if (const Entry* e = marker.get()) {

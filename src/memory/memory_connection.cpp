@@ -209,6 +209,14 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
     return Reply::make_error("ERR " + std::string(script) + R"(.lua: ARGV[2] is not "<mode> <cost> <parameters>")");
   }
   const std::vector<std::string_view>& args = *split;
+  // The head's parameters: args[3..] less the batch's later costs, ARGV[3..] (script_args).
+  const std::size_t param_words = args.size() - 3 - (argv.size() - (5 + nkeys));
+  const std::string_view head = argv[4 + nkeys];
+  const std::size_t params_at = head.find(' ', 2);
+  const std::string_view params = params_at == std::string_view::npos ? std::string_view{} : head.substr(params_at + 1);
+  if (auto why = mem::params_error(*id, args.data() + 3, param_words, params)) {
+    return Reply::make_error("ERR " + *why + " (in the memory twin of " + std::string(script) + ".lua)");
+  }
 
   const std::int64_t clock_now = clock_->now().count();
   const std::int64_t now = mem::script_now(args.empty() ? std::string_view{} : args[0], clock_now);

@@ -27,6 +27,11 @@ std::size_t keys_per_request(ScriptId id);
 // The prologue's `now`: ARGV[1] as a number, else (ARGV[1] == "redis") the clock's time.
 std::int64_t script_now(std::string_view argv1, std::int64_t clock_now);
 
+// The scripts' checks of their parameters (lua/helpers.lua, param), words[0..n) of the head's
+// `params`: the error a script raises for them before it reads a key, or nullopt when they pass.
+std::optional<std::string> params_error(ScriptId id, const std::string_view* words, std::size_t n,
+                                        std::string_view params);
+
 // The table a key lives in. The caller holds the lock of every table the call's keys map to.
 class Tables {
  public:

@@ -196,7 +196,7 @@ TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   EXPECT_EQ(decoded(r).remaining, 2) << "a full bucket of 3, 1 taken";
   // A string where a hash belongs, or a hash where a sorted set does, reads as no state (redis.pcall)
   // and is replaced by the write (lua/epilogue.lua, foreign keys); a peek leaves it.
-  const Argv policy_args{std::to_string(kT0.count()), "1 1 1 3/s 3 1000000 1000000"};
+  const Argv policy_args{std::to_string(kT0.count()), "1 1 1 1s 3 1000000 1000000"};
   r = store->command(eval_argv("EVALSHA", scripts::policy().sha1, policy_args));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
   EXPECT_EQ(decoded(r).remaining, 2) << "an empty window of 3, 1 taken";

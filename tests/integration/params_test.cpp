@@ -1,0 +1,123 @@
+// The scripts' own check of their parameters (lua/helpers.lua, param; src/memory/params.cpp): a raw
+// call made past the client's checks (a hand-written FCALL, another language's port) with
+// parameters the client never sends fails before it reads or writes a key, as EVAL, as FCALL and
+// in the in-memory backend alike, and fails again when sent again: a Functions library keeps a
+// script's parsed parameters from call to call, and must not keep those of a call that failed.
+// Each script's good parameters, sent around the bad ones, write its key, so the count of keys
+// can tell. Before the check, a window or precision of 0 made Redis's time math NaN and divided by
+// zero in the memory backend (SIGFPE, the whole process).
+#include <string>
+#include <vector>
+
+#include "redlimit/detail/scripts.hpp"
+#include "redlimit/transport/memory_connection.hpp"
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+namespace scripts = redlimit::detail::scripts;
+using redlimit::Reply;
+
+struct Case {
+  const redlimit::detail::Script& script;
+  std::string mode;              // the head's: "1" consume, "3" block
+  std::string good;              // parameters the client sends
+  std::vector<std::string> bad;  // parameters it never sends
+};
+
+std::vector<Case> cases() {
+  return {
+      {scripts::fixed_window(),
+       "1",
+       "5 1000000",
+       {"5 0", "0 1000000", "5", "5 1000000 7", "5 1e6", "5 -1000000", "5 0x10", "5 315360000000001",
+        "1099511627777 1000000", "5 99999999999999999999999"}},
+      {scripts::sliding_log(), "1", "5 1000000", {"5 0", "x 1000000", "5 1000000 1"}},
+      {scripts::token_bucket(), "1", "10 1000 1", {"10 1000 0", "10 0 1", "10 315360000000000 1", "10 1000"}},
+      {scripts::leaky_bucket(), "1", "10 1000 1 shaper", {"10 1000 1 queue", "10 1000 0 meter", "10 1000 1"}},
+      {scripts::policy(),
+       "1",
+       "2 1s 5 1000000 1000000 1m@1s 50 60000000 1000000",
+       {"1 1s 5 1000000 0",                                 // a precision of 0
+        "1 1s 5 1000000 300000",                            // that does not divide the window
+        "1 10s 5 10000000 2000000",                         // a tag that says another precision
+        "1 1s 5 2000000 1000000",                           // or another window
+        "1 1h@1ms 5 3600000000 1000",                       // 3.6 million buckets
+        "2 1s 5 1000000 1000000",                           // fewer words than limits
+        "2 1s 5 1000000 1000000 1000ms 9 1000000 1000000",  // two limits of one window and precision
+        "0", "17 1s 5 1000000 1000000"}},
+      {scripts::block(), "3", "1000000 1", {"-5 1", "x 1", "315360000000001 1", ""}},
+  };
+}
+
+std::vector<std::string> keys_of(const redlimit::detail::Script& script) {
+  if (scripts::keys_per_request(script) == 2) return {"raw:{a}:s", "raw:{a}:b"};
+  return {"raw:{a}:s"};
+}
+
+class ParamsTest : public StrictRedisTest {
+ protected:
+  // The call of `c`'s script with `params` as EVAL (fcall false) or FCALL.
+  static std::vector<std::string> call(const Case& c, const std::string& params, bool fcall) {
+    const auto keys = keys_of(c.script);
+    std::vector<std::string> argv;
+    if (fcall) {
+      argv = {"FCALL", std::string(c.script.function)};
+    } else {
+      argv = {"EVAL", std::string(c.script.source)};
+    }
+    argv.push_back(std::to_string(keys.size()));
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.push_back(std::to_string(kT0.count()));
+    argv.push_back(c.mode + " 1" + (params.empty() ? "" : " " + params));
+    return argv;
+  }
+
+  // Runs `argv` and says whether it failed; checks that a failed call left no key, and that a call
+  // that ran wrote its key, then deletes what it wrote. `memory`: the in-memory backend's turn.
+  bool failed(const std::vector<std::string>& argv, redlimit::MemoryConnection* memory) {
+    const Reply r = memory ? memory->command(argv) : server().command(argv);
+    std::vector<std::string> del = {"DEL"};
+    const auto keys = keys_of(*script_of_);
+    del.insert(del.end(), keys.begin(), keys.end());
+    const Reply deleted = memory ? memory->command(del) : server().command(del);
+    EXPECT_EQ(deleted.type, Reply::Type::integer) << deleted.str;
+    if (r.type == Reply::Type::error) {
+      EXPECT_EQ(deleted.integer, 0) << "a failed call wrote a key: " << r.str;
+      EXPECT_NE(r.str.find("redlimit: "), std::string::npos) << "not the parameters' error: " << r.str;
+      return true;
+    }
+    EXPECT_GT(deleted.integer, 0) << "the call wrote nothing";
+    return false;
+  }
+
+  const redlimit::detail::Script* script_of_ = nullptr;
+};
+
+TEST_F(ParamsTest, ParametersTheClientNeverSendsFailBeforeAnyKeyIsTouched) {
+  ASSERT_EQ(server().command({"FUNCTION", "LOAD", "REPLACE", std::string(scripts::library())}).type,
+            Reply::Type::string);
+  redlimit::MemoryConnection memory(clock);
+  for (const Case& c : cases()) {
+    script_of_ = &c.script;
+    for (const std::string& bad : c.bad) {
+      SCOPED_TRACE(std::string(c.script.name) + " \"" + bad + "\"");
+      for (const bool fcall : {false, true}) {
+        SCOPED_TRACE(fcall ? "FCALL" : "EVAL");
+        // good, bad, bad again, good: a library that kept the first bad call's parse would decide
+        // the second with it, or with the good one before it.
+        EXPECT_FALSE(failed(call(c, c.good, fcall), nullptr));
+        EXPECT_TRUE(failed(call(c, bad, fcall), nullptr));
+        EXPECT_TRUE(failed(call(c, bad, fcall), nullptr));
+        EXPECT_FALSE(failed(call(c, c.good, fcall), nullptr));
+      }
+      SCOPED_TRACE("memory");
+      EXPECT_FALSE(failed(call(c, c.good, false), &memory));
+      EXPECT_TRUE(failed(call(c, bad, false), &memory));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace redlimit_test
