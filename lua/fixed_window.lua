@@ -216,8 +216,8 @@ end
 local first_cost = #ARGV > 2 and #ARGV - n -- false: every request costs cost1 (prologue.lua)
 if first_cost then
   for i = 2, n do
-    if not tonumber(ARGV[first_cost + i]) then
-      error('ARGV[' .. (first_cost + i) .. '] (a cost) is not a number')
+    if not is_cost(ARGV[first_cost + i]) then -- (helpers.lua)
+      error('ARGV[' .. (first_cost + i) .. '] (a cost) is not an integer in [1, 2^40]')
     end
   end
 end

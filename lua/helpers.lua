@@ -43,11 +43,20 @@ local now, record, refund, spread
 -- microsecond a number.
 local mode, cost1, cost1_arg, params, head_arg
 local heads, heads_n, HEADS_MAX = {}, 0, 64
+-- The client's bounds (Limit::max_count, Limit::max_window; include/redlimit/impl/strategies-inl.hpp),
+-- which it checks before any I/O; the scripts check them again for calls made past it (param, below).
+local MAX_COUNT, MAX_WINDOW = 1099511627776, 315360000000000
+-- A request's cost as a call carries it (the head's, or a batch's later ones in ARGV[3..]): a
+-- decimal integer in [1, MAX_COUNT]. A cost of 0 made a sliding log's entries weigh nothing.
+local function is_cost(s)
+  local v = s and match(s, '^%d+$') and tonumber(s)
+  return v and v >= 1 and v <= MAX_COUNT
+end
 local function read_head(s)
   local h = heads[s]
   if not h then
     local m, c, p = match(s, '^([0-4]) (%d+) ?(.*)$')
-    if not m then error('ARGV[2] is not "<mode> <cost> <parameters>": ' .. tostring(s)) end
+    if not (m and is_cost(c)) then error('ARGV[2] is not "<mode> <cost> <parameters>" with a cost in [1, 2^40]: ' .. tostring(s)) end
     local n = tonumber(c)
     h = {n, m, p, m == '1' or m == '4', m == '2', format('%d', n) == c and c or n}
     if heads_n == HEADS_MAX then heads, heads_n = {}, 0 end
@@ -61,13 +70,11 @@ local function fmt(x) return format('%d', x) end
 
 -- A script's parameters (params, split by words()), checked where the script parses them, once per
 -- params string, before it touches a key: word i must be a decimal integer in [lo, hi]. The
--- bounds are the client's (Limit::max_count, Limit::max_window; include/redlimit/impl/
--- strategies-inl.hpp), which throws before any I/O, so only a call made past the client (a
--- hand-written FCALL, another language's port) can fail here. Unchecked, a window or precision of
--- 0 made the time math NaN (fields named "nan", a TTL Redis refuses halfway through a call), and
--- a tag that names buckets of another precision sent a wait's walk through millions of intervals.
--- The memory twin checks the same (src/memory/params.cpp).
-local MAX_COUNT, MAX_WINDOW = 1099511627776, 315360000000000
+-- bounds are the client's (MAX_COUNT and MAX_WINDOW, above), which throws before any I/O, so only
+-- a call made past the client (a hand-written FCALL, another language's port) can fail here.
+-- Unchecked, a window or precision of 0 made the time math NaN (fields named "nan", a TTL Redis
+-- refuses halfway through a call), and a tag that names buckets of another precision sent a wait's
+-- walk through millions of intervals. The memory twin checks the same (src/memory/params.cpp).
 local function param(p, i, lo, hi, what)
   local w = p[i]
   local v = w and match(w, '^%d+$') and tonumber(w)
@@ -305,7 +312,9 @@ local function read_bucket(now, v, missing, cap, unit, round_up)
     if len == 28 or len == 27 then
       local t, w, f, u
       if len == 28 then t, w, f, u, lease = unpack_(BUCKET, v) else t, w, f, u = unpack_('<I7I6I7I7', v) end
-      if u ~= unit then
+      if u == 0 then -- no client writes a unit of 0: another program's bytes, read as no state
+        t, w, f, lease = now, missing, 0, nil
+      elseif u ~= unit then
         local q, r = muldiv(f, unit, u)
         if round_up and r > 0 then q = q + 1 end
         f = q

@@ -49,7 +49,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-fuzz}"
 CXX_FUZZ="${CXX_FUZZ:-clang++}"
-ALL_TARGETS=(fuzz_url fuzz_rate fuzz_keys fuzz_reply fuzz_command_slot)
+ALL_TARGETS=(fuzz_url fuzz_rate fuzz_keys fuzz_reply fuzz_command_slot fuzz_memory_scripts)
 read -r -a TARGETS <<<"${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 
 step() { printf '\n==> %s\n' "$*"; }

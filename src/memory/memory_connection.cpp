@@ -97,6 +97,9 @@ std::optional<std::vector<std::string_view>> script_args(const std::vector<std::
   const std::size_t cost_end = head.find(' ', 2);
   const std::string_view cost = head.substr(2, cost_end == std::string_view::npos ? head.npos : cost_end - 2);
   if (cost.empty() || cost.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  std::int64_t units = 0;  // in [1, 2^40], as lua/helpers.lua's is_cost takes it
+  const auto parsed = std::from_chars(cost.data(), cost.data() + cost.size(), units);
+  if (parsed.ec != std::errc() || units < 1 || units > mem::kMaxCount) return std::nullopt;
   args.push_back(cost);
   args.push_back(head.substr(0, 1));
   if (cost_end != std::string_view::npos) split_words(head.substr(cost_end + 1), args);
@@ -220,6 +223,13 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
 
   const std::int64_t clock_now = clock_->now().count();
   const std::int64_t now = mem::script_now(args.empty() ? std::string_view{} : args[0], clock_now);
+  if (now < 0 || now >= mem::kMaxNow) {
+    // The scripts compute in doubles, exact below 2^53 us (the year 2255; lua/helpers.lua), and the
+    // client sends no time before 1970 (Context::now). Redis would compute with such a time; the
+    // twins' int64 math would overflow.
+    return Reply::make_error("ERR redlimit: now (ARGV[1]) is " + std::to_string(now) +
+                             "us, outside [0, 2^53) (in the memory twin of " + std::string(script) + ".lua)");
+  }
   Reply reply;
   {
     ShardLocks locks(*this, &argv[3], nkeys);

@@ -173,9 +173,16 @@ bool blocked(const Call& c, const Packed* v, int width, Decided& d) {
 
 // ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the script's `params`
 // parameters, unless they all cost ARGV[2] and none is sent (prologue.lua).
+// Each a decimal integer in [1, kMaxCount], as the scripts check it (helpers.lua, is_cost).
 std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params) {
-  if (i == 0 || c.argc() <= 3 + params) return c.num(2);
-  return c.num(c.argc() - n + i + 1);
+  const std::size_t at = i == 0 || c.argc() <= 3 + params ? 2 : c.argc() - n + i + 1;
+  const std::string_view s = c.arg(at).value_or(std::string_view{});
+  std::int64_t v = 0;
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos || !parse_int(s, v) || v < 1 ||
+      v > kMaxCount) {
+    throw ScriptError{"ERR a cost (" + std::string(s) + ") is not an integer in [1, 2^40]"};
+  }
+  return v;
 }
 
 // Every request's cost, read before anything is decided or written (epilogue.lua): a bad one fails

@@ -26,6 +26,10 @@ std::size_t keys_per_request(ScriptId id);
 
 // The prologue's `now`: ARGV[1] as a number, else (ARGV[1] == "redis") the clock's time.
 std::int64_t script_now(std::string_view argv1, std::int64_t clock_now);
+// The twins take a time in [0, kMaxNow): what the scripts' doubles hold exactly.
+inline constexpr std::int64_t kMaxNow = std::int64_t{1} << 53;
+// The most a count, a capacity or a cost may be (Limit::max_count; lua/helpers.lua, MAX_COUNT).
+inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
 
 // The scripts' checks of their parameters (lua/helpers.lua, param), words[0..n) of the head's
 // `params`: the error a script raises for them before it reads a key, or nullopt when they pass.

@@ -14,7 +14,6 @@ namespace redlimit::detail::memory {
 
 namespace {
 
-constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;               // MAX_COUNT (Limit::max_count)
 constexpr std::int64_t kMaxWindow = std::int64_t{315'360'000'000'000};  // MAX_WINDOW (Limit::max_window)
 constexpr std::int64_t kMaxLimits = 16;                                 // MAX_LIMITS (Policy::max_limits)
 constexpr std::int64_t kMaxBuckets = 10'000;                            // MAX_BUCKETS (SlidingWindow::max_buckets)

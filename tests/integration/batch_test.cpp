@@ -39,10 +39,10 @@ class BatchTest : public StrictRedisTest {
   }
 };
 
-// A raw call, past the client's checks, whose second request's cost is not a number fails whole
-// and writes nothing, not even the first request's admission: every cost is read before the first
-// write (epilogue.lua), on Redis and in the in-memory backend alike. The same call with a good cost
-// writes both subjects, so the count of keys can tell.
+// A raw call, past the client's checks, whose second request's cost is not one (a decimal integer
+// in [1, 2^40]) fails whole and writes nothing, not even the first request's admission: every cost
+// is read before the first write (epilogue.lua), on Redis and in the in-memory backend alike. The
+// same call with a good cost writes both subjects, so the count of keys can tell.
 TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
   namespace lua = redlimit::detail::lua;
   struct Case {
@@ -58,14 +58,14 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
   redlimit::MemoryConnection memory(clock);  // the call's now is kT0: so is the store's
   for (const Case& c : cases) {
     const std::vector<std::string>& keys = c.keys;
-    for (const std::string second_cost : {"x", "2"}) {
+    for (const std::string second_cost : {"x", "0", "-1", "1.5", "1e3", "1099511627777", "2"}) {
       SCOPED_TRACE(std::string(c.source.substr(0, 60)) + " / cost " + second_cost);
       std::vector<std::string> argv = {"EVAL", std::string(c.source), std::to_string(keys.size())};
       argv.insert(argv.end(), keys.begin(), keys.end());
       argv.push_back(std::to_string(kT0.count()));
       argv.push_back("1 1 " + std::string(c.params));  // the head: mode, request 1's cost, parameters
       argv.push_back(second_cost);                     // request 2's cost
-      const bool bad = second_cost == "x";
+      const bool bad = second_cost != "2";             // a cost is a decimal integer in [1, 2^40]
       std::vector<std::string> del = {"DEL"};
       del.insert(del.end(), keys.begin(), keys.end());
       const Reply on_redis = server().command(argv);
@@ -91,6 +91,8 @@ TEST_F(BatchTest, ARawCallWithAMalformedHeadFailsAndWritesNothing) {
       {"9 1 5 1000000", true},
       {"11 1 5 1000000", true},
       {"1 -1 5 1000000", true},
+      {"1 0 5 1000000", true},              // a cost of 0
+      {"1 1099511627777 5 1000000", true},  // above 2^40
       {"1", true},
       {"", true},
   };

@@ -119,5 +119,36 @@ TEST_F(ParamsTest, ParametersTheClientNeverSendsFailBeforeAnyKeyIsTouched) {
   }
 }
 
+// A bucket's 28-byte state whose unit is 0 is no state a client wrote (another program's bytes
+// under a token bucket's key): it reads as none, on Redis and in memory alike, and the consume's
+// write replaces it, with a TTL. Before, Redis divided by the unit 0 (NaN in the level), and the
+// in-memory backend divided by zero.
+TEST_F(ParamsTest, ABucketStateWithAUnitOfZeroReadsAsNoState) {
+  const auto le = [](std::uint64_t v, int bytes) {
+    std::string out;
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return out;
+  };
+  const std::string state = le(static_cast<std::uint64_t>(kT0.count()), 7) + le(3, 6) + le(5, 7) + le(0, 7) + le(0, 1);
+  ASSERT_EQ(state.size(), 28u);
+  const std::vector<std::string> consume = {
+      "EVAL",         std::string(scripts::token_bucket().source), "1", "raw:{a}:s", std::to_string(kT0.count()),
+      "1 1 10 1000 1"};
+  redlimit::MemoryConnection memory(clock);
+  for (redlimit::MemoryConnection* m : {static_cast<redlimit::MemoryConnection*>(nullptr), &memory}) {
+    SCOPED_TRACE(m ? "memory" : "Redis");
+    const std::vector<std::string> set = {"SET", "raw:{a}:s", state};
+    ASSERT_EQ((m ? m->command(set) : server().command(set)).type, Reply::Type::status);
+    const Reply r = m ? m->command(consume) : server().command(consume);
+    ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+    ASSERT_EQ(r.elements.size(), 2u) << "an admission: remaining, reset_after";
+    EXPECT_EQ(r.elements[0].integer, 9) << "a full bucket of 10, 1 taken";
+    EXPECT_EQ(r.elements[1].integer, 1000) << "a token back in 1,000 us";
+  }
+  EXPECT_GT(server().integer({"PTTL", "raw:{a}:s"}), 0);
+  ASSERT_TRUE(memory.expires_at("raw:{a}:s").has_value());
+  EXPECT_NE(*memory.expires_at("raw:{a}:s"), redlimit::Micros::max());
+}
+
 }  // namespace
 }  // namespace redlimit_test
