@@ -56,7 +56,9 @@ local function read_head(s)
   local h = heads[s]
   if not h then
     local m, c, p = match(s, '^([0-4]) (%d+) ?(.*)$')
-    if not (m and is_cost(c)) then error('ARGV[2] is not "<mode> <cost> <parameters>" with a cost in [1, 2^40]: ' .. tostring(s)) end
+    if not (m and is_cost(c)) then
+      error('ARGV[2] is not "<mode> <cost> <parameters>" with a cost in [1, 2^40]: ' .. tostring(s))
+    end
     local n = tonumber(c)
     h = {n, m, p, m == '1' or m == '4', m == '2', format('%d', n) == c and c or n}
     if heads_n == HEADS_MAX then heads, heads_n = {}, 0 end
@@ -69,9 +71,9 @@ end
 local function fmt(x) return format('%d', x) end
 
 -- A script's parameters (params, split by words()), checked where the script parses them, once per
--- params string, before it touches a key: word i must be a decimal integer in [lo, hi]. The
--- bounds are the client's (MAX_COUNT and MAX_WINDOW, above), which throws before any I/O, so only
--- a call made past the client (a hand-written FCALL, another language's port) can fail here.
+-- params string, before it touches a key: word i must be a decimal integer in [lo, hi]. The client
+-- checks the same bounds (MAX_COUNT and MAX_WINDOW, above) and throws before any I/O, so only a
+-- call made past it (a hand-written FCALL, another language's port) can fail here.
 -- Unchecked, a window or precision of 0 made the time math NaN (fields named "nan", a TTL Redis
 -- refuses halfway through a call), and a tag that names buckets of another precision sent a wait's
 -- walk through millions of intervals. The memory twin checks the same (src/memory/params.cpp).

@@ -102,7 +102,9 @@ end
 if params ~= params_arg then
   local p = words(params) -- checked (helpers.lua, param_rate), then kept: params_arg is set last
   param_words(p, 4, 'a leaky bucket')
-  if p[4] ~= 'meter' and p[4] ~= 'shaper' then error('redlimit: parameter 4 (mode) is not meter or shaper: ' .. p[4], 0) end
+  if p[4] ~= 'meter' and p[4] ~= 'shaper' then
+    error('redlimit: parameter 4 (mode) is not meter or shaper: ' .. p[4], 0)
+  end
   capacity, unit, leak = param_rate(p)
   shaper = p[4] == 'shaper'
   params_arg = params
