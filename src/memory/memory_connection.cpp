@@ -96,10 +96,7 @@ std::optional<std::vector<std::string_view>> script_args(const std::vector<std::
   if (head.size() < 3 || head[0] < '0' || head[0] > '4' || head[1] != ' ') return std::nullopt;
   const std::size_t cost_end = head.find(' ', 2);
   const std::string_view cost = head.substr(2, cost_end == std::string_view::npos ? head.npos : cost_end - 2);
-  if (cost.empty() || cost.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-  std::int64_t units = 0;  // in [1, 2^40], as lua/helpers.lua's is_cost takes it
-  const auto parsed = std::from_chars(cost.data(), cost.data() + cost.size(), units);
-  if (parsed.ec != std::errc() || units < 1 || units > mem::kMaxCount) return std::nullopt;
+  if (!mem::decimal_in(cost, 1, mem::kMaxCount)) return std::nullopt;  // as lua/helpers.lua's is_cost
   args.push_back(cost);
   args.push_back(head.substr(0, 1));
   if (cost_end != std::string_view::npos) split_words(head.substr(cost_end + 1), args);

@@ -19,6 +19,15 @@ bool parse_int(std::string_view s, std::int64_t& out) {
   return res.ec == std::errc() && res.ptr == s.data() + s.size();
 }
 
+std::optional<std::int64_t> decimal_in(std::string_view s, std::int64_t lo, std::int64_t hi) {
+  std::int64_t v = 0;
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos || !parse_int(s, v) || v < lo ||
+      v > hi) {
+    return std::nullopt;
+  }
+  return v;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Script lookup
 
@@ -177,12 +186,9 @@ bool blocked(const Call& c, const Packed* v, int width, Decided& d) {
 std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params) {
   const std::size_t at = i == 0 || c.argc() <= 3 + params ? 2 : c.argc() - n + i + 1;
   const std::string_view s = c.arg(at).value_or(std::string_view{});
-  std::int64_t v = 0;
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos || !parse_int(s, v) || v < 1 ||
-      v > kMaxCount) {
-    throw ScriptError{"ERR a cost (" + std::string(s) + ") is not an integer in [1, 2^40]"};
-  }
-  return v;
+  const std::optional<std::int64_t> v = decimal_in(s, 1, kMaxCount);
+  if (!v) throw ScriptError{"ERR a cost (" + std::string(s) + ") is not an integer in [1, 2^40]"};
+  return *v;
 }
 
 // Every request's cost, read before anything is decided or written (epilogue.lua): a bad one fails
@@ -258,7 +264,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
                     Tables& tables) {
   struct Slot {
     KeyRef ref;
-    const Entry* read;  // what MGET saw (its own kind decides how it reads)
+    const Entry* read;            // what MGET saw (its own kind decides how it reads)
     std::optional<Entry> staged;  // the batch's value once a request wrote it (no state: deleted)
     Write write;
     bool written = false;
@@ -319,8 +325,8 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
 // The fixed window runs its own requests (no epilogue: fixed_window.lua), which this loop runs alike: each in
 // order, a repeated rejection answered from the memo (the script remembers the last one; same answers).
 template <class Twin>
-Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
-                Tables& tables, bool reads_marker) {
+Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params, Tables& tables,
+                bool reads_marker) {
   std::vector<std::optional<Entry>> markers(n);
   for (std::size_t i = 0; reads_marker && i < n; ++i) {
     KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);

@@ -30,6 +30,9 @@ std::int64_t script_now(std::string_view argv1, std::int64_t clock_now);
 inline constexpr std::int64_t kMaxNow = std::int64_t{1} << 53;
 // The most a count, a capacity or a cost may be (Limit::max_count; lua/helpers.lua, MAX_COUNT).
 inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
+// `s` as the scripts read a parameter or a cost (lua/helpers.lua: param, is_cost): decimal digits
+// only, a number in [lo, hi]; nullopt for anything else.
+std::optional<std::int64_t> decimal_in(std::string_view s, std::int64_t lo, std::int64_t hi);
 
 // The scripts' checks of their parameters (lua/helpers.lua, param), words[0..n) of the head's
 // `params`: the error a script raises for them before it reads a key, or nullopt when they pass.

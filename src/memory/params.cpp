@@ -26,19 +26,17 @@ class Words {
  public:
   Words(const std::string_view* words, std::size_t n) : w_(words), n_(n) {}
 
-  std::size_t size() const { return n_; }
   std::string_view at(std::size_t i) const { return i >= 1 && i <= n_ ? w_[i - 1] : std::string_view{}; }
 
   // param(p, i, lo, hi, what): word i, a decimal integer in [lo, hi].
   std::int64_t param(std::size_t i, std::int64_t lo, std::int64_t hi, const char* what) const {
     const std::string_view w = at(i);
-    std::int64_t v = 0;
-    const bool digits = !w.empty() && w.find_first_not_of("0123456789") == std::string_view::npos;
-    if (!digits || !parse_int(w, v) || v < lo || v > hi) {
+    const std::optional<std::int64_t> v = decimal_in(w, lo, hi);
+    if (!v) {
       throw Bad{detail::message("redlimit: parameter {} ({}) is not an integer in [{}, {}]: {}", i, what, lo, hi,
                                 i <= n_ ? w : std::string_view{"nil"})};
     }
-    return v;
+    return *v;
   }
 
   void expect(std::size_t n, const std::string& what) const {
