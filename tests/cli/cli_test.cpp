@@ -72,17 +72,20 @@ class CliTest : public ::testing::Test {
   }
 };
 
+// The fixed windows of the next two tests are an hour long: the CLI runs on the wall clock, and a
+// window that ends between a consume and the inspect that counts it (a minute's did, once in CI)
+// would show another window's count.
 TEST_F(CliTest, InspectShowsPeekAndDecodedState) {
-  const auto fw = limiter.fixed_window("api", redlimit::Limit::per_minute(5));
+  const auto fw = limiter.fixed_window("api", redlimit::Limit::per_hour(5));
   for (int i = 0; i < 3; ++i) fw.consume("alice");
-  Result r = on_server({"inspect", "fw", "api", "alice", "--limit", "5/min", "--json"});
+  Result r = on_server({"inspect", "fw", "api", "alice", "--limit", "5/h", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(R"("key":"redlimit:{api|alice}:fw","allowed":true,"limit":5,"remaining":2,)"));
   EXPECT_THAT(r.out, HasSubstr(R"("blocked":false,"blocked_ttl_ms":0,)"));
-  EXPECT_THAT(r.out, MatchesRegex(R"(.*"state":\{"type":"hash","windows":\{"[0-9]+:60000000":"3"\}\}\}\s*)"));
+  EXPECT_THAT(r.out, MatchesRegex(R"(.*"state":\{"type":"hash","windows":\{"[0-9]+:3600000000":"3"\}\}\}\s*)"));
   fw.consume("alice");
   fw.consume("alice");
-  r = on_server({"inspect", "fixed_window", "api", "alice", "--limit", "5/min"});
+  r = on_server({"inspect", "fixed_window", "api", "alice", "--limit", "5/h"});
   EXPECT_EQ(r.code, 1) << "a limited subject exits 1";
   EXPECT_THAT(r.out, HasSubstr("remaining: 0\n"));
   EXPECT_THAT(r.out, HasSubstr("allowed: false\n"));
@@ -100,17 +103,17 @@ TEST_F(CliTest, InspectShowsPeekAndDecodedState) {
 }
 
 TEST_F(CliTest, BlockUnblockAndReset) {
-  const auto fw = limiter.fixed_window("api", redlimit::Limit::per_minute(5));
+  const auto fw = limiter.fixed_window("api", redlimit::Limit::per_hour(5));
   fw.consume("bob");
   Result r = on_server({"block", "fw", "api", "bob", "--for", "10m"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fw.consume("bob").allowed);
-  r = on_server({"inspect", "fw", "api", "bob", "--limit", "5/min", "--json"});
+  r = on_server({"inspect", "fw", "api", "bob", "--limit", "5/h", "--json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.out, MatchesRegex(R"(.*"blocked":true,"blocked_ttl_ms":(59[0-9]|600)[0-9]{3},.*)"));
   // The fixed window's hash holds the block too, beside its window's count (shown unblocked).
   EXPECT_THAT(r.out,
-              MatchesRegex(R"(.*"type":"hash","blocked_until_us":"[0-9]+","windows":\{"[0-9]+:60000000":"1"\}.*)"));
+              MatchesRegex(R"(.*"type":"hash","blocked_until_us":"[0-9]+","windows":\{"[0-9]+:3600000000":"1"\}.*)"));
   r = on_server({"unblock", "fw", "api", "bob", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "{\"was_blocked\":true}\n");
