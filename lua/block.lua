@@ -69,6 +69,9 @@ local function shift_counts(key, h, by, below_zero)
 end
 
 -- Per call: -------------------------------------------------------------------------------------
+if #KEYS ~= 2 or KEYS[1] == KEYS[2] then -- a raw call's: with one key, the state was written, then the marker failed
+  error('redlimit: block.lua takes 2 different keys, the state and the block marker; got ' .. #KEYS, 0)
+end
 local p = words(params) -- helpers.lua; split as the memory twin splits them
 local duration, kind = param(p, 1, 0, MAX_WINDOW, 'duration'), p[2] -- as the client sends it (helpers.lua)
 local marker = tonumber(redis.pcall('GET', KEYS[2]))

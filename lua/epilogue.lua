@@ -151,6 +151,7 @@ if n == 1 then
       value, blocked_until, wait = unblock(value)
     end
   elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
+    if KEYS[1] == KEYS[2] then error('redlimit: the state and the block marker are one key: ' .. KEYS[1], 0) end
     local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
   end
@@ -188,6 +189,11 @@ end
 -- written, and a key this node does not serve (a slot that moved, or is moving: Redis refuses the
 -- command, and the call ends in error) stops the call before it changed anything, and the client
 -- can send its requests again slot by slot.
+-- The client sends `stride` keys a request; a raw call that sends none, or a sliding log's state
+-- without its marker, would decide for half a request (n = 0.5, 1.5).
+if n < 1 or n % 1 ~= 0 then
+  error(format('redlimit: %d keys, where a request sends %d', #KEYS, stride), 0)
+end
 local got = {}
 if spread then
   for i = 1, n do got[i] = redis.call('MGET', KEYS[stride * i])[1] end

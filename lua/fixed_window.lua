@@ -210,6 +210,7 @@ end
 -- its earlier ones. A spread call (requests of many slots, helpers.lua) first touches every key: a
 -- key this node does not serve (a slot that moved, or is moving) stops the call before anything
 -- was written, and the client sends its requests again slot by slot.
+if n == 0 then error('redlimit: fixed_window.lua takes 1 key a request, got none', 0) end -- a raw call's
 if spread then
   for i = 1, n do redis.call('EXISTS', KEYS[i]) end
 end

@@ -11,8 +11,9 @@
 --             epilogue.lua), whose requests send two keys each:
 -- KEYS[2i-1]  request i's state, a sorted set
 -- KEYS[2i]    request i's block marker: a string holding "blocked until" in us (see block.lua)
--- ARGV[1]  now: microseconds since the Unix epoch from the client's clock, or "redis" to read
---          Redis TIME here (one clock for every client, no extra round trip); one now for all n
+-- ARGV[1]  now: microseconds since the Unix epoch from the client's clock, an integer in
+--          [0, 2^53), or "redis" to read Redis TIME here (one clock for every client, no extra
+--          round trip); one now for all n
 -- ARGV[2]  the head: "<mode> <cost> <parameters>", space-separated (helpers.lua, read_head):
 --          mode: "1" consume (record if admitted), "0" peek (record nothing), "2" refund,
 --            "3" block (block.lua only), "4" consume a batch whose requests' keys are all
@@ -38,5 +39,11 @@ if ARGV[1] == 'redis' then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
   now = ARGV[1] + 0 -- Lua's coercion runs strtod once, where tonumber() runs it twice
+  -- The client sends whole microseconds since 1970; a raw call may send any number strtod reads.
+  -- NaN, an infinity or 1e300 made a policy write a hash it then could not give a TTL; a fraction
+  -- or a time past 2^53 is no time the integer math (helpers.lua) holds exactly. NaN fails `>=`.
+  if not (now >= 0 and now < TWO53 and now % 1 == 0) then
+    error('redlimit: now (ARGV[1]) is not a whole number of microseconds in [0, 2^53): ' .. ARGV[1], 0)
+  end
 end
 if ARGV[2] ~= head_arg then read_head(ARGV[2]) end -- sets mode, cost1, cost1_arg, params, record, refund

@@ -87,8 +87,14 @@ void split_words(std::string_view s, std::vector<std::string_view>& out) {
 // take them one argument each, in the order the scripts named them before: now, cost, mode, then a
 // word a parameter, then the costs of a batch's later requests. nullopt for a head the script's
 // pattern refuses (helpers.lua, read_head: a Lua error there).
-std::optional<std::vector<std::string_view>> script_args(const std::vector<std::string>& argv, std::size_t first) {
+struct ScriptArgs {
   std::vector<std::string_view> args;
+  std::string_view params;  // the head's parameters, as one string (what the scripts parse)
+  std::size_t param_words;  // args[3 .. 3 + param_words): params, a word each
+};
+std::optional<ScriptArgs> script_args(const std::vector<std::string>& argv, std::size_t first) {
+  ScriptArgs out;
+  std::vector<std::string_view>& args = out.args;
   args.reserve(argv.size() - first + 12);
   if (first + 1 >= argv.size()) return std::nullopt;  // no head: Lua's match(nil) fails
   args.emplace_back(argv[first]);
@@ -99,9 +105,13 @@ std::optional<std::vector<std::string_view>> script_args(const std::vector<std::
   if (!mem::decimal_in(cost, 1, mem::kMaxCount)) return std::nullopt;  // as lua/helpers.lua's is_cost
   args.push_back(cost);
   args.push_back(head.substr(0, 1));
-  if (cost_end != std::string_view::npos) split_words(head.substr(cost_end + 1), args);
+  if (cost_end != std::string_view::npos) {
+    out.params = head.substr(cost_end + 1);
+    split_words(out.params, args);
+  }
+  out.param_words = args.size() - 3;
   for (std::size_t i = first + 2; i < argv.size(); ++i) args.emplace_back(argv[i]);
-  return args;
+  return out;
 }
 
 }  // namespace
@@ -196,41 +206,37 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
   const std::string_view script = mem::script_name(*id);
   const auto nkeys = static_cast<std::size_t>(numkeys);
   const std::size_t stride = mem::keys_per_request(*id);
-  if (nkeys < stride || nkeys % stride != 0) {
-    return Reply::make_error(
-        "ERR " + std::string(script) + ".lua takes " +
-        (stride == 2 ? "2 keys a request: the state and the block marker" : "1 key a request: the state"));
+  // The keys a call sends, as the scripts check them (lua/epilogue.lua, fixed_window.lua, block.lua).
+  const bool one_call = *id == mem::ScriptId::block;  // block.lua: one state and its marker
+  if (nkeys < stride || nkeys % stride != 0 || (one_call && nkeys != 2)) {
+    return Reply::make_error("ERR redlimit: " + std::string(script) + ".lua takes " +
+                             (stride == 2 ? "2 keys a request: the state and the block marker" : "1 key a request"));
   }
   if (stride == 2 && nkeys == 2 && argv[3] == argv[4]) {
-    return Reply::make_error("ERR " + std::string(script) + ".lua needs two different keys");
+    return Reply::make_error("ERR redlimit: the state and the block marker are one key (" + std::string(script) +
+                             ".lua)");
   }
-  const std::optional<std::vector<std::string_view>> split = script_args(argv, 3 + nkeys);
+  const std::optional<ScriptArgs> split = script_args(argv, 3 + nkeys);
   if (!split) {
     return Reply::make_error("ERR " + std::string(script) + R"(.lua: ARGV[2] is not "<mode> <cost> <parameters>")");
   }
-  const std::vector<std::string_view>& args = *split;
-  // The head's parameters: args[3..] less the batch's later costs, ARGV[3..] (script_args).
-  const std::size_t param_words = args.size() - 3 - (argv.size() - (5 + nkeys));
-  const std::string_view head = argv[4 + nkeys];
-  const std::size_t params_at = head.find(' ', 2);
-  const std::string_view params = params_at == std::string_view::npos ? std::string_view{} : head.substr(params_at + 1);
-  if (auto why = mem::params_error(*id, args.data() + 3, param_words, params)) {
+  const std::vector<std::string_view>& args = split->args;
+  if (auto why = mem::params_error(*id, args.data() + 3, split->param_words, split->params)) {
     return Reply::make_error("ERR " + *why + " (in the memory twin of " + std::string(script) + ".lua)");
   }
 
   const std::int64_t clock_now = clock_->now().count();
-  const std::int64_t now = mem::script_now(args.empty() ? std::string_view{} : args[0], clock_now);
-  if (now < 0 || now >= mem::kMaxNow) {
-    // The scripts compute in doubles, exact below 2^53 us (the year 2255; lua/helpers.lua), and the
-    // client sends no time before 1970 (Context::now). Redis would compute with such a time; the
-    // twins' int64 math would overflow.
-    return Reply::make_error("ERR redlimit: now (ARGV[1]) is " + std::to_string(now) +
-                             "us, outside [0, 2^53) (in the memory twin of " + std::string(script) + ".lua)");
+  const std::optional<std::int64_t> now = mem::script_now(args[0], clock_now);
+  if (!now) {
+    // Whole microseconds since 1970, below 2^53 (the year 2255), where the scripts' doubles are
+    // exact (lua/prologue.lua); past it the twins' int64 math would overflow.
+    return Reply::make_error("ERR redlimit: now (ARGV[1]) is not a whole number of microseconds in [0, 2^53): " +
+                             std::string(args[0]) + " (in the memory twin of " + std::string(script) + ".lua)");
   }
   Reply reply;
   {
     ShardLocks locks(*this, &argv[3], nkeys);
-    reply = mem::run_script(*id, &argv[3], nkeys, args, now, locks);
+    reply = mem::run_script(*id, &argv[3], nkeys, args, *now, locks);
     locks.sweep(clock_now);
   }
   after_operation();

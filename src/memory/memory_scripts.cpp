@@ -4,6 +4,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -85,9 +87,22 @@ std::string_view script_name(ScriptId id) {
 // redlimit_transports), so its Script objects need not be the compiled core's.
 std::size_t keys_per_request(ScriptId id) { return id == ScriptId::sliding_log || id == ScriptId::block ? 2 : 1; }
 
-std::int64_t script_now(std::string_view argv1, std::int64_t clock_now) {
-  std::int64_t v = 0;
-  return parse_int(argv1, v) ? v : clock_now;
+std::optional<std::int64_t> script_now(std::string_view argv1, std::int64_t clock_now) {
+  if (argv1 == "redis") return clock_now;
+  // Lua 5.1's reading of a string in arithmetic (luaO_str2d), which `ARGV[1] + 0` runs: strtod,
+  // strtoul for a hexadecimal tail, then nothing but white space. It stops at a NUL, as this copy's
+  // c_str() does.
+  const std::string s(argv1);
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  double v = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  if (*end == 'x' || *end == 'X') v = static_cast<double>(std::strtoul(begin, &end, 16));
+  while (std::isspace(static_cast<unsigned char>(*end))) ++end;
+  if (*end != '\0') return std::nullopt;
+  // The prologue's range: NaN fails the first comparison.
+  if (!(v >= 0 && v < static_cast<double>(kMaxNow)) || v != std::floor(v)) return std::nullopt;
+  return static_cast<std::int64_t>(v);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,10 +24,12 @@ std::string_view script_name(ScriptId id);
 // and block.lua, 1 (the state) for the others.
 std::size_t keys_per_request(ScriptId id);
 
-// The prologue's `now`: ARGV[1] as a number, else (ARGV[1] == "redis") the clock's time.
-std::int64_t script_now(std::string_view argv1, std::int64_t clock_now);
 // The twins take a time in [0, kMaxNow): what the scripts' doubles hold exactly.
 inline constexpr std::int64_t kMaxNow = std::int64_t{1} << 53;
+// The prologue's `now` (lua/prologue.lua): ARGV[1] read as a number the way Lua reads it, a whole
+// number in [0, kMaxNow), or (ARGV[1] == "redis") the clock's time; nullopt where the script
+// raises an error.
+std::optional<std::int64_t> script_now(std::string_view argv1, std::int64_t clock_now);
 // The most a count, a capacity or a cost may be (Limit::max_count; lua/helpers.lua, MAX_COUNT).
 inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
 // `s` as the scripts read a parameter or a cost (lua/helpers.lua: param, is_cost): decimal digits

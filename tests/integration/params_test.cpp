@@ -6,6 +6,7 @@
 // Each script's good parameters, sent around the bad ones, write its key, so the count of keys
 // can tell. Before the check, a window or precision of 0 made Redis's time math NaN and divided by
 // zero in the memory backend (SIGFPE, the whole process).
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -58,9 +59,11 @@ std::vector<std::string> keys_of(const redlimit::detail::Script& script) {
 
 class ParamsTest : public StrictRedisTest {
  protected:
-  // The call of `c`'s script with `params` as EVAL (fcall false) or FCALL.
-  static std::vector<std::string> call(const Case& c, const std::string& params, bool fcall) {
-    const auto keys = keys_of(c.script);
+  // The call of `c`'s script with `params` as EVAL (fcall false) or FCALL, at `now` with `keys`.
+  static std::vector<std::string> call(const Case& c, const std::string& params, bool fcall,
+                                       const std::string& now = std::to_string(kT0.count()),
+                                       const std::vector<std::string>* keys_sent = nullptr) {
+    const auto keys = keys_sent ? *keys_sent : keys_of(c.script);
     std::vector<std::string> argv;
     if (fcall) {
       argv = {"FCALL", std::string(c.script.function)};
@@ -69,23 +72,27 @@ class ParamsTest : public StrictRedisTest {
     }
     argv.push_back(std::to_string(keys.size()));
     argv.insert(argv.end(), keys.begin(), keys.end());
-    argv.push_back(std::to_string(kT0.count()));
+    argv.push_back(now);
     argv.push_back(c.mode + " 1" + (params.empty() ? "" : " " + params));
     return argv;
   }
 
   // Runs `argv` and says whether it failed; checks that a failed call left no key, and that a call
   // that ran wrote its key, then deletes what it wrote. `memory`: the in-memory backend's turn.
-  bool failed(const std::vector<std::string>& argv, redlimit::MemoryConnection* memory) {
+  // `foreign_error`: the error need not be redlimit's own (Lua's). `keys`: the keys the call may write,
+  // when not the script's usual ones.
+  bool failed(const std::vector<std::string>& argv, redlimit::MemoryConnection* memory, bool foreign_error = false,
+              const std::vector<std::string>& keys = {}) {
     const Reply r = memory ? memory->command(argv) : server().command(argv);
     std::vector<std::string> del = {"DEL"};
-    const auto keys = keys_of(*script_of_);
+    const auto usual = keys_of(*script_of_);
+    del.insert(del.end(), usual.begin(), usual.end());
     del.insert(del.end(), keys.begin(), keys.end());
     const Reply deleted = memory ? memory->command(del) : server().command(del);
     EXPECT_EQ(deleted.type, Reply::Type::integer) << deleted.str;
     if (r.type == Reply::Type::error) {
       EXPECT_EQ(deleted.integer, 0) << "a failed call wrote a key: " << r.str;
-      EXPECT_NE(r.str.find("redlimit: "), std::string::npos) << "not the parameters' error: " << r.str;
+      if (!foreign_error) EXPECT_NE(r.str.find("redlimit: "), std::string::npos) << "not the checks' error: " << r.str;
       return true;
     }
     EXPECT_GT(deleted.integer, 0) << "the call wrote nothing";
@@ -115,6 +122,58 @@ TEST_F(ParamsTest, ParametersTheClientNeverSendsFailBeforeAnyKeyIsTouched) {
       SCOPED_TRACE("memory");
       EXPECT_FALSE(failed(call(c, c.good, false), &memory));
       EXPECT_TRUE(failed(call(c, bad, false), &memory));
+    }
+  }
+}
+
+// The same for the time and the keys a call sends, which every script reads in the prologue and
+// the epilogue (block.lua: its own): a `now` that is not a whole number of microseconds in
+// [0, 2^53), and a count of keys that is not the script's keys a request times the requests.
+// Before these checks, a now of NaN, an infinity or 1e300 made a policy write its hash and then
+// fail to give it a TTL (PEXPIRE of NaN: the key lived for ever), a block of one key wrote the
+// state and then failed on the marker, and a sliding log of 3 keys decided for one and a half
+// requests. Times that Lua's number reading takes (a leading space, hexadecimal, 0) run.
+TEST_F(ParamsTest, ATimeOrKeysTheClientNeverSendsFailBeforeAnyKeyIsTouched) {
+  ASSERT_EQ(server().command({"FUNCTION", "LOAD", "REPLACE", std::string(scripts::library())}).type,
+            Reply::Type::string);
+  redlimit::MemoryConnection memory(clock);
+  const std::vector<std::string> bad_nows = {"nan",   "inf", "-inf", "-1", "1.5", "1e300", "9007199254740992",
+                                             "2e15x", ""};
+  // Good times: kT0 as Lua also reads it, and on Redis the range's ends. The in-memory backend keeps
+  // its keys on the script's time, so there a time far from its clock's has its keys expire at once.
+  char hex[32], exp[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(kT0.count()));
+  std::snprintf(exp, sizeof exp, "%.15e", static_cast<double>(kT0.count()));
+  const std::vector<std::string> near_nows = {" " + std::to_string(kT0.count()) + " ", hex, exp};
+  for (const Case& c : cases()) {
+    script_of_ = &c.script;
+    // A script of one key a request takes any number of keys but none; block.lua takes exactly 2.
+    std::vector<std::vector<std::string>> bad_keys = {{}};
+    if (scripts::keys_per_request(c.script) == 2) {
+      bad_keys.push_back({"raw:{a}:s"});
+      bad_keys.push_back({"raw:{a}:s", "raw:{a}:b", "raw:{a}:t"});
+      bad_keys.push_back({"raw:{a}:s", "raw:{a}:s"});
+    }
+    for (redlimit::MemoryConnection* m : {static_cast<redlimit::MemoryConnection*>(nullptr), &memory}) {
+      for (const bool fcall : {false, true}) {
+        if (m && fcall) continue;  // the in-memory backend runs scripts by EVAL and EVALSHA
+        SCOPED_TRACE(std::string(c.script.name) + (m ? " memory" : fcall ? " FCALL" : " EVAL"));
+        for (const std::string& now : bad_nows) {
+          SCOPED_TRACE("now \"" + now + "\"");
+          // "2e15x" and "" are no number: Lua's own arithmetic error, with no redlimit: prefix
+          EXPECT_TRUE(failed(call(c, c.good, fcall, now), m, !m && (now.empty() || now.back() == 'x')));
+        }
+        std::vector<std::string> good_nows = near_nows;
+        if (!m) good_nows.insert(good_nows.end(), {"0", "9007199254740991"});
+        for (const std::string& now : good_nows) {
+          SCOPED_TRACE("now \"" + now + "\"");
+          EXPECT_FALSE(failed(call(c, c.good, fcall, now), m));
+        }
+        for (const auto& keys : bad_keys) {
+          SCOPED_TRACE(std::to_string(keys.size()) + " keys");
+          EXPECT_TRUE(failed(call(c, c.good, fcall, std::to_string(kT0.count()), &keys), m, false, keys));
+        }
+      }
     }
   }
 }
