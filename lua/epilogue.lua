@@ -214,7 +214,7 @@ if first_cost then
   -- Every cost is read before anything is written: a call with a cost that is not a number (a raw
   -- FCALL; the client checks its own) fails whole, as it does when the first request's is bad.
   for i = 2, n do
-    if not is_cost(ARGV[first_cost + i]) then -- (helpers.lua)
+    if not integer_in(ARGV[first_cost + i], 1, MAX_COUNT) then -- (helpers.lua)
       error('ARGV[' .. (first_cost + i) .. '] (a cost) is not an integer in [1, 2^40]')
     end
   end

@@ -217,7 +217,7 @@ end
 local first_cost = #ARGV > 2 and #ARGV - n -- false: every request costs cost1 (prologue.lua)
 if first_cost then
   for i = 2, n do
-    if not is_cost(ARGV[first_cost + i]) then -- (helpers.lua)
+    if not integer_in(ARGV[first_cost + i], 1, MAX_COUNT) then -- (helpers.lua)
       error('ARGV[' .. (first_cost + i) .. '] (a cost) is not an integer in [1, 2^40]')
     end
   end

@@ -46,17 +46,19 @@ local heads, heads_n, HEADS_MAX = {}, 0, 64
 -- The client's bounds (Limit::max_count, Limit::max_window; include/redlimit/impl/strategies-inl.hpp),
 -- which it checks before any I/O; the scripts check them again for calls made past it (param, below).
 local MAX_COUNT, MAX_WINDOW = 1099511627776, 315360000000000
--- A request's cost as a call carries it (the head's, or a batch's later ones in ARGV[3..]): a
--- decimal integer in [1, MAX_COUNT]. A cost of 0 made a sliding log's entries weigh nothing.
-local function is_cost(s)
+-- `s` as a call carries a number the scripts check: a decimal integer in [lo, hi], else nil. A
+-- request's cost (the head's, or a batch's later ones in ARGV[3..]) is one in [1, MAX_COUNT]: a cost
+-- of 0 made a sliding log's entries weigh nothing. So is a parameter (param, below).
+local function integer_in(s, lo, hi)
   local v = s and match(s, '^%d+$') and tonumber(s)
-  return v and v >= 1 and v <= MAX_COUNT
+  if v and v >= lo and v <= hi then return v end
+  return nil
 end
 local function read_head(s)
   local h = heads[s]
   if not h then
     local m, c, p = match(s, '^([0-4]) (%d+) ?(.*)$')
-    if not (m and is_cost(c)) then
+    if not (m and integer_in(c, 1, MAX_COUNT)) then
       error('ARGV[2] is not "<mode> <cost> <parameters>" with a cost in [1, 2^40]: ' .. tostring(s))
     end
     local n = tonumber(c)
@@ -79,8 +81,8 @@ local function fmt(x) return format('%d', x) end
 -- walk through millions of intervals. The memory twin checks the same (src/memory/params.cpp).
 local function param(p, i, lo, hi, what)
   local w = p[i]
-  local v = w and match(w, '^%d+$') and tonumber(w)
-  if not v or v < lo or v > hi then
+  local v = integer_in(w, lo, hi)
+  if not v then
     error(format('redlimit: parameter %d (%s) is not an integer in [%d, %d]: %s', i, what, lo, hi, tostring(w)), 0)
   end
   return v

@@ -102,7 +102,7 @@ std::optional<ScriptArgs> script_args(const std::vector<std::string>& argv, std:
   if (head.size() < 3 || head[0] < '0' || head[0] > '4' || head[1] != ' ') return std::nullopt;
   const std::size_t cost_end = head.find(' ', 2);
   const std::string_view cost = head.substr(2, cost_end == std::string_view::npos ? head.npos : cost_end - 2);
-  if (!mem::decimal_in(cost, 1, mem::kMaxCount)) return std::nullopt;  // as lua/helpers.lua's is_cost
+  if (!mem::decimal_in(cost, 1, mem::kMaxCount)) return std::nullopt;  // as lua/helpers.lua's integer_in
   args.push_back(cost);
   args.push_back(head.substr(0, 1));
   if (cost_end != std::string_view::npos) {

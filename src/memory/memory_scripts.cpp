@@ -197,7 +197,7 @@ bool blocked(const Call& c, const Packed* v, int width, Decided& d) {
 
 // ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the script's `params`
 // parameters, unless they all cost ARGV[2] and none is sent (prologue.lua).
-// Each a decimal integer in [1, kMaxCount], as the scripts check it (helpers.lua, is_cost).
+// Each a decimal integer in [1, kMaxCount], as the scripts check it (helpers.lua, integer_in).
 std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params) {
   const std::size_t at = i == 0 || c.argc() <= 3 + params ? 2 : c.argc() - n + i + 1;
   const std::string_view s = c.arg(at).value_or(std::string_view{});

@@ -32,7 +32,7 @@ inline constexpr std::int64_t kMaxNow = std::int64_t{1} << 53;
 std::optional<std::int64_t> script_now(std::string_view argv1, std::int64_t clock_now);
 // The most a count, a capacity or a cost may be (Limit::max_count; lua/helpers.lua, MAX_COUNT).
 inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
-// `s` as the scripts read a parameter or a cost (lua/helpers.lua: param, is_cost): decimal digits
+// `s` as the scripts read a parameter or a cost (lua/helpers.lua, integer_in): decimal digits
 // only, a number in [lo, hi]; nullopt for anything else.
 std::optional<std::int64_t> decimal_in(std::string_view s, std::int64_t lo, std::int64_t hi);
 
