@@ -316,7 +316,9 @@ local function read_bucket(now, v, missing, cap, unit, round_up)
     if len == 28 or len == 27 then
       local t, w, f, u
       if len == 28 then t, w, f, u, lease = unpack_(BUCKET, v) else t, w, f, u = unpack_('<I7I6I7I7', v) end
-      if u == 0 then -- no client writes a unit of 0: another program's bytes, read as no state
+      -- No client writes a unit of 0, or ticks of a whole unit or more (their rescaled ticks ran to
+      -- 2^100, and a lease past 2^62 us): another program's bytes, read as no state.
+      if u == 0 or f >= u then
         t, w, f, lease = now, missing, 0, nil
       elseif u ~= unit then
         local q, r = muldiv(f, unit, u)

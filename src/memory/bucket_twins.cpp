@@ -15,8 +15,10 @@ struct Bucket {
 Bucket read_bucket(const Packed* v, std::int64_t now, std::int64_t missing, std::int64_t cap, std::int64_t unit,
                    bool round_up) {
   Bucket b{missing, 0, now, now, 0, -1};
-  if (v != nullptr && v->layout == Packed::Layout::bucket && v->tag == 0) {
-    return read_bucket(nullptr, now, missing, cap, unit, round_up);  // a unit of 0: no client's state
+  if (v != nullptr && v->layout == Packed::Layout::bucket && (v->tag == 0 || v->frac >= v->tag)) {
+    // A unit of 0, or ticks of a whole unit or more: no client's state. Rescaled, such ticks
+    // overflowed muldiv's int64 quotient.
+    return read_bucket(nullptr, now, missing, cap, unit, round_up);
   }
   if (v != nullptr && v->layout == Packed::Layout::bucket) {
     std::int64_t whole = v->quantity, frac = v->frac;

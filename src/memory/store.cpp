@@ -55,10 +55,14 @@ State string_state(const std::string& bytes) {
   std::int64_t v = 0;
   const auto res = std::from_chars(bytes.data(), bytes.data() + bytes.size(), v);
   if (!bytes.empty() && res.ec == std::errc() && res.ptr == bytes.data() + bytes.size()) return Marker{v};
+  // Little-endian, unsigned as struct.unpack's I reads it. Every field is 7 bytes or fewer, so it
+  // fits, but pack2's 8-byte quantity ('<I7I8'), which the scripts read as a double: past 2^53,
+  // where no client wrote one and the double is no longer exact, it is held at 2^53 (the twins'
+  // int64 math adds costs to it; another program's bytes reached 2^63 and read negative).
   const auto read = [&](std::size_t from, std::size_t n) {
-    std::int64_t x = 0;
+    std::uint64_t x = 0;
     for (std::size_t i = n; i-- > 0;) x = (x << 8) | static_cast<unsigned char>(bytes[from + i]);
-    return x;
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(x, n < 8 ? x : std::uint64_t{1} << 53));
   };
   constexpr std::size_t kBlock = 9;  // pack('<I7', blocked until) .. 'BK'
   const std::size_t n = bytes.size();

@@ -6,8 +6,10 @@
 // Each script's good parameters, sent around the bad ones, write its key, so the count of keys
 // can tell. Before the check, a window or precision of 0 made Redis's time math NaN and divided by
 // zero in the memory backend (SIGFPE, the whole process).
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "redlimit/detail/scripts.hpp"
@@ -178,35 +180,74 @@ TEST_F(ParamsTest, ATimeOrKeysTheClientNeverSendsFailBeforeAnyKeyIsTouched) {
   }
 }
 
-// A bucket's 28-byte state whose unit is 0 is no state a client wrote (another program's bytes
-// under a token bucket's key): it reads as none, on Redis and in memory alike, and the consume's
-// write replaces it, with a TTL. Before, Redis divided by the unit 0 (NaN in the level), and the
-// in-memory backend divided by zero.
-TEST_F(ParamsTest, ABucketStateWithAUnitOfZeroReadsAsNoState) {
+// A bucket's 28-byte state that no client writes (another program's bytes under a bucket's key):
+// a unit of 0, or ticks of a whole unit or more, under the limit's unit or another. It reads as
+// none, on Redis and in memory alike, and the consume's write replaces it, with a TTL. Before,
+// Redis divided by the unit 0 (NaN in the level), and the in-memory backend divided by zero; ticks
+// of 2^56 under another unit were rescaled past int64 in memory (fuzz_memory_scripts found it), and
+// on Redis made the key live for thousands of years.
+TEST_F(ParamsTest, ABucketStateNoClientWritesReadsAsNoState) {
   const auto le = [](std::uint64_t v, int bytes) {
     std::string out;
     for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
     return out;
   };
-  const std::string state = le(static_cast<std::uint64_t>(kT0.count()), 7) + le(3, 6) + le(5, 7) + le(0, 7) + le(0, 1);
-  ASSERT_EQ(state.size(), 28u);
-  const std::vector<std::string> consume = {
-      "EVAL",         std::string(scripts::token_bucket().source), "1", "raw:{a}:s", std::to_string(kT0.count()),
-      "1 1 10 1000 1"};
+  const auto state = [&](std::uint64_t frac, std::uint64_t unit) {
+    return le(static_cast<std::uint64_t>(kT0.count()), 7) + le(3, 6) + le(frac, 7) + le(unit, 7) + le(0, 1);
+  };
+  const std::uint64_t big = (std::uint64_t{1} << 56) - 1;
+  const std::vector<std::string> states = {state(5, 0), state(1000, 1000), state(big, 1000), state(big, 1)};
+  // A token bucket of 10 (a token every 1,000 us) starts full; a leaky meter of 10 starts empty.
+  const std::vector<std::pair<const redlimit::detail::Script*, std::string>> buckets = {
+      {&scripts::token_bucket(), "1 1 10 1000 1"}, {&scripts::leaky_bucket(), "1 1 10 1000 1 meter"}};
   redlimit::MemoryConnection memory(clock);
-  for (redlimit::MemoryConnection* m : {static_cast<redlimit::MemoryConnection*>(nullptr), &memory}) {
-    SCOPED_TRACE(m ? "memory" : "Redis");
-    const std::vector<std::string> set = {"SET", "raw:{a}:s", state};
-    ASSERT_EQ((m ? m->command(set) : server().command(set)).type, Reply::Type::status);
-    const Reply r = m ? m->command(consume) : server().command(consume);
-    ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-    ASSERT_EQ(r.elements.size(), 2u) << "an admission: remaining, reset_after";
-    EXPECT_EQ(r.elements[0].integer, 9) << "a full bucket of 10, 1 taken";
-    EXPECT_EQ(r.elements[1].integer, 1000) << "a token back in 1,000 us";
+  for (const auto& [script, head] : buckets) {
+    for (const std::string& bytes : states) {
+      ASSERT_EQ(bytes.size(), 28u);
+      const std::vector<std::string> consume = {"EVAL",      std::string(script->source), "1",
+                                                "raw:{a}:s", std::to_string(kT0.count()), head};
+      for (redlimit::MemoryConnection* m : {static_cast<redlimit::MemoryConnection*>(nullptr), &memory}) {
+        SCOPED_TRACE(std::string(script->name) + (m ? " memory" : " Redis") + ", state of " +
+                     std::to_string(bytes.size()) + " bytes #" + std::to_string(&bytes - states.data()));
+        const std::vector<std::string> set = {"SET", "raw:{a}:s", bytes};
+        ASSERT_EQ((m ? m->command(set) : server().command(set)).type, Reply::Type::status);
+        const Reply r = m ? m->command(consume) : server().command(consume);
+        ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+        ASSERT_EQ(r.elements.size(), 2u) << "an admission: remaining, reset_after";
+        EXPECT_EQ(r.elements[0].integer, 9) << "a bucket with no state, 1 taken";
+        EXPECT_EQ(r.elements[1].integer, 1000) << "back as it was in 1,000 us";
+      }
+      const std::int64_t pttl = server().integer({"PTTL", "raw:{a}:s"});
+      EXPECT_GT(pttl, 0);
+      EXPECT_LT(pttl, 10000) << "a TTL for 1 ms of state and a lease of about a second";
+      ASSERT_TRUE(memory.expires_at("raw:{a}:s").has_value());
+      EXPECT_LT(*memory.expires_at("raw:{a}:s"), kT0 + std::chrono::seconds(10));
+    }
   }
-  EXPECT_GT(server().integer({"PTTL", "raw:{a}:s"}), 0);
-  ASSERT_TRUE(memory.expires_at("raw:{a}:s").has_value());
-  EXPECT_NE(*memory.expires_at("raw:{a}:s"), redlimit::Micros::max());
+  // 0.2's 15-byte pack2(time, quantity) with a quantity of 2^64 - 1: the scripts read it as a
+  // double, a level past any capacity, so a leaky meter of 10 is full (a request's room in 1,000 us,
+  // empty in 10,000). The in-memory backend read it as int64, -1, and its time math overflowed
+  // (fuzz_memory_scripts); it now holds such a quantity at 2^53, full alike.
+  const std::string full = le(static_cast<std::uint64_t>(kT0.count()), 7) + le(~std::uint64_t{0}, 8);
+  const std::vector<std::string> meter = {"EVAL",
+                                          std::string(scripts::leaky_bucket().source),
+                                          "1",
+                                          "raw:{a}:s",
+                                          std::to_string(kT0.count()),
+                                          "1 1 10 1000 1 meter"};
+  for (redlimit::MemoryConnection* m : {static_cast<redlimit::MemoryConnection*>(nullptr), &memory}) {
+    SCOPED_TRACE(m ? "pack2, memory" : "pack2, Redis");
+    ASSERT_EQ((m ? m->command({"SET", "raw:{a}:s", full}) : server().command({"SET", "raw:{a}:s", full})).type,
+              Reply::Type::status);
+    const Reply r = m ? m->command(meter) : server().command(meter);
+    ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+    ASSERT_EQ(r.elements.size(), 5u) << "a rejection";
+    EXPECT_EQ(r.elements[0].integer, 0);
+    EXPECT_EQ(r.elements[1].integer, 0);
+    EXPECT_EQ(r.elements[2].integer, 1000);
+    EXPECT_EQ(r.elements[3].integer, 10000);
+  }
+  server().command({"DEL", "raw:{a}:s"});  // a rejection writes nothing: SET's key has no TTL
 }
 
 }  // namespace
