@@ -309,6 +309,7 @@ end
 -- state's lease (bucket_ttl below), nil when it has none. A state written under
 -- another unit (the rate changed) keeps its whole units, and its ticks are rescaled to the new unit,
 -- rounded towards the fuller bucket (`round_up` for water, down for tokens): never more room.
+-- token_bucket.lua and leaky_bucket.lua inline its common case, and bucket_ttl's (below).
 local function read_bucket(now, v, missing, cap, unit, round_up)
   local whole, frac, at, lease = missing, 0, now, nil
   if v then

@@ -33,7 +33,18 @@ local function time_to_empty(whole, frac)
 end
 
 local function decide(_, cost, v)
-  local whole, frac, at, t0, ahead, lease = read_bucket(now, v, 0, capacity, unit, true)
+  -- read_bucket's common case inline (a state of this limit's unit, written at or before now), and
+  -- bucket_ttl's below (a lease that still covers the state): a Lua call costs Redis about as much
+  -- as the work around it, and the two calls were 3% of a single decision's instructions and 6% of
+  -- a batched one's (callgrind, Redis 7.0). Anything else goes through them.
+  local whole, frac, at, t0, ahead, lease, u
+  if v and #v == 28 then at, whole, frac, u, lease = unpack_(BUCKET, v) end
+  if u == unit and frac < unit and at <= now then
+    if whole >= capacity then whole, frac = capacity, 0 end
+    t0, ahead = now, 0
+  else
+    whole, frac, at, t0, ahead, lease = read_bucket(now, v, 0, capacity, unit, true)
+  end
   -- Leak since `at`: elapsed * leak ticks, divided inline when below 2^52 (helpers.lua, TWO52);
   -- past it, the elapsed time is compared with the time to empty first, so that the product is
   -- only formed (by muldiv) when it stays below the water held.
@@ -79,7 +90,13 @@ local function decide(_, cost, v)
   local new, ttl = nil, nil
   if changed then
     if to_empty > 0 then
-      ttl, lease = bucket_ttl(at, lease, t0, to_empty)
+      if lease then -- the key's lease covers the time to empty: keep its TTL
+        local e = lease % 32
+        local p = LEASE_PERIOD[e]
+        local next_period = at - at % p + p
+        if t0 < next_period and t0 + to_empty <= next_period + ((lease - e) / 32 + 1) * p then ttl = 0 end
+      end
+      if not ttl then ttl, lease = bucket_ttl(at, lease, t0, to_empty) end
       new = pack(BUCKET, t0, whole, frac, unit, lease)
     else
       new = false -- empty is what a missing key means
