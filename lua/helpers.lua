@@ -372,10 +372,18 @@ local function bucket_ttl(at, lease, t0, need)
     local next_period = at - at % p + p
     if t0 < next_period and t0 + need <= next_period + ((lease - e) / 32 + 1) * p then return 0, lease end
   end
-  local p, e = 2 ^ LEASE_MIN_LOG2, 0
+  -- A new lease, in the VM's own arithmetic (no call: p is a power of two, so every % and / below
+  -- is exact, and the TTL is positive, t0 >= now): a subject seen once a period or less often
+  -- takes this path every time, where the calls of ceil_div, floor_div, max and ttl_ms cost
+  -- more than the arithmetic.
+  local p, e = LEASE_PERIOD[0], 0
   while 8 * p < need do p, e = 2 * p, e + 1 end
-  local m = max(1, ceil_div(need, p))
-  return ttl_ms((floor_div(t0, p) + 1 + m) * p - now), e + 32 * (m - 1)
+  local r = need % p
+  local m = (need - r) / p + ((r > 0) and 1 or 0)
+  if m < 1 then m = 1 end
+  local us = t0 - t0 % p + (1 + m) * p - now -- ttl_ms(us), inline
+  r = us % 1000
+  return (us - r) / 1000 + ((r > 0) and 1 or 0) + 1 + TTL_MARGIN_MS, e + 32 * (m - 1)
 end
 
 -- Microseconds until a rising level (whole, frac) reaches `target` whole units (target >= whole), at

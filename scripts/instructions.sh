@@ -33,13 +33,17 @@
 #
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
-# normal run, and takes the same paths (a bucket keeps its lease, a window its TTL).
+# normal run, and takes the same paths (a bucket keeps its lease, a window its TTL). INSTR_SUBJECTS
+# sets another number: 5000 brings each subject back after its bucket's lease period has passed (a
+# new lease, PSETEX), 20000 after its key has expired (a new state), as bench.sh's
+# single-decision rows mostly do (each subject comes once or twice in a repetition).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${1:-$root/build-bench/benchmarks/redlimit_bench}
 strategies=${2:-fixed_window,sliding_log,sliding_window,sliding_window_p10,token_bucket,leaky_bucket,policy3}
 mode=${3:-batch128}
 seconds=${4:-3}
+subjects=${INSTR_SUBJECTS:-200} # (see below)
 for tool in valgrind callgrind_control callgrind_annotate redis-server redis-cli redis-benchmark python3; do
   command -v "$tool" >/dev/null || { echo "instructions.sh: $tool is missing" >&2; exit 2; }
 done
@@ -139,7 +143,7 @@ for strategy in ${strategies//,/ }; do
       incr) reference_run "$1" incr_fixed_window "$INCR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
       packed) reference_run "$1" packed_fixed_window "$PACKED_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
       floor) reference_run "$1" floor_fixed_window "$FLOOR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
-      *) "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects 200 \
+      *) "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects "$subjects" \
         --seconds "$1" ;;
     esac
   }
