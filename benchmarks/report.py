@@ -25,7 +25,7 @@ from report_cluster import cluster_absent, cluster_report
 from report_common import Results, reference_figures, spread_note, repetitions
 from report_sections import (flood_table, growth_section, largest_table, lease_table, machine_section,
                              memory_table, micro_section)
-from report_targets import issue13_section, targets_table, why_the_misses
+from report_targets import issue13_section, targets_table, why_target7, why_the_misses
 from report_throughput import (async_note, capacity_section, ceiling_table, cpu_table, functions_section,
                                pool_section, throughput_table)
 
@@ -70,6 +70,8 @@ every strategy is held to it. Target 7's pipelined figure is the main-thread CPU
 {issue13}
 
 {issue13_summary}
+
+{why_target7}
 
 ## Decisions per second
 
@@ -310,7 +312,7 @@ def sections(res, a):
     pool_table, pool_summary = pool_section(res)
     return dict(
         machine=machine_section(a, res), cores=os.cpu_count(), targets=targets,
-        why=why_the_misses(res, f, misses, fw_client_ns),
+        why=why_the_misses(res, f, misses, fw_client_ns), why_target7=why_target7(res),
         spreads=spread_note(res, "Each figure in the tables of decisions per second, the cluster, the ceiling and "
                                  "Redis CPU per decision"), reps=repetitions(res),
         issue13=issue13, issue13_summary=issue13_summary, throughput_spreads=spread_note(res, "Each cell"),

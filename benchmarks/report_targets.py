@@ -333,3 +333,34 @@ def issue13_section(res, absent):
     return "\n".join(out), "{} of the {} rows pass (by target: {}).".format(
         total[0], total[1], ", ".join("{} {}/{}".format(n, *p) for n, p in passed.items()))
 
+
+
+def why_target7(res):
+    """What bounds target 7, from this run's rows: the main thread's work per request that arrives
+    alone, which eight callers can share at most eight ways. '' when a row it needs is missing."""
+    parts, floors = [], []
+    for sid in ALL:
+        kw = dict(suite="throughput", strategy=sid)
+        seq_cpu = res.min_usec(key="server_cpu_us_per_decision", mode="seq", **kw)
+        seq_script = res.min_usec(mode="seq", **kw)
+        piped = res.min_usec(key="server_cpu_us_per_decision", mode="batch128", **kw)
+        rows = [r for r in res.select(mode="threads8", **kw) if r.get("script_calls")]
+        if not (seq_cpu and seq_script and piped and rows) or seq_cpu <= seq_script:
+            return ""
+        shared = max(r["ops"] / r["script_calls"] for r in rows)
+        alone = seq_cpu - seq_script  # a request's socket read, its reply and a turn of the event loop
+        parts.append("{} {} us ({:.1f} decisions a script call)".format(SHORT[sid], fmt_us(alone), shared))
+        floors.append("{} {:.2f}x".format(SHORT[sid], (alone / 8 + piped) / piped))
+    return (
+        "**What bounds target 7.** Redis's main thread spends, on each request that arrives alone, its "
+        "script's time and then the work of the request itself: reading it off the socket, writing the "
+        "reply, a turn of its event loop. That work is the sequential row's main-thread CPU per "
+        "decision less its script time (the lowest of each over the repetitions), and it hardly depends "
+        "on how many decisions the script call carries: {}; in brackets, how many decisions the "
+        "eight threads put in each script call in their best repetition (`Options::share_script_calls`). "
+        "Eight callers can share a call at most eight ways, so even then a decision carries an eighth "
+        "of that work on top of the pipelined figure, a floor for the ratio of (work / 8 + pipelined) / "
+        "pipelined: {}. Where that floor is above 2.0x, no sharing among eight threads meets the target "
+        "on this machine; what would is a cheaper socket turn (a machine whose system calls cost less "
+        "than this virtual machine's), or more callers per call than threads: `consume_many`, or "
+        "`consume_async`, whose calls of a loop turn share one.".format("; ".join(parts), ", ".join(floors)))
