@@ -267,7 +267,10 @@ Comparing two versions of the Lua scripts needs a steadier figure than CPU time,
 to 30% between runs on a shared machine: `scripts/instructions.sh [BENCH] [STRATEGIES] [MODE]`
 counts, with callgrind, the instructions Redis spends inside FCALL per decision (its own
 redis-server under valgrind; the bench's set-up calls, counted in a run of 0 seconds, are taken off;
-repeatable to a few percent, lower the more decisions a run makes). It is not part of this file. Its strategy
+repeatable to a few percent, lower the more decisions a run makes). It is not part of this file. Its bench
+cycles over 200 subjects, the steady path; `INSTR_SUBJECTS=5000` brings each back after its bucket's
+lease period (a new lease), `INSTR_SUBJECTS=20000` after its key expired (a new state), the paths
+most single-decision rows above take (`psetex` in the commands of "Redis CPU per decision"). Its strategy
 `peer` is a Function doing what rate-limiter-flexible's script does per call, so that
 `scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window seq` gives target 1's
 ratio in instructions. Its strategy `floor` makes a single fixed-window decision's two commands, with
