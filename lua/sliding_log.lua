@@ -134,10 +134,14 @@ local function decide(key, cost)
       end
     end
   elseif allowed and record then
+    -- The slots and the trim's multiples compared as a - a % b, the VM's own arithmetic (times and
+    -- counts are integers >= 0 below 2^53: exact, helpers.lua, TWO52), where floor_div and max
+    -- were Lua and C calls, each costing Redis about as much as the arithmetic.
     local t = now
-    if cum then t = max(now, newest_t) end
-    renew = not cum or floor_div(t, RENEW_SLOT) ~= floor_div(newest_t, RENEW_SLOT)
-    if cum and (trim_every <= 1 or floor_div(cum, trim_every) ~= floor_div(cum + cost, trim_every)) then
+    if cum and newest_t > now then t = newest_t end
+    renew = not cum or t - t % RENEW_SLOT ~= newest_t - newest_t % RENEW_SLOT
+    local after = cum and cum + cost
+    if cum and (trim_every <= 1 or cum - cum % trim_every ~= after - after % trim_every) then
       redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff_text())
     end
     cum = (cum or 0) + cost
@@ -160,12 +164,15 @@ local function decide(key, cost)
   local reset_after = 0
   if used > 0 then
     if refund then newest_t = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]) end
-    reset_after = max(0, newest_t + window - now)
+    reset_after = newest_t + window - now
+    if reset_after < 0 then reset_after = 0 end
     -- A refund too: shortening the only entry pops it (Redis deletes the emptied set) and adds it
     -- back, a new key without a TTL.
     if (allowed and record and renew) or refund then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset_after))) end
   end
-  return allowed and 1 or 0, max(0, limit - used), retry_after, reset_after, 0, 1
+  local remaining = limit - used
+  if remaining < 0 then remaining = 0 end
+  return allowed and 1 or 0, remaining, retry_after, reset_after, 0, 1
 end
 
 -- Per call: -------------------------------------------------------------------------------------
