@@ -334,7 +334,6 @@ def issue13_section(res, absent):
         total[0], total[1], ", ".join("{} {}/{}".format(n, *p) for n, p in passed.items()))
 
 
-
 def why_target7(res):
     """What bounds target 7, from this run's rows: the main thread's work per request that arrives
     alone, which eight callers can share at most eight ways. '' when a row it needs is missing."""

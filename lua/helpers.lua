@@ -317,7 +317,7 @@ end
 -- state's lease (bucket_ttl below), nil when it has none. A state written under
 -- another unit (the rate changed) keeps its whole units, and its ticks are rescaled to the new unit,
 -- rounded towards the fuller bucket (`round_up` for water, down for tokens): never more room.
--- token_bucket.lua and leaky_bucket.lua inline its common case, and bucket_ttl's (below).
+-- token_bucket.lua and leaky_bucket.lua inline its common cases.
 local function read_bucket(now, v, missing, cap, unit, round_up)
   local whole, frac, at, lease = missing, 0, now, nil
   if v then
@@ -380,18 +380,15 @@ local function bucket_ttl(at, lease, t0, need)
     local next_period = at - at % p + p
     if t0 < next_period and t0 + need <= next_period + ((lease - e) / 32 + 1) * p then return 0, lease end
   end
-  -- A new lease, in the VM's own arithmetic (no call: p is a power of two, so every % and / below
-  -- is exact, and the TTL is positive, t0 >= now): a subject seen once a period or less often
-  -- takes this path every time, where the calls of ceil_div, floor_div, max and ttl_ms cost
-  -- more than the arithmetic.
+  -- A new lease, in the VM's own arithmetic (p is a power of two, so every % and / below is
+  -- exact): a subject seen once a period or less often takes this path every time, where the calls
+  -- of ceil_div, floor_div and max, and 2^20 through pow, cost more than the arithmetic.
   local p, e = LEASE_PERIOD[0], 0
   while 8 * p < need do p, e = 2 * p, e + 1 end
   local r = need % p
   local m = (need - r) / p + ((r > 0) and 1 or 0)
   if m < 1 then m = 1 end
-  local us = t0 - t0 % p + (1 + m) * p - now -- ttl_ms(us), inline
-  r = us % 1000
-  return (us - r) / 1000 + ((r > 0) and 1 or 0) + 1 + TTL_MARGIN_MS, e + 32 * (m - 1)
+  return ttl_ms(t0 - t0 % p + (1 + m) * p - now), e + 32 * (m - 1)
 end
 
 -- Microseconds until a rising level (whole, frac) reaches `target` whole units (target >= whole), at
