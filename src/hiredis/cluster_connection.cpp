@@ -261,9 +261,13 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
         target = next;  // this command only; the slot is still being migrated
         asking = true;
       } else {
-        // The slot has a new owner (follow() pointed it there): the whole map before the next command.
+        // The slot has a new owner: the command goes where MOVED says, not where a map read now
+        // says. Mid-reshard a master that has not heard of the move yet still names the old owner,
+        // which would answer MOVED again, and again, until max_redirects(). The map is read for
+        // the slots that moved with this one; this slot keeps the MOVED's owner.
         refresh_quietly();
-        target = route(slot);
+        learn_owner(slot, next);
+        target = next;
       }
     } else if (asks_to_wait(reply)) {
       // TRYAGAIN: a multi-key command (ours: a batch, or a sliding log's state and block marker) on a slot
@@ -372,6 +376,11 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::follow(const Reply& 
   auto n = node(host, port);
   if (moved) slots_[slot % 16384] = n;
   return n;
+}
+
+void ClusterConnection::learn_owner(std::uint16_t slot, const std::shared_ptr<Node>& owner) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  slots_[slot % 16384] = owner;
 }
 
 std::optional<Endpoint> ClusterConnection::redirected_to(const Reply& reply, std::uint16_t slot, bool& ask) {

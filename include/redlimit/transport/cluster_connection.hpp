@@ -133,6 +133,8 @@ class ClusterConnection final : public Connection {
   // The node a MOVED or ASK `reply` names (null for any other reply, or one that cannot be read).
   // MOVED points `slot` at it at once (no I/O); ASK (`ask` set) is for this command only.
   std::shared_ptr<Node> follow(const Reply& reply, std::uint16_t slot, bool& ask);
+  // `slot` pointed at `owner` (no I/O).
+  void learn_owner(std::uint16_t slot, const std::shared_ptr<Node>& owner);
   // A pipeline's commands grouped by the master that serves them (src/hiredis/cluster_pipeline.cpp).
   struct Group {
     std::shared_ptr<Node> node;
