@@ -143,8 +143,9 @@ TEST_F(PoolSharingTest, AStalledServerEndsQueuedCallsByTheirDeadlineAndSendsNoth
       }
       const auto t1 = std::chrono::steady_clock::now();
       const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count();
+      const std::int64_t end_ns = t1.time_since_epoch().count();
       std::int64_t e = last_end_ns;
-      while (t1.time_since_epoch().count() > e && !last_end_ns.compare_exchange_weak(e, t1.time_since_epoch().count())) {
+      while (end_ns > e && !last_end_ns.compare_exchange_weak(e, end_ns)) {
       }
       long long w = worst_ms;
       while (ms > w && !worst_ms.compare_exchange_weak(w, ms)) {
