@@ -138,6 +138,7 @@ local stride = reads_marker and 2 or 1
 
 -- Per call: -------------------------------------------------------------------------------------
 local n = #KEYS / stride
+if cost1 > most_cost then cost_above(cost1, most_cost) end -- (helpers.lua)
 if n == 1 then
   -- One request: one read (a string state holds its own block: helpers.lua, split_block), at most
   -- one write.
@@ -209,16 +210,10 @@ local distinct = mode == '4' -- no key repeats: no value this call wrote is read
 -- inside a batch costs a table lookup a request.
 local out, m, rejected = batch_out, 0, {}
 local last_reset -- the previous decision's reset_after (reply, above)
-local first_cost = #ARGV > 2 and #ARGV - n -- false: every request costs cost1 (prologue.lua)
-if first_cost then
-  -- Every cost is read before anything is written: a call with a cost that is not a number (a raw
-  -- FCALL; the client checks its own) fails whole, as it does when the first request's is bad.
-  for i = 2, n do
-    if not integer_in(ARGV[first_cost + i], 1, MAX_COUNT) then -- (helpers.lua)
-      error('ARGV[' .. (first_cost + i) .. '] (a cost) is not an integer in [1, 2^40]')
-    end
-  end
-end
+-- Every cost is read before anything is written: a call with a cost that is not a number, or is
+-- above the limit (a raw FCALL; the client checks its own), fails whole, as it does when the first
+-- request's is bad. false: every request costs cost1.
+local first_cost = later_costs(ARGV, n, most_cost) -- (helpers.lua)
 for i = 1, n do
   local key = KEYS[stride * (i - 1) + 1]
   local cost = cost1

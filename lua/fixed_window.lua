@@ -181,6 +181,7 @@ if current ~= field_start or window ~= field_window then
 end
 
 local n = #KEYS
+if cost1 > limit then cost_above(cost1, limit) end -- (helpers.lua)
 if n == 1 then
   local a, rem, retry, reset
   if record then
@@ -214,14 +215,7 @@ if n == 0 then error('redlimit: fixed_window.lua takes 1 key a request, got none
 if spread then
   for i = 1, n do redis.call('EXISTS', KEYS[i]) end
 end
-local first_cost = #ARGV > 2 and #ARGV - n -- false: every request costs cost1 (prologue.lua)
-if first_cost then
-  for i = 2, n do
-    if not integer_in(ARGV[first_cost + i], 1, MAX_COUNT) then -- (helpers.lua)
-      error('ARGV[' .. (first_cost + i) .. '] (a cost) is not an integer in [1, 2^40]')
-    end
-  end
-end
+local first_cost = later_costs(ARGV, n, limit) -- false: every request costs cost1 (helpers.lua)
 -- A rejection changes no count, so the same request of the same subject gets the same answer until
 -- that subject admits something: the last rejection is remembered, and a flood from one subject
 -- inside a batch costs a comparison a request instead of two HINCRBYs.

@@ -8,6 +8,8 @@
 -- math.fmod is exact on such integers, so floor_div/ceil_div are too. Numbers are written back
 -- with fmt(): Lua's own tostring keeps only 14 digits, and '%d' formats an integer directly
 -- where '%.0f' would run the C library's slower floating-point printer.
+-- Longer than this folder's other files: a script is one text (cmake/embed_lua.cmake), and every
+-- one of them starts with this one, so what two scripts share lives here rather than in a copy.
 
 -- The library functions the scripts call per request, as locals: a global lookup and a field
 -- lookup less each time, which a batch of hundreds of requests notices. Bound by the prologue's
@@ -71,6 +73,26 @@ local function read_head(s)
 end
 
 local function fmt(x) return format('%d', x) end
+
+-- A cost is also at most `most`, the least limit of the script's parameters (its `most_cost`): a
+-- larger one is never admitted, and its wait would be a time it still does not fit at. The client
+-- refuses it before any I/O (Strategy::check_cost); a raw call fails before anything is written.
+-- Request 1's is compared where a call starts (no call on the single path); later_costs() reads
+-- the costs of requests 2..n, which close ARGV unless every request costs cost1 (prologue.lua), and
+-- returns the place before them (request i's is argv[first + i]), or false when none is sent.
+local function cost_above(cost, most)
+  error(format('redlimit: a cost of %d is above the limit of %d: no such request can be admitted', cost, most), 0)
+end
+local function later_costs(argv, n, most)
+  local first = #argv > 2 and #argv - n
+  if not first then return false end
+  for i = 2, n do
+    local c = integer_in(argv[first + i], 1, MAX_COUNT)
+    if not c then error('ARGV[' .. (first + i) .. '] (a cost) is not an integer in [1, 2^40]') end
+    if c > most then cost_above(c, most) end
+  end
+  return first
+end
 
 -- A script's parameters (params, split by words()), checked where the script parses them, once per
 -- params string, before it touches a key: word i must be a decimal integer in [lo, hi]. The client

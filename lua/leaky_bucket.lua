@@ -25,6 +25,7 @@
 local capacity, unit, leak, shaper -- this call's parameters (params)
 local params_arg -- the string they were parsed from (helpers.lua, params)
 local state_is_string, reads_marker, width = true, false, 5
+local most_cost -- the largest cost the call's bucket can admit: its capacity (helpers.lua, cost_above)
 
 -- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).
 local function time_to_empty(whole, frac)
@@ -119,5 +120,6 @@ if params ~= params_arg then
   end
   capacity, unit, leak = param_rate(p)
   shaper = p[4] == 'shaper'
+  most_cost = capacity
   params_arg = params
 end

@@ -50,6 +50,7 @@
 -- the table starts again, as helpers.lua's heads do, so that it never grows the heap the
 -- collector walks.
 local limits, by_tag, width
+local most_cost -- the least of the limits: the largest cost the policy can admit (helpers.lua, cost_above)
 local params_arg -- the params of the call that set `limits`
 local policies, policies_n, POLICIES_MAX = {}, 0, 64
 local state_is_string, reads_marker = false, false -- the hash holds its block (read, below)
@@ -525,11 +526,13 @@ if params ~= params_arg then
   local built = policies[params]
   if not built then
     local list, tags = parse_limits(words(params)) -- (helpers.lua)
-    built = {list, tags, #list == 1 and 5 or 6 + 2 * #list} -- width: see above
+    local least = list[1].limit
+    for i = 2, #list do least = min(least, list[i].limit) end
+    built = {list, tags, #list == 1 and 5 or 6 + 2 * #list, least} -- width: see above
     if policies_n == POLICIES_MAX then policies, policies_n = {}, 0 end
     policies[params], policies_n = built, policies_n + 1
   end
-  limits, by_tag, width = built[1], built[2], built[3]
+  limits, by_tag, width, most_cost = built[1], built[2], built[3], built[4]
   params_arg = params
 end
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name

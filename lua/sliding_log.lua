@@ -50,6 +50,7 @@ local function after_cutoff_text() -- ZRANGEBYSCORE's exclusive bound: scores > 
   return after_cutoff_str
 end
 local state_is_string, reads_marker, width = false, true, 5
+local most_cost -- the largest cost the call's log can admit: its limit (helpers.lua, cost_above)
 
 -- An entry's member: its cum (and its cost, unless only the cum is wanted), or nil for a 0.2
 -- member "<time>:<seq>". The cum's digits (16, more past 10^16) end at the member's one '/': a
@@ -153,7 +154,8 @@ local function decide(key, cost)
   local retry_after = 0
   if not allowed then
     -- Room for `cost` once every unit up to cum + cost - limit has left: it is live (used + cost >
-    -- limit) and at most cum (cost <= limit); the entry holding it leaves at its time + window.
+    -- limit) and at most cum (cost <= limit: a larger one fails the call, helpers.lua's
+    -- cost_above); the entry holding it leaves at its time + window.
     -- The ranks count the entries that left and are still there: `first` is the oldest live one's.
     local card = redis.call('ZCARD', key)
     local first = redis.call('ZCOUNT', key, '-inf', cutoff_text())
@@ -181,6 +183,7 @@ if params ~= params_arg then
   param_words(p, 2, 'a sliding log')
   limit, window = param(p, 1, 1, MAX_COUNT, 'limit'), param(p, 2, 1, MAX_WINDOW, 'window')
   trim_every = floor_div(limit, 8)
+  most_cost = limit
   params_arg = params
 end
 cutoff = now - window

@@ -22,6 +22,7 @@
 local capacity, unit, refill -- this call's: capacity (tokens), ticks per token, ticks per us
 local params_arg -- the string they were parsed from (helpers.lua, params)
 local state_is_string, reads_marker, width = true, false, 5
+local most_cost -- the largest cost the call's bucket can admit: its capacity (helpers.lua, cost_above)
 
 local function decide(_, cost, v)
   -- read_bucket's common cases inline (no state; a state of this limit's unit written by now): a
@@ -103,5 +104,6 @@ if params ~= params_arg then
   local p = words(params) -- checked (helpers.lua, param_rate), then kept: params_arg is set last
   param_words(p, 3, 'a token bucket')
   capacity, unit, refill = param_rate(p)
+  most_cost = capacity
   params_arg = params
 end

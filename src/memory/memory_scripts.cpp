@@ -100,20 +100,25 @@ bool blocked(const Call& c, const Packed* v, int width, Decided& d) {
 
 // ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the script's `params`
 // parameters, unless they all cost ARGV[2] and none is sent (prologue.lua).
-// Each a decimal integer in [1, kMaxCount], as the scripts check it (helpers.lua, integer_in).
-std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params) {
+// Each a decimal integer in [1, kMaxCount], as the scripts check it (helpers.lua, integer_in), and
+// at most `most`, the least limit of the parameters (helpers.lua, cost_above).
+std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params, std::int64_t most) {
   const std::size_t at = i == 0 || c.argc() <= 3 + params ? 2 : c.argc() - n + i + 1;
   const std::string_view s = c.arg(at).value_or(std::string_view{});
   const std::optional<std::int64_t> v = decimal_in(s, 1, kMaxCount);
   if (!v) throw ScriptError{"ERR a cost (" + std::string(s) + ") is not an integer in [1, 2^40]"};
+  if (*v > most) {
+    throw ScriptError{"ERR redlimit: a cost of " + std::to_string(*v) + " is above the limit of " +
+                      std::to_string(most) + ": no such request can be admitted"};
+  }
   return *v;
 }
 
 // Every request's cost, read before anything is decided or written (epilogue.lua): a bad one fails
 // the call whole, whichever request it belongs to.
-std::vector<std::int64_t> costs_of(const Call& c, std::size_t n, std::size_t params) {
+std::vector<std::int64_t> costs_of(const Call& c, std::size_t n, std::size_t params, std::int64_t most) {
   std::vector<std::int64_t> costs(n);
-  for (std::size_t i = 0; i < n; ++i) costs[i] = cost_of(c, i, n, params);
+  for (std::size_t i = 0; i < n; ++i) costs[i] = cost_of(c, i, n, params, most);
   return costs;
 }
 
@@ -159,13 +164,14 @@ void apply(KeyRef& key, const Write& w, std::int64_t now) {
 // the block it holds, decide(), at most one write.
 template <class Twin>
 Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Tables& tables) {
+  const std::int64_t cost = cost_of(c, 0, 1, 0, twin.most_cost());  // before anything is read
   KeyRef state(tables.of(keys[0]), keys[0], c.now);
   const Packed* v = packed(state.get());
   Out out(1, Twin::width());
   Decided d;
   if (!blocked(c, v, Twin::width(), d)) {
     Write w;
-    d = twin.decide(c.num(2), stateful(v), w);
+    d = twin.decide(cost, stateful(v), w);
     keep_block(c, v, w);
     apply(state, w, c.now);
   }
@@ -207,7 +213,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   Out out(n, Twin::width());
   std::vector<std::size_t> order;
   Memo memo;
-  const std::vector<std::int64_t> costs = costs_of(c, n, params);
+  const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[i];
     const std::int64_t cost = costs[i];
@@ -252,7 +258,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
   }
   Out out(n, twin.width());
   Memo memo;
-  const std::vector<std::int64_t> costs = costs_of(c, n, params);
+  const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
   const std::size_t stride = reads_marker ? 2 : 1;  // the keys a request sends
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[stride * i];

@@ -124,6 +124,12 @@ bool parse_tag(std::string_view tag, std::int64_t& w, std::int64_t& p) {
 }
 
 // The limits are read once per call, as the script does; decide() resets what depends on the request.
+std::int64_t PolicyTwin::most_cost() const {
+  std::int64_t least = limits_.empty() ? 0 : limits_.front().limit;
+  for (const Limit& l : limits_) least = std::min(least, l.limit);
+  return least;
+}
+
 PolicyTwin::PolicyTwin(const Call& c) : c_(c) {
   const std::int64_t m = c.num(4);
   limits_.resize(static_cast<std::size_t>(std::max<std::int64_t>(0, m)));

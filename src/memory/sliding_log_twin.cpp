@@ -95,9 +95,8 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   d.allowed = allowed ? 1 : 0;
   d.remaining = std::max<std::int64_t>(0, limit_ - used);  // a lowered limit: nothing left
   if (!allowed) {
-    // A cost above the limit (a raw call: the client checks costs against the limit) with nothing
-    // live: the script's `cum + cost - limit` is arithmetic on nil, a Lua error.
-    if (!cum) throw ScriptError{"ERR attempt to perform arithmetic on local 'cum' (a nil value)"};
+    // Rejected with cost <= limit (memory_scripts.cpp, cost_of): used > 0, so `cum` is set.
+    if (!cum) throw ScriptError{"ERR redlimit: a rejection with nothing in the log"};
     const auto card = static_cast<std::int64_t>(log->size());
     const auto first = static_cast<std::int64_t>(log->count_through(cutoff_));  // ZCOUNT -inf cutoff
     const std::int64_t r = rank_reaching(*log, first, card - 1, *cum + cost - limit_, base);

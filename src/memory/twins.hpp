@@ -131,6 +131,7 @@ class TokenBucketTwin {
   explicit TokenBucketTwin(const Call& c);
   Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
   static constexpr int width() { return 5; }
+  std::int64_t most_cost() const { return capacity_; }  // (helpers.lua, cost_above)
 
  private:
   const Call& c_;
@@ -142,6 +143,7 @@ class LeakyBucketTwin {
   explicit LeakyBucketTwin(const Call& c);
   Decided decide(std::int64_t cost, const Packed* v, Write& w) const;
   static constexpr int width() { return 5; }
+  std::int64_t most_cost() const { return capacity_; }
 
  private:
   const Call& c_;
@@ -163,6 +165,7 @@ class FixedWindowTwin {
   explicit FixedWindowTwin(const Call& c);
   Decided decide(KeyRef& key, std::int64_t cost) const;
   static constexpr int width() { return 5; }
+  std::int64_t most_cost() const { return limit_; }
 
  private:
   struct Count {  // a field of the hash: "<start>:<window>" (named) and its count, unblocked
@@ -189,6 +192,7 @@ class SlidingLogTwin {
   explicit SlidingLogTwin(const Call& c);
   Decided decide(KeyRef& key, std::int64_t cost) const;
   static constexpr int width() { return 5; }
+  std::int64_t most_cost() const { return limit_; }
 
  private:
   const Call& c_;
@@ -203,6 +207,8 @@ class PolicyTwin {
   // 6 + 2m: the deciding limit, then each limit's remaining and reset_after (policy.lua's width);
   // 5 for a policy of one limit, whose own remaining and reset are the decision's.
   int width() const { return limits_.size() == 1 ? 5 : 6 + 2 * static_cast<int>(limits_.size()); }
+  // The least of the limits (policy.lua's most_cost; params checked: at least one limit).
+  std::int64_t most_cost() const;
 
   // One limit of the policy: its parameters (P = precision, n = buckets a window, r = now mod P,
   // b = the current bucket), then what decide() learns of it for the request at hand.

@@ -80,6 +80,58 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
   }
 }
 
+// A raw call, past the client's checks (Strategy::check_cost), whose cost is above the least limit
+// of its parameters fails with a redlimit error and writes nothing, whichever request asks for it,
+// on Redis and in the in-memory backend alike: no such request can ever be admitted (helpers.lua,
+// cost_above), where before it got a wait it would still not fit after (a sliding log with nothing
+// live answered a Lua error). A cost at the limit writes each subject.
+TEST_F(BatchTest, ARawCallWithACostAboveTheLimitFailsWholeAndWritesNothing) {
+  namespace lua = redlimit::detail::lua;
+  struct Case {
+    std::string_view source;
+    std::string params;  // every case's least limit is 5
+    bool marker;         // a sliding log's request sends its block marker too
+  };
+  const Case cases[] = {
+      {lua::fixed_window, "5 1000000", false},
+      {lua::token_bucket, "5 1000 1", false},
+      {lua::leaky_bucket, "5 1000 1 meter", false},
+      {lua::sliding_log, "5 1000000", true},
+      {lua::policy, "2 1m 9 60000000 60000000 1s 5 1000000 1000000", false},  // the second limit's
+  };
+  redlimit::MemoryConnection memory(clock);
+  for (const Case& c : cases) {
+    for (const auto& [costs, bad] : std::vector<std::pair<std::vector<std::string>, bool>>{
+             {{"5"}, false}, {{"6"}, true}, {{"5", "5"}, false}, {{"6", "1"}, true}, {{"1", "6"}, true}}) {
+      SCOPED_TRACE(std::string(c.source.substr(0, 40)) + " / costs " + costs.front() +
+                   (costs.size() > 1 ? " " + costs.back() : ""));
+      std::vector<std::string> keys;
+      for (const char* s : {"a", "b"}) {
+        if (keys.size() / (c.marker ? 2 : 1) == costs.size()) break;
+        keys.push_back(std::string("raw:{") + s + "}:s");
+        if (c.marker) keys.push_back(std::string("raw:{") + s + "}:b");
+      }
+      std::vector<std::string> argv = {"EVAL", std::string(c.source), std::to_string(keys.size())};
+      argv.insert(argv.end(), keys.begin(), keys.end());
+      argv.push_back(std::to_string(kT0.count()));
+      argv.push_back("1 " + costs.front() + " " + c.params);
+      if (costs.size() > 1) argv.push_back(costs.back());  // request 2's cost
+      std::vector<std::string> del = {"DEL"};
+      del.insert(del.end(), keys.begin(), keys.end());
+      const long long written = bad ? 0 : static_cast<long long>(costs.size());
+      const std::string why = bad ? "redlimit: a cost of 6 is above the limit of 5" : "";
+      const Reply on_redis = server().command(argv);
+      EXPECT_EQ(on_redis.type == Reply::Type::error, bad) << on_redis.str;
+      EXPECT_NE(on_redis.str.find(why), std::string::npos) << on_redis.str;
+      EXPECT_EQ(server().integer(del), written) << "keys written on Redis";
+      const Reply in_memory = memory.command(argv);
+      EXPECT_EQ(in_memory.type == Reply::Type::error, bad) << in_memory.str;
+      EXPECT_NE(in_memory.str.find(why), std::string::npos) << in_memory.str;
+      EXPECT_EQ(memory.command(del).integer, written) << "keys written in memory";
+    }
+  }
+}
+
 // A raw call whose head (ARGV[2], lua/prologue.lua) is not "<mode> <cost> <parameters>" fails
 // before it reads or writes anything, on Redis and in the in-memory backend alike; a good head
 // writes the subject's key, so the count of keys can tell.
