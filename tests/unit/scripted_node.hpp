@@ -33,6 +33,7 @@ class ScriptedNode {
     a.sin_port = 0;  // any free port
     if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
         ::listen(listener_, 16) != 0) {
+      if (listener_ >= 0) ::close(listener_);  // no destructor runs for a constructor that throws
       throw std::runtime_error("ScriptedNode: cannot listen on loopback");
     }
     socklen_t len = sizeof(a);
