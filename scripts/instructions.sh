@@ -31,6 +31,13 @@
 # costs to read and write before their decision's arithmetic. `packed` minus `floor` is the struct
 # library's work and the new string's; a bucket's `seq` minus `packed`, its decision's Lua.
 #
+# The strategy `policy_live` is the cost of a policy's live buckets: redlimit's own policy Function
+# (100/s; 1000/min; 10000/h in 1-minute buckets, as the bench's policy3), FCALLed by
+# redis-benchmark at one fixed time on 200 subjects whose hashes were written beforehand as those of
+# a subject seen every minute for INSTR_LIVE minutes (default 61: the whole hour live), so that
+# every decision reads INSTR_LIVE buckets of the hour limit and one of each other. Two runs at
+# different INSTR_LIVE give the instructions a live bucket costs (algorithms.md, work per decision):
+#   INSTR_LIVE=1 scripts/instructions.sh build-bench/benchmarks/redlimit_bench policy_live seq
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
 # normal run, and takes the same paths (a bucket keeps its lease, a window its TTL). INSTR_SUBJECTS
@@ -135,6 +142,35 @@ reference_run() {
   echo "{\"ops\": $calls}"
 }
 
+# policy_live (see above): redlimit's library loaded by a bench run that decides nothing, the 200
+# hashes written once, then $1 seconds' worth of calls.
+LIVE_HEAD='1 1 3 1s 100 1000000 1000000 1m 1000 60000000 60000000 1h@1m 10000 3600000000 60000000'
+LIVE_NOW=1795000000000000
+LIVE_FILL="local now, live = tonumber(ARGV[1]), tonumber(ARGV[2])
+local s, m = math.floor(now / 1000000), math.floor(now / 60000000)
+for i = 0, 199 do
+  local fields = {'1s:' .. s, '1', '1m:' .. m, '1'}
+  for j = live - 1, 0, -1 do fields[#fields + 1] = '1h@1m:' .. (m - j) fields[#fields + 1] = '1' end
+  local key = string.format('live:%012d', i)
+  redis.call('HSET', key, unpack(fields))
+  redis.call('PEXPIRE', key, 4000000)
+end"
+live_run() {
+  local calls=$(($1 * 2000)) fn
+  fn=$(redis-cli -p "$SERVER_PORT" FUNCTION LIST | grep -o 'redlimit_[0-9a-f]*_policy$' | head -1 || true)
+  if [[ -z "$fn" ]]; then
+    "$bench" --port "$SERVER_PORT" --suite throughput --strategies policy3 --modes seq --subjects 10 --seconds 0 \
+      >/dev/null 2>&1
+    fn=$(redis-cli -p "$SERVER_PORT" FUNCTION LIST | grep -o 'redlimit_[0-9a-f]*_policy$' | head -1 || true)
+    redis-cli -p "$SERVER_PORT" EVAL "$LIVE_FILL" 0 "$LIVE_NOW" "${INSTR_LIVE:-61}" >/dev/null
+  fi
+  if [[ $calls -gt 0 ]]; then
+    redis-benchmark -p "$SERVER_PORT" -c 1 -r 200 -n "$calls" FCALL "$fn" 1 "live:__rand_int__" "$LIVE_NOW" "$LIVE_HEAD" \
+      >/dev/null 2>&1
+  fi
+  echo "{\"ops\": $calls}"
+}
+
 for strategy in ${strategies//,/ }; do
   start_server valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$SERVER_DIR/cg.out" || exit 1
   run() {
@@ -142,6 +178,7 @@ for strategy in ${strategies//,/ }; do
       peer) reference_run "$1" peer_fixed_window "$PEER_LIBRARY" 1 3600 ;;
       incr) reference_run "$1" incr_fixed_window "$INCR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
       packed) reference_run "$1" packed_fixed_window "$PACKED_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
+      policy_live) live_run "$1" ;;
       floor) reference_run "$1" floor_fixed_window "$FLOOR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
       *) "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects "$subjects" \
         --seconds "$1" ;;
