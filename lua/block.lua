@@ -126,10 +126,7 @@ local blocked_until = max(now + duration, marker or 0, held or 0) -- never short
 if kind == '1' then
   local len = state and #state
   local lives_until = blocked_until
-  if len == 20 then
-    local start, _, window = unpack_(WINDOW, state)
-    lives_until = max(lives_until, start + window)
-  elseif len == 28 then
+  if len == 28 then
     local _, lease_end = lease_span(unpack_('<I7', state), byte(state, 28))
     lives_until = max(lives_until, lease_end)
   elseif len then

@@ -6,16 +6,15 @@ namespace redlimit::detail::memory {
 
 namespace {
 
-// The time until which a string state's key must live for the state's own sake (block.lua): a
-// window's end, a bucket's lease; for a 0.2 state or a bucket without a lease, its key's TTL
-// (PTTL: the deadline, on the call's clock). `none`: nothing.
+// The time until which a string state's key must live for the state's own sake (block.lua, the kind
+// "1": the buckets'): a bucket's lease; for any other state of a known length (a 0.2 state, a bucket
+// without a lease), its key's TTL (PTTL: the deadline, on the call's clock). `none`: nothing.
 std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
   switch (v.layout) {
-    case Packed::Layout::window:
-      return v.time + v.tag;
     case Packed::Layout::bucket:
       if (v.lease >= 0) return lease_span(v.time, v.lease).lives_until;
       [[fallthrough]];
+    case Packed::Layout::window:  // (not a bucket's state: a fixed window's hash is the kind "3")
     case Packed::Layout::pack2:
       if (e.deadline == kNoDeadline) return 0;            // PTTL -1
       return c.now + (e.deadline - c.now) / 1000 * 1000;  // PTTL in whole ms

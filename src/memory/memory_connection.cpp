@@ -243,15 +243,25 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
   return reply;
 }
 
-// SET key value (no options): for tests that put a value of the wrong kind under a key, as they
-// would on Redis.
+// SET key value [PX ms]: for tests that put a value of the wrong kind or length under a key, as
+// they would on Redis. No other option.
 Reply MemoryConnection::set(const std::vector<std::string>& argv) {
-  if (argv.size() != 3) return wrong_arity(argv[0]);
+  if (argv.size() != 3 && argv.size() != 5) return wrong_arity(argv[0]);
+  std::int64_t ttl_ms = 0;
+  if (argv.size() == 5) {
+    const std::optional<std::int64_t> ms = mem::decimal_in(argv[4], 1, std::int64_t{1} << 50);
+    if (upper(argv[3]) != "PX" || !ms || *ms <= 0) return Reply::make_error("ERR syntax error");
+    ttl_ms = *ms;
+  }
   const std::int64_t now = clock_->now().count();
   {
     ShardLocks locks(*this, &argv[1], 1);
     mem::KeyRef key(locks.of(argv[1]), argv[1], now);
-    key.create(mem::string_state(argv[2]));
+    if (ttl_ms > 0) {
+      key.set(mem::string_state(argv[2]), now, ttl_ms);
+    } else {
+      key.create(mem::string_state(argv[2]));
+    }
     locks.sweep(now);
   }
   after_operation();

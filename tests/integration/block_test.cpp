@@ -140,6 +140,20 @@ TEST_F(BlockTest, TheStateKeyOutlivesBothTheBlockAndItsOwnState) {
   EXPECT_FALSE(shortw.consume("u", 1).allowed);
 }
 
+// A string under a bucket's key of a length that is no lease's (here 20 zero bytes, a 0.3 fixed
+// window's layout, which no bucket writes) lives as long as its key's TTL says, as a 0.2 state does:
+// block.lua once read it as a window that had ended at 0, and gave the key the block's second alone.
+TEST_F(BlockTest, AStateThatIsNoLeasesKeepsItsKeysTtlThroughABlock) {
+  at(0s);
+  const auto tb = rl().token_bucket("odd", 10, 1, 1s);
+  const std::string key = tb.key_for("u");
+  ASSERT_EQ(server().command({"PSETEX", key, "5000", std::string(20, '\0')}).type, redlimit::Reply::Type::status);
+  tb.block("u", 1s);
+  EXPECT_GT(pttl(key), 4'000) << "the key's own TTL, longer than the block";
+  EXPECT_EQ(strlen(key), 29) << "the 20 bytes kept, the block's 9 after them";
+  EXPECT_FALSE(tb.consume("u", 1).allowed);
+}
+
 TEST_F(BlockTest, ABlockIsNeverShortened) {
   at(0s);
   const auto tb = rl().token_bucket("never", 5, 5, 1s);

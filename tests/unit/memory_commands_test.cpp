@@ -184,6 +184,24 @@ TEST_F(MemoryTest, AFixedWindowStateOf03IsReadAsTheHashItBecomes) {
   EXPECT_EQ(store->expires_at(key), kT0 + 5s + kTtlSlack) << "the key outlives the block";
 }
 
+// The twin of BlockTest.AStateThatIsNoLeasesKeepsItsKeysTtlThroughABlock: 20 bytes under a bucket's
+// key keep the key's TTL through a block (block.lua, the kind "1": PTTL), whatever they would say as
+// a fixed window's state.
+TEST_F(MemoryTest, AStateThatIsNoLeasesKeepsItsKeysTtlThroughABlock) {
+  const std::string key = "redlimit:{r|u}:tb";
+  ASSERT_EQ(store->command({"SET", key, std::string(20, '\0'), "PX", "5000"}).type, Reply::Type::status);
+  const Argv block{std::to_string(kT0.count()), "3 1 1000000 1"};
+  const Reply r = store->command({"EVALSHA", scripts::block().sha1, "2", key, "redlimit:{r|u}:blk", block[0], block[1]});
+  ASSERT_EQ(r.type, Reply::Type::array) << r.str;
+  const std::optional<Micros> expires = store->expires_at(key);
+  ASSERT_TRUE(expires.has_value());
+  EXPECT_GT(*expires, kT0 + 4s) << "the key's own TTL, longer than the block";
+  // SET's one option is PX, a positive number of ms.
+  EXPECT_TRUE(store->command({"SET", key, "v", "PX", "0"}).is_error());
+  EXPECT_TRUE(store->command({"SET", key, "v", "EX", "5"}).is_error());
+  EXPECT_TRUE(store->command({"SET", key, "v", "PX"}).is_error());
+}
+
 TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   // Strategies never share keys (each key names its kind); a hand-made call that crosses them gets
   // what Redis gives: a token bucket reads a fixed window's hash as no state at all (redis.pcall),

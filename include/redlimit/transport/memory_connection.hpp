@@ -63,8 +63,8 @@ class MemoryConnection final : public Connection {
   //                                    other SHA1, as Redis answers for a script it has not cached);
   // EVAL source numkeys key... arg...  the same, knowing the script by its source;
   // DEL key...                          integer: how many of the keys existed (and were not expired);
-  // SET key value                       OK (no options: what tests use to put a value of the wrong
-  //                                     kind under a key);
+  // SET key value [PX ms]              OK (what tests use to put a value of the wrong kind or
+  //                                     length under a key; PX gives it a TTL, as on Redis);
   // PING [message]                      PONG.
   // Anything else: an error reply "ERR unknown command ...".
   Reply command(const std::vector<std::string>& argv) override;
