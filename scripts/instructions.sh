@@ -38,6 +38,12 @@
 # every decision reads INSTR_LIVE buckets of the hour limit and one of each other. Two runs at
 # different INSTR_LIVE give the instructions a live bucket costs (algorithms.md, work per decision):
 #   INSTR_LIVE=1 scripts/instructions.sh build-bench/benchmarks/redlimit_bench policy_live seq
+# INSTR_LIVE=0 writes nothing beforehand and sends every call to a subject of its own (a new state).
+# The strategy `packed_policy` is the same load on benchmarks/references/packed_policy.lua: that
+# policy's common path on a packed string state rather than a hash (its header says what it leaves
+# out), its subjects written beforehand with the same buckets. Its figure against policy_live's
+# weighs that redesign:
+#   INSTR_LIVE=0 scripts/instructions.sh build-bench/benchmarks/redlimit_bench policy_live,packed_policy seq
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
 # normal run, and takes the same paths (a bucket keeps its lease, a window its TTL). INSTR_SUBJECTS
@@ -142,31 +148,47 @@ reference_run() {
   echo "{\"ops\": $calls}"
 }
 
-# policy_live (see above): redlimit's library loaded by a bench run that decides nothing, the 200
-# hashes written once, then $1 seconds' worth of calls.
+# policy_live and packed_policy (see above): the library loaded (redlimit's by a bench run that
+# decides nothing), the 200 subjects written once in the strategy's layout ($2: hash or packed),
+# then $1 seconds' worth of calls.
 LIVE_HEAD='1 1 3 1s 100 1000000 1000000 1m 1000 60000000 60000000 1h@1m 10000 3600000000 60000000'
 LIVE_NOW=1795000000000000
-LIVE_FILL="local now, live = tonumber(ARGV[1]), tonumber(ARGV[2])
+LIVE_FILL="local now, live, hash = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == 'hash'
 local s, m = math.floor(now / 1000000), math.floor(now / 60000000)
 for i = 0, 199 do
-  local fields = {'1s:' .. s, '1', '1m:' .. m, '1'}
-  for j = live - 1, 0, -1 do fields[#fields + 1] = '1h@1m:' .. (m - j) fields[#fields + 1] = '1' end
   local key = string.format('live:%012d', i)
-  redis.call('HSET', key, unpack(fields))
-  redis.call('PEXPIRE', key, 4000000)
+  if hash then
+    local fields = {'1s:' .. s, '1', '1m:' .. m, '1'}
+    for j = live - 1, 0, -1 do fields[#fields + 1] = '1h@1m:' .. (m - j) fields[#fields + 1] = '1' end
+    redis.call('HSET', key, unpack(fields))
+    redis.call('PEXPIRE', key, 4000000)
+  else
+    local values = {1, s, 1, 1, m, 1, live}
+    for j = live - 1, 0, -1 do values[#values + 1] = m - j values[#values + 1] = 1 end
+    redis.call('PSETEX', key, 4000000, struct.pack('<I1I7I6I1I7I6I1' .. string.rep('I7I6', live), unpack(values)))
+  end
 end"
+live_function() {
+  redis-cli -p "$SERVER_PORT" FUNCTION LIST | grep -o "$1" | head -1 || true
+}
 live_run() {
-  local calls=$(($1 * 2000)) fn
-  fn=$(redis-cli -p "$SERVER_PORT" FUNCTION LIST | grep -o 'redlimit_[0-9a-f]*_policy$' | head -1 || true)
+  local calls=$(($1 * 2000)) live=${INSTR_LIVE:-61} pattern fn range=200
+  if [[ $2 == hash ]]; then pattern='redlimit_[0-9a-f]*_policy$'; else pattern='^packed_policy$'; fi
+  fn=$(live_function "$pattern")
   if [[ -z "$fn" ]]; then
-    "$bench" --port "$SERVER_PORT" --suite throughput --strategies policy3 --modes seq --subjects 10 --seconds 0 \
-      >/dev/null 2>&1
-    fn=$(redis-cli -p "$SERVER_PORT" FUNCTION LIST | grep -o 'redlimit_[0-9a-f]*_policy$' | head -1 || true)
-    redis-cli -p "$SERVER_PORT" EVAL "$LIVE_FILL" 0 "$LIVE_NOW" "${INSTR_LIVE:-61}" >/dev/null
+    if [[ $2 == hash ]]; then
+      "$bench" --port "$SERVER_PORT" --suite throughput --strategies policy3 --modes seq --subjects 10 --seconds 0 \
+        >/dev/null 2>&1
+    else
+      redis-cli -p "$SERVER_PORT" FUNCTION LOAD "$(cat "$root/benchmarks/references/packed_policy.lua")" >/dev/null
+    fi
+    fn=$(live_function "$pattern")
+    if [[ $live -gt 0 ]]; then redis-cli -p "$SERVER_PORT" EVAL "$LIVE_FILL" 0 "$LIVE_NOW" "$live" "$2" >/dev/null; fi
   fi
+  [[ $live -gt 0 ]] || range=100000000 # a new subject each call
   if [[ $calls -gt 0 ]]; then
-    redis-benchmark -p "$SERVER_PORT" -c 1 -r 200 -n "$calls" FCALL "$fn" 1 "live:__rand_int__" "$LIVE_NOW" "$LIVE_HEAD" \
-      >/dev/null 2>&1
+    redis-benchmark -p "$SERVER_PORT" -c 1 -r "$range" -n "$calls" FCALL "$fn" 1 "live:__rand_int__" "$LIVE_NOW" \
+      "$LIVE_HEAD" >/dev/null 2>&1
   fi
   echo "{\"ops\": $calls}"
 }
@@ -178,7 +200,8 @@ for strategy in ${strategies//,/ }; do
       peer) reference_run "$1" peer_fixed_window "$PEER_LIBRARY" 1 3600 ;;
       incr) reference_run "$1" incr_fixed_window "$INCR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
       packed) reference_run "$1" packed_fixed_window "$PACKED_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
-      policy_live) live_run "$1" ;;
+      policy_live) live_run "$1" hash ;;
+      packed_policy) live_run "$1" packed ;;
       floor) reference_run "$1" floor_fixed_window "$FLOOR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
       *) "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects "$subjects" \
         --seconds "$1" ;;
