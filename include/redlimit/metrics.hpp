@@ -19,7 +19,8 @@ struct MetricsEvent {
   // The strategy's kind, as in its state keys (docs/keys.md): "fw", "sl", "sw", "pol", "tb", "lb".
   std::string_view strategy;
   Operation operation = Operation::consume;
-  // Null when the call threw; then `error` holds the exception's message.
+  // Null when the call threw (then `error` holds the exception's message), and for a reset or an
+  // unblock, which return no decision (then `exception` tells whether it threw).
   const Decision* decision = nullptr;
   std::string_view error;
   // The exception itself when the call threw (null otherwise), for classifying it by type.

@@ -52,9 +52,9 @@ class PrometheusSink : public MetricsSink {
         const char* outcome = d.shadow_rejected ? "shadow_rejected" : d.allowed ? "allowed" : "rejected";
         ++decisions_[{resource, strategy, op, outcome, to_string(d.source)}];
         if (d.source == Source::local_cache) ++local_cache_hits_[resource];
-      } else {
+      } else if (e.exception != nullptr) {
         ++errors_[{op, error_kind(e.exception)}];
-      }
+      }  // neither: a reset or unblock that went through, which decides nothing (its latency below)
       observe(op, std::chrono::duration<double>(e.latency).count());
     } catch (...) {
       // Out of memory while counting: the request matters more than its metric.

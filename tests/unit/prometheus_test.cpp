@@ -47,6 +47,30 @@ TEST_F(ResilienceTest, PrometheusCountsDecisionsErrorsAndLatency) {
   EXPECT_EQ(text.find("secret-subject"), std::string::npos) << "labels never carry a subject";
 }
 
+// A reset or unblock decides nothing: its event has no decision, and counts as an error only when
+// it threw (before, every successful one was an error of kind "unknown").
+TEST_F(ResilienceTest, PrometheusCountsAResetOrUnblockThatWentThroughAsNoError) {
+  auto prom = std::make_shared<PrometheusSink>();
+  Options o = options(OnFailure::raise, 0);
+  o.metrics = prom;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(redlimit::Reply::make_integer(1)));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(decision_reply(1, 0, 0, 0)));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("refused")));
+  }
+  fw.reset("u");
+  fw.unblock("u");
+  EXPECT_THROW(fw.reset("u"), ConnectionError);
+  const PrometheusText parsed(prom->render());
+  EXPECT_EQ(parsed.sum("redlimit_errors_total", {}), 1);
+  EXPECT_EQ(parsed.sum("redlimit_errors_total", {{"operation", "reset"}, {"kind", "connection"}}), 1);
+  EXPECT_EQ(parsed.sum("redlimit_call_duration_seconds_count", {{"operation", "reset"}}), 2);
+  EXPECT_EQ(parsed.sum("redlimit_call_duration_seconds_count", {{"operation", "unblock"}}), 1);
+}
+
 TEST_F(ResilienceTest, PrometheusBreakerStateAndFailurePolicySource) {
   auto prom = std::make_shared<PrometheusSink>();
   Options o = options(OnFailure::fail_open, 1);
