@@ -250,7 +250,7 @@ Reply MemoryConnection::set(const std::vector<std::string>& argv) {
   std::int64_t ttl_ms = 0;
   if (argv.size() == 5) {
     const std::optional<std::int64_t> ms = mem::decimal_in(argv[4], 1, std::int64_t{1} << 50);
-    if (upper(argv[3]) != "PX" || !ms || *ms <= 0) return Reply::make_error("ERR syntax error");
+    if (upper(argv[3]) != "PX" || !ms) return Reply::make_error("ERR syntax error");
     ttl_ms = *ms;
   }
   const std::int64_t now = clock_->now().count();

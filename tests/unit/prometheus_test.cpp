@@ -12,11 +12,19 @@ namespace {
 using redlimit::PrometheusSink;
 using redlimit_test::PrometheusText;
 
-TEST_F(ResilienceTest, PrometheusCountsDecisionsErrorsAndLatency) {
-  auto prom = std::make_shared<PrometheusSink>();
-  Options o = options(OnFailure::raise, 0);
-  o.metrics = prom;
-  const RateLimiter limiter(mock, o);
+// A limiter over the mock whose metrics go to `prom`.
+class PrometheusTest : public ResilienceTest {
+ protected:
+  RateLimiter observed(OnFailure on_failure, int breaker_threshold) const {
+    Options o = options(on_failure, breaker_threshold);
+    o.metrics = prom;
+    return RateLimiter(mock, o);
+  }
+  std::shared_ptr<PrometheusSink> prom = std::make_shared<PrometheusSink>();
+};
+
+TEST_F(PrometheusTest, CountsDecisionsErrorsAndLatency) {
+  const RateLimiter limiter = observed(OnFailure::raise, 0);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   {
     InSequence seq;
@@ -49,11 +57,8 @@ TEST_F(ResilienceTest, PrometheusCountsDecisionsErrorsAndLatency) {
 
 // A reset or unblock decides nothing: its event has no decision, and counts as an error only when
 // it threw (before, every successful one was an error of kind "unknown").
-TEST_F(ResilienceTest, PrometheusCountsAResetOrUnblockThatWentThroughAsNoError) {
-  auto prom = std::make_shared<PrometheusSink>();
-  Options o = options(OnFailure::raise, 0);
-  o.metrics = prom;
-  const RateLimiter limiter(mock, o);
+TEST_F(PrometheusTest, CountsAResetOrUnblockThatWentThroughAsNoError) {
+  const RateLimiter limiter = observed(OnFailure::raise, 0);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   {
     InSequence seq;
@@ -71,11 +76,8 @@ TEST_F(ResilienceTest, PrometheusCountsAResetOrUnblockThatWentThroughAsNoError) 
   EXPECT_EQ(parsed.sum("redlimit_call_duration_seconds_count", {{"operation", "unblock"}}), 1);
 }
 
-TEST_F(ResilienceTest, PrometheusBreakerStateAndFailurePolicySource) {
-  auto prom = std::make_shared<PrometheusSink>();
-  Options o = options(OnFailure::fail_open, 1);
-  o.metrics = prom;
-  const RateLimiter limiter(mock, o);
+TEST_F(PrometheusTest, BreakerStateAndFailurePolicySource) {
+  const RateLimiter limiter = observed(OnFailure::fail_open, 1);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   EXPECT_CALL(*mock, command(_)).WillOnce(Throw(ConnectionError("refused")));
   fw.consume("u");  // the breaker opens
