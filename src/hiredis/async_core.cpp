@@ -109,12 +109,14 @@ bool AsyncRedis::Core::take_queue() {
 // queue is taken until it stays empty, a few rounds at most. A write that fails leaves its error in
 // the context, where the loop's own handler finds it and drops the connection outside callbacks
 // (hiredis would free the context inside this callback if we went through redisAsyncHandleWrite).
+// For the same reason the close marker is left to on_wake (pump's `in_callback`): a close() made in
+// this callback, or on another thread meanwhile, must not free the context hiredis is inside.
 void AsyncRedis::Core::send_now() {
-  const auto connected = [this] { return conn_ && conn_->connected && conn_->ac; };  // pump() may drop it
+  const auto connected = [this] { return conn_ && conn_->connected && conn_->ac; };
   for (int round = 0; round < 4; ++round) {
     if (running_ != loop() || shutting_down_ || !connected()) return;
     if (!take_queue()) break;
-    pump();
+    pump(true);
   }
   // Over TLS hiredis drives SSL_write through its own read and write events (a write can want a
   // read): the commands wait in its buffer for the loop's next turn, as without send_now.
@@ -154,13 +156,14 @@ void AsyncRedis::Core::fail(const ErrorCallback& on_error, std::exception_ptr er
 // Runs the backlog in order: tasks, the close marker, and commands, which go to hiredis while fewer
 // than max_in_flight wait for replies (hiredis 0.14 moves its whole output buffer after each
 // partial write: an unbounded flood would cost it quadratic time).
-void AsyncRedis::Core::pump() {
+void AsyncRedis::Core::pump(bool in_callback) {
   std::exception_ptr connect_error;  // one failed connect fails the rest of this pass too
   const TimePoint now = SteadyClock::now();
   while (!backlog_.empty()) {
     Item& front = backlog_.front();
     const bool command = !front.task && !front.close;
     if (command && !shutting_down_ && at_capacity()) return;  // resumed by replied()
+    if (front.close && in_callback) return;  // on_wake runs it, at the top level (async_core.hpp)
     Item item = std::move(front);
     backlog_.pop_front();
     if (item.task) {

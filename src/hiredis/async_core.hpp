@@ -196,7 +196,10 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   static void run_inline(Item& item);
   static void run_task(const std::function<void()>& task);
   static void fail(const ErrorCallback& on_error, std::exception_ptr error);
-  void pump();
+  // `in_callback`: called inside a hiredis callback (send_now), where the close marker must not be
+  // run: with nothing in flight it frees the context whose callback is running (drop). It stays at
+  // the backlog's front, for the wake-up its submit() scheduled.
+  void pump(bool in_callback = false);
   bool at_capacity() const;
   static bool head_expired(const Conn& conn);
   void begin_shutdown();

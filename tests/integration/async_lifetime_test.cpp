@@ -1,6 +1,7 @@
 // Behaviours held under issue 18, on both loops: repeated kills lose or double no callback, and every
 // way of letting go of the client with calls in flight (dropping the limiter and the AsyncRedis,
-// close(), releasing the last reference inside a callback) still runs every callback exactly once
+// close(), releasing the last reference inside a callback) still runs every callback exactly once,
+// and close() with send_now() inside the last reply's callback frees nothing hiredis is inside
 // (fixture: async_fixture.hpp). And post_after's tasks: due in order, and run at close when still
 // waiting. And work queued without end from the loop's own callbacks leaves the loop its sockets and
 // timers.
@@ -124,6 +125,32 @@ class AsyncLifetimeTest : public AsyncTest {
     });
   }
 
+  // close() then send_now() inside the reply callback of the last command in flight: send_now runs
+  // inside hiredis's callback, where freeing the context (what closing with nothing in flight does)
+  // is a use-after-free; the close is left to the loop. The call after it fails, as after any close.
+  template <class Loop>
+  void close_and_send_now_in_callback() {
+    Loop loop;
+    auto redis = loop.attach(endpoint_of(server()));
+    loop.start();
+    auto outcome = std::make_shared<std::promise<bool>>();
+    auto replied = outcome->get_future();
+    AsyncRedis* r = redis.get();
+    redis->command_async(
+        {"PING"},
+        [r, outcome](const Reply&) {
+          r->close();
+          r->send_now();
+          outcome->set_value(true);
+        },
+        [outcome](std::exception_ptr) { outcome->set_value(false); });
+    ASSERT_EQ(replied.wait_for(kWait), std::future_status::ready);
+    EXPECT_TRUE(replied.get()) << "the PING failed";
+    auto after = command(*redis, {"PING"});
+    EXPECT_THROW(get_within(after), redlimit::ConnectionError);
+    loop.stop();
+  }
+
   // post_after (the wait between the tries of a command a cluster asked to send again,
   // AsyncCluster): each task runs on the loop's thread, no sooner than its delay, in the order they
   // fall due whatever order they were queued in; a task still waiting when the connection closes
@@ -226,6 +253,9 @@ TEST_F(AsyncLifetimeTest, LibeventKillCyclesLoseOrDoubleNoCallback) { kill_cycle
 TEST_F(AsyncLifetimeTest, LibeventDropCloseAndReleaseInCallbackRunEveryCallbackOnce) {
   drop_close_release<LibeventLoop>();
 }
+TEST_F(AsyncLifetimeTest, LibeventCloseAndSendNowInTheLastCallbackLeaveTheCloseToTheLoop) {
+  close_and_send_now_in_callback<LibeventLoop>();
+}
 TEST_F(AsyncLifetimeTest, LibeventDelayedTasksRunWhenDueInOrderAndAtClose) { delayed_tasks<LibeventLoop>(); }
 TEST_F(AsyncLifetimeTest, LibeventWorkQueuedWithoutEndLeavesTheLoopItsSocketsAndTimers) {
   self_queuing_work<LibeventLoop>();
@@ -236,6 +266,9 @@ TEST_F(AsyncLifetimeTest, LibeventWorkQueuedWithoutEndLeavesTheLoopItsSocketsAnd
 TEST_F(AsyncLifetimeTest, LibuvKillCyclesLoseOrDoubleNoCallback) { kill_cycles<LibuvLoop>(); }
 TEST_F(AsyncLifetimeTest, LibuvDropCloseAndReleaseInCallbackRunEveryCallbackOnce) {
   drop_close_release<LibuvLoop>();
+}
+TEST_F(AsyncLifetimeTest, LibuvCloseAndSendNowInTheLastCallbackLeaveTheCloseToTheLoop) {
+  close_and_send_now_in_callback<LibuvLoop>();
 }
 TEST_F(AsyncLifetimeTest, LibuvDelayedTasksRunWhenDueInOrderAndAtClose) { delayed_tasks<LibuvLoop>(); }
 TEST_F(AsyncLifetimeTest, LibuvWorkQueuedWithoutEndLeavesTheLoopItsSocketsAndTimers) {
