@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <poll.h>
 #include <sys/time.h>
 
 #include "redlimit/detail/message.hpp"
@@ -227,6 +228,24 @@ void RedisConnection::arm_deadline(redisContext& c) {
   shortened_ = true;
 }
 
+// A socket timeout bounds one read or write, not their sum: a round trip whose replies come in
+// parts 100 ms apart under a timeout of 300 ms would wait for all of them. So before each wait past
+// its first, the socket's timeout becomes the call's time left; once the deadline has passed, only
+// what has already arrived (poll, no wait) is still read or written, and then the call times out.
+void RedisConnection::bound_wait(redisContext& c, short events, const char* during) {
+  const auto deadline = hiredis_detail::step_deadline(command_timeout_);
+  if (deadline == hiredis_detail::no_deadline()) return;
+  if (passed(deadline)) {
+    pollfd ready{c.fd, events, 0};
+    if (::poll(&ready, 1, 0) <= 0) {
+      ctx_.reset();  // half a pipeline may be unread: never reuse this stream
+      throw TimeoutError(fmt::format("{} {}: the call's deadline passed", during, describe(endpoint_)));
+    }
+  }
+  if (redisSetTimeout(&c, to_timeval(time_left(deadline))) != REDIS_OK) fail("setting the command timeout on");
+  shortened_ = true;
+}
+
 void RedisConnection::disarm_deadline(redisContext& c) {
   if (!shortened_) return;
   if (redisSetTimeout(&c, to_timeval(command_timeout_)) != REDIS_OK) fail("setting the command timeout on");
@@ -236,15 +255,11 @@ void RedisConnection::disarm_deadline(redisContext& c) {
 Reply RedisConnection::command(const std::vector<std::string>& args) {
   if (args.empty()) throw InvalidArgument("empty command");
   CallScope call(*this);  // a command outside any call is a call of its own
-  redisContext& c = context();
-  arm_deadline(c);
-  Argv argv(args);
-  ReplyPtr reply(static_cast<redisReply*>(
-      redisCommandArgv(&c, static_cast<int>(args.size()), argv.ptrs.data(), argv.lens.data())));
-  if (!reply) fail("command to");
-  unanswered_ = false;
-  disarm_deadline(c);
-  return detail::from_hiredis(*reply);
+  // A pipeline of one, so that its reply is read by the call's deadline too (read_replies).
+  const std::vector<const std::vector<std::string>*> one{&args};
+  std::vector<Reply> replies;
+  pipeline(one, replies);
+  return std::move(replies.front());
 }
 
 std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::string>>& commands) {
@@ -282,7 +297,8 @@ void RedisConnection::send(const std::vector<const std::vector<std::string>*>& c
   }
   // Out now, not at the first read: the server starts on them while the caller writes elsewhere.
   int done = 0;
-  while (!done) {
+  for (bool first = true; !done; first = false) {
+    if (!first) bound_wait(c, POLLOUT, "writing a pipeline to");
     if (redisBufferWrite(&c, &done) != REDIS_OK) fail("writing a pipeline to");
   }
 }
@@ -308,11 +324,21 @@ void RedisConnection::rearm_deadline(redisContext& c) {
   shortened_ = true;
 }
 
+// redisGetReply's reading half, with the call's deadline checked before every socket read but the
+// first (bound_wait): Redis answers a long pipeline in parts, other clients' commands between them.
 void RedisConnection::read_replies(redisContext& c, std::size_t count, std::vector<Reply>& out) {
   out.reserve(out.size() + count);
+  bool waited = false;  // a socket read of this round trip made already: the next one is bounded
   for (std::size_t i = 0; i < count; ++i) {
     void* raw = nullptr;
-    if (redisGetReply(&c, &raw) != REDIS_OK || raw == nullptr) fail("reading pipelined replies from");
+    if (redisGetReplyFromReader(&c, &raw) != REDIS_OK) fail("reading pipelined replies from");
+    while (raw == nullptr) {
+      if (waited) bound_wait(c, POLLIN, "reading pipelined replies from");
+      waited = true;
+      if (redisBufferRead(&c) != REDIS_OK || redisGetReplyFromReader(&c, &raw) != REDIS_OK) {
+        fail("reading pipelined replies from");
+      }
+    }
     ReplyPtr reply(static_cast<redisReply*>(raw));
     unanswered_ = false;
     out.push_back(detail::from_hiredis(*reply));

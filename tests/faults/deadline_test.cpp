@@ -3,7 +3,8 @@
 // threads call than the pool has connections. Eight threads share a pool of two under a stalled
 // server (DEBUG SLEEP, then CLIENT PAUSE); every call, consume and consume_many alike, must come
 // back within the deadline plus a margin. Before the fix a call could wait the pool's wait_timeout
-// (1 s) for a connection and then its own deadline: about 1.2 s.
+// (1 s) for a connection and then its own deadline: about 1.2 s. And a pipeline whose replies come in
+// parts ends by its deadline too, however short each gap between the parts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,6 +153,31 @@ TEST(Deadline, ClientPauseEveryCallWithinTheDeadlineWithMoreThreadsThanConnectio
   EXPECT_LT(w.batch.count(), (kCallDeadline + kCallMargin).count());
   admin.command({"CLIENT", "UNPAUSE"});
   EXPECT_EQ(fw.consume("after").source, redlimit::Source::primary);
+}
+
+// A round trip answered in parts, each gap shorter than the socket timeout: a socket timeout bounds
+// one read, so the call's deadline must be checked between reads. Redis reads at most 16 KiB of a
+// connection at a time and answers what it read before it reads more, so a 20 KB ECHO after each
+// DEBUG SLEEP 0.05 puts every sleep in a read of its own: 20 of them take about a second, where the
+// deadline is 200 ms. Before the fix the pipeline came back whole after about a second.
+TEST(Deadline, APipelineAnsweredInPartsEndsByTheCallsDeadline) {
+  redlimit_test::RedisServer server;
+  auto conn = raw_client(server, kCallDeadline);
+  conn.command({"PING"});  // connected: the call below is only its round trip
+  std::vector<std::vector<std::string>> commands;
+  for (int i = 0; i < 20; ++i) {
+    commands.push_back({"DEBUG", "SLEEP", "0.05"});
+    commands.push_back({"ECHO", std::string(20000, 'x')});
+  }
+  const auto start = Clock::now();
+  EXPECT_THROW(conn.pipeline(commands), redlimit::TimeoutError);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  std::printf("[ deadline ] a pipeline answered in parts timed out after %lld ms\n",
+              static_cast<long long>(took.count()));
+  EXPECT_LT(took.count(), (kCallDeadline + kCallMargin).count());
+  // The stream was dropped with half its replies unread: the next command, on a new connection,
+  // reads its own reply (Redis drops what the old one had not run, once its current sleep ends).
+  EXPECT_EQ(conn.command({"ECHO", "after"}).str, "after");
 }
 
 }  // namespace

@@ -79,6 +79,9 @@ class RedisConnection final : public Connection {
   void disarm_deadline(redisContext& c);
   // receive(): the socket timeout becomes the call's time left (at least 1 ms), when it has a deadline.
   void rearm_deadline(redisContext& c);
+  // Before a socket wait of a round trip past its first: bounds it by the call's deadline (poll
+  // `events` once the deadline has passed); throws TimeoutError, the context dropped, when it has.
+  void bound_wait(redisContext& c, short events, const char* during);
   void read_replies(redisContext& c, std::size_t count, std::vector<Reply>& out);
 
   Endpoint endpoint_;
