@@ -119,6 +119,8 @@ void AsyncCluster::command_async_until(std::vector<std::string> argv, ReplyCallb
 void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, bool asking) {
   auto self = shared_from_this();
   // The reply of the command, or its redirect followed (it did not run where it was sent).
+  // The caller's on_reply runs outside the try: what it throws is its own (the connection drops it,
+  // as it does for every callback), never an on_error after it, which would be a second outcome.
   auto on_reply = [self, call](Reply reply) {
     try {
       if (ClusterConnection::asks_to_wait(reply) && self->retry_later(call)) return;
@@ -126,15 +128,16 @@ void AsyncCluster::route(const std::shared_ptr<Call>& call, const Endpoint& to, 
       std::optional<Endpoint> next;
       if (call->redirects < ClusterConnection::max_redirects())
         next = self->map()->redirected_to(reply, call->slot, ask);
-      if (!next) {
-        call->on_reply(std::move(reply));
+      if (next) {
+        ++call->redirects;
+        self->route(call, *next, ask);
         return;
       }
-      ++call->redirects;
-      self->route(call, *next, ask);
     } catch (...) {  // the next send was refused: nothing of this call is queued any more
       call->on_error(std::current_exception());
+      return;
     }
+    call->on_reply(std::move(reply));
   };
   // A failure in transit (the master stopped answering, its connection broke): the call's outcome
   // is unknown and it is not sent again, but the map is read again for the calls that follow.

@@ -72,7 +72,12 @@ std::shared_ptr<ClusterConnection::Node> ClusterConnection::node(const std::stri
   return n;
 }
 
-void ClusterConnection::refresh() { refresh_avoiding(nullptr); }
+void ClusterConnection::refresh() {
+  // One deadline for every probe: the slot map read at start-up is a call of its own (each seed
+  // that does not answer would otherwise cost a command_timeout of its own); inside a call, its.
+  CallScope call(*this);
+  refresh_avoiding(nullptr);
+}
 
 void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, bool wait) {
   std::unique_lock<std::timed_mutex> one_at_a_time(refresh_mutex_, std::defer_lock);

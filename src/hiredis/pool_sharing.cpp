@@ -20,6 +20,9 @@
 #include <iterator>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "endpoint_text.hpp"
 #include "pool_rider.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/connection_pool.hpp"
@@ -86,13 +89,30 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
   std::vector<Rider*> batch;
   std::size_t commands = 0;
   auto earliest = hiredis_detail::no_deadline();
+  const auto now = hiredis_detail::DeadlineClock::now();
+  bool expired = false;
   while (!riders_.empty() && (batch.empty() || commands + riders_.front()->size() <= kMostCommands)) {
     Rider* r = riders_.front();
     riders_.pop_front();
     r->taken = true;
+    if (r->deadline <= now) {
+      // Its deadline passed while it waited (its thread not yet back to leave the queue): it ends
+      // here, unsent. Taken along, it would narrow the round trip to a deadline already passed, and
+      // every other rider would get its TimeoutError, unsent too.
+      r->error = std::make_exception_ptr(
+          TimeoutError(fmt::format("the call's deadline passed while it waited for a round trip to {}",
+                                   hiredis_detail::describe(endpoint_))));
+      r->done = true;
+      expired = true;
+      continue;
+    }
     batch.push_back(r);
     commands += r->size();
     earliest = std::min(earliest, r->deadline);
+  }
+  if (batch.empty()) {  // every rider taken had expired: nothing to send
+    if (expired) ridden_.notify_all();
+    return;
   }
   std::vector<Reply> replies;
   std::exception_ptr error;

@@ -2,15 +2,17 @@
 // master of its subject's slot, over one libevent loop. Exact limits on every master with Redis
 // Functions loaded on each; a slot moved to another master after attach is followed (MOVED) and
 // learned; consume_many_future split by master, exact, and keeping the live masters' decisions while
-// one master is stopped.
+// one master is stopped; and one outcome a command when the caller's reply callback throws.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -339,6 +341,38 @@ TEST_F(ClusterAsync, SharedCallsAreMergedPerMasterSoAStoppedMasterHoldsUpOnlyIts
   async.reset();
   loop.stop();
   ASSERT_TRUE(wait_cluster_ok(std::chrono::seconds(10)));
+}
+
+// Exactly one outcome a command, also when the caller's on_reply throws: the exception is the
+// caller's (dropped, as AsyncRedis drops it), never followed by an on_error. Before, route's catch,
+// meant for a refused redirect, took it and ran on_error as well. A keyed command and a broadcast.
+TEST_F(ClusterAsync, AReplyCallbackThatThrowsGetsNoOnErrorAfterIt) {
+  redlimit_test::LibeventLoop loop;
+  auto async = attach_started(loop, std::chrono::milliseconds(2000));
+  for (const std::vector<std::string>& argv : {std::vector<std::string>{"GET", "thrower"},
+                                               std::vector<std::string>{"SCRIPT", "LOAD", "return 1"}}) {
+    auto replies = std::make_shared<std::atomic<int>>(0);
+    auto errors = std::make_shared<std::atomic<int>>(0);
+    async->command_async(
+        argv,
+        [replies](const redlimit::Reply&) {
+          ++*replies;
+          throw std::runtime_error("the caller's own bug");
+        },
+        [errors](std::exception_ptr) { ++*errors; });
+    // The same command again, answered after the first (one connection, in order) and after
+    // whatever the first's callback led to on the loop's thread.
+    std::promise<void> after;
+    auto done = after.get_future();
+    async->command_async(
+        argv, [&after](const redlimit::Reply&) { after.set_value(); },
+        [&after](std::exception_ptr) { after.set_value(); });
+    ASSERT_EQ(done.wait_for(redlimit_test::kWait), std::future_status::ready) << argv[0];
+    EXPECT_EQ(replies->load(), 1) << argv[0];
+    EXPECT_EQ(errors->load(), 0) << argv[0] << ": on_error ran after on_reply";
+  }
+  async.reset();  // the loop returns once its connections are released
+  loop.stop();
 }
 
 #endif  // REDLIMIT_HAVE_LIBEVENT

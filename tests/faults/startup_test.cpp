@@ -1,9 +1,16 @@
 // Issue 17, item 4: starting during an outage. Under a failure policy that answers without Redis,
 // RateLimiter::connect() starts while Redis is down, decides by that policy, and uses Redis as soon
 // as it answers (counters().answered shows the first call it answered). Under OnFailure::raise it
-// still fails fast; a server that refuses AUTH throws AuthError whatever the policy.
+// still fails fast; a server that refuses AUTH throws AuthError whatever the policy. Seeds that
+// never answer hold a cluster's start-up for one deadline, not one each.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <string>
 
 #include "faults/restartable_server.hpp"
@@ -85,6 +92,47 @@ TEST(Startup, RefusedCredentialsThrowAuthErrorWhateverThePolicyAndNeverShowThePa
       EXPECT_NE(std::string(e.what()).find("AUTH"), std::string::npos) << e.what();
     }
   }
+}
+
+// A listening socket on a free loopback port that never accepts: a connect completes (the kernel's
+// backlog) and nothing is ever answered, as a hung server does. Closed with the object.
+class DeafListener {
+ public:
+  DeafListener() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~DeafListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DeafListener(const DeafListener&) = delete;
+  DeafListener& operator=(const DeafListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// The slot map read at start-up is one call: three seeds that never answer cost one command_timeout
+// between them, not one each (961 ms for 300 ms before the fix); so does a Sentinel's first query.
+TEST(Startup, SeedsThatNeverAnswerCostOneDeadlineBetweenThem) {
+  DeafListener a, b, c;
+  const std::string seeds = "127.0.0.1:" + std::to_string(a.port()) + ",127.0.0.1:" + std::to_string(b.port()) +
+                            ",127.0.0.1:" + std::to_string(c.port());
+  const auto start = std::chrono::steady_clock::now();
+  auto limiter = redlimit::RateLimiter::connect("redis-cluster://" + seeds, quick(OnFailure::fail_open));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  EXPECT_LT(took.count(), 600) << "three silent seeds took " << took.count() << " ms under a 300 ms deadline";
+  EXPECT_EQ(limiter.fixed_window("startup", Limit::per_minute(1)).consume("u").source, Source::failure_policy);
 }
 
 }  // namespace
