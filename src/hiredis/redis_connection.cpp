@@ -39,6 +39,13 @@ std::chrono::microseconds time_left(hiredis_detail::DeadlineClock::time_point de
   return std::max<std::chrono::microseconds>(left, std::chrono::milliseconds(1));
 }
 
+// How far a round trip may overrun its call's deadline so that the common case needs no setsockopt:
+// inside a call the time left is always a little under command_timeout (the call started a few
+// microseconds before its round trip), and shortening the socket's timeout by that little would cost
+// four system calls a round trip (SO_RCVTIMEO and SO_SNDTIMEO, set and restored). The same 1 ms as
+// time_left's floor.
+constexpr std::chrono::milliseconds kSlack{1};
+
 bool passed(hiredis_detail::DeadlineClock::time_point deadline) {
   return deadline != hiredis_detail::no_deadline() && hiredis_detail::DeadlineClock::now() >= deadline;
 }
@@ -223,7 +230,7 @@ void RedisConnection::arm_deadline(redisContext& c) {
     throw TimeoutError(fmt::format("the call's deadline passed before a command to {}", describe(endpoint_)));
   }
   const auto left = time_left(deadline);
-  if (command_timeout_.count() > 0 && left >= command_timeout_) return;
+  if (command_timeout_.count() > 0 && left + kSlack >= command_timeout_) return;
   if (redisSetTimeout(&c, to_timeval(left)) != REDIS_OK) fail("setting the command timeout on");
   shortened_ = true;
 }
@@ -319,7 +326,7 @@ void RedisConnection::rearm_deadline(redisContext& c) {
   // Past the deadline the replies may still be waiting in the socket's buffer: the shortest
   // timeout (1 ms) reads them, and fails only when they are not there.
   const auto left = time_left(deadline);
-  if (!shortened_ && command_timeout_.count() > 0 && left >= command_timeout_) return;
+  if (!shortened_ && command_timeout_.count() > 0 && left + kSlack >= command_timeout_) return;
   if (redisSetTimeout(&c, to_timeval(left)) != REDIS_OK) fail("setting the command timeout on");
   shortened_ = true;
 }
