@@ -310,7 +310,9 @@ local each_out = {}
 -- with the least quota left. An admission's remaining is the least of the limits', its reset_after
 -- the latest, its retry and delay 0: all of it follows from `each`, which is all its reply holds
 -- (detail::decode_decision takes them back the same way).
-local function conclude(key, cost, allowed, held)
+-- `renew`: a refund that wrote another limit's adopted counts under this one's tags (own): they now
+-- live by these limits, not by the TTL the key got under the old ones, which may be far shorter.
+local function conclude(key, cost, allowed, held, renew)
   local remaining, retry, reset, decider = nil, 0, 0, 1
   local each = each_out
   for i = 1, #limits do
@@ -335,7 +337,11 @@ local function conclude(key, cost, allowed, held)
     if not remaining or rem < remaining then remaining = rem end
     if wait > retry then retry = wait end
   end
-  if allowed and record and reset > 0 and not (held and held >= now + reset) then
+  if renew and reset > 0 then
+    local life = reset
+    if blocked_until and blocked_until - now > life then life = blocked_until - now end -- a block's too
+    redis.call('PEXPIRE', key, ttl_text(ttl_ms(life)))
+  elseif allowed and record and reset > 0 and not (held and held >= now + reset) then
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: when every limit's has, the
     -- hash is all stale, at now + reset. Unless that moved past `held` (general()), the write that
     -- last moved it set the TTL this one would (a refund never lengthens it): setting it again cost
@@ -518,7 +524,7 @@ function general(key, cost, h)
   elseif allowed and record then
     take(key, cost, stale)
   end
-  return conclude(key, cost, allowed, held)
+  return conclude(key, cost, allowed, held, refund and adopted)
 end
 
 -- Per call: -------------------------------------------------------------------------------------

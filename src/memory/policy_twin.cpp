@@ -298,7 +298,9 @@ void PolicyTwin::take(KeyRef& key, std::int64_t cost, const std::vector<std::str
 // The deciding limit: when rejected, the one that makes the caller wait longest; when admitted, the
 // one with the least quota left. Then the TTL: the hash is all stale once every newest bucket is,
 // at now + reset_after; unless that moved past `held` (decide()), the TTL set then still holds.
-Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, std::optional<std::int64_t> held) const {
+// `renew`: a refund wrote adopted counts (own), which live by these limits from now on.
+Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, std::optional<std::int64_t> held,
+                             bool renew) const {
   std::optional<std::int64_t> remaining;
   Decided d;
   d.each.reserve(2 * limits_.size());
@@ -321,7 +323,13 @@ Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, std::
     d.retry_after = std::max(d.retry_after, wait);
   }
   const bool ttl_holds = held && *held >= c_.now + d.reset_after;
-  if (allowed && c_.record && d.reset_after > 0 && !ttl_holds) key.expire_ms(c_.now, ttl_ms(d.reset_after));
+  if (renew && d.reset_after > 0) {  // adopted counts written by a refund live by these limits now
+    std::int64_t life = d.reset_after;
+    if (blocked_until_) life = std::max(life, *blocked_until_ - c_.now);  // and a block's end
+    key.expire_ms(c_.now, ttl_ms(life));
+  } else if (allowed && c_.record && d.reset_after > 0 && !ttl_holds) {
+    key.expire_ms(c_.now, ttl_ms(d.reset_after));
+  }
   d.allowed = allowed ? 1 : 0;
   d.remaining = remaining.value_or(0);
   d.has_remaining = remaining.has_value();
@@ -363,7 +371,7 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   } else if (allowed && c_.record) {
     take(key, cost, stale);
   }
-  return conclude(key, cost, allowed, held);
+  return conclude(key, cost, allowed, held, c_.refund && adopted);
 }
 
 }  // namespace redlimit::detail::memory

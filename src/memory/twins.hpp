@@ -232,7 +232,8 @@ class PolicyTwin {
   void own(KeyRef& key, Limit& l);
   void give_back(KeyRef& key, std::int64_t cost);
   void take(KeyRef& key, std::int64_t cost, const std::vector<std::string>& stale);
-  Decided conclude(KeyRef& key, std::int64_t cost, bool allowed, std::optional<std::int64_t> held) const;
+  Decided conclude(KeyRef& key, std::int64_t cost, bool allowed, std::optional<std::int64_t> held,
+                   bool renew) const;
 
   const Call& c_;
   std::vector<Limit> limits_;

@@ -135,6 +135,24 @@ TEST_P(ReconfigurationTest, APolicyWhoseLimitChangesWindowAdoptsTheOldCounts) {
   EXPECT_EQ(d.limits[1].remaining, 900);
 }
 
+// A refund as the first write after a window grew writes the old limit's counts under the new
+// limit's tags (own): they must live by the new window, not by the TTL the key got under the old one
+// (about 2 s here, where the new window is a minute). Before, the key kept that TTL through the
+// refund and every admission after it, and its units vanished with it.
+TEST_P(ReconfigurationTest, ARefundThatTakesOverAnOldWindowsCountsGivesTheKeyTheNewWindowsLife) {
+  at(30s);
+  EXPECT_TRUE(lim().sliding_window("sw", Limit::per_second(10)).consume("s", 5).allowed);
+  const auto grown = lim().sliding_window("sw", Limit::per_minute(10), 1s);
+  EXPECT_EQ(grown.refund("s").remaining, 6);
+  EXPECT_TRUE(grown.consume("s").allowed);
+  if (GetParam()) {
+    EXPECT_GT(server().integer({"PTTL", grown.key_for("s")}), 55000) << "the key dies with the old window";
+  } else {
+    at(35s);  // past the old TTL: the memory backend expires keys by the calls' clock
+    EXPECT_EQ(grown.peek("s").remaining, 5) << "the 4 taken over and the 1 consumed are still counted";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ReconfigurationTest, ::testing::Bool(),
                          [](const auto& info) { return std::string(info.param ? "Redis" : "Memory"); });
 
