@@ -56,7 +56,8 @@ class Strategy {
   // Blocks the calling thread (sleeping on the limiter's clock) until `cost` units are admitted or
   // `max_wait` would pass; returns the last decision. For a shaping leaky bucket it also waits the
   // admitted request's delay; if that delay exceeds what is left of max_wait, the units are
-  // refunded and the decision says not allowed.
+  // refunded and the decision says not allowed. max_wait = microseconds::max() waits as long as it
+  // takes.
   Decision acquire(std::string_view subject, std::int64_t cost, std::chrono::microseconds max_wait) const;
 
   // Denies `subject` outright for `duration` (a block never shortens an existing one). Returns the

@@ -196,6 +196,23 @@ TEST_F(MemoryTest, AcquireSleepsOnTheClock) {
   EXPECT_EQ(clock->now(), kT0 + 1s);  // slept exactly until the next window
 }
 
+// max_wait = microseconds::max() ("as long as it takes") used to overflow now + max_wait and
+// deadline - now (signed overflow: undefined, caught by the UBSan pass); the deadline is now held at
+// Micros::max(), and the call waits what it must.
+TEST_F(MemoryTest, AcquireWithAnUnboundedWaitWaitsWhatItMust) {
+  const auto fw = limiter.fixed_window("fw", Limit(1, 1s));
+  at(300ms);
+  EXPECT_TRUE(fw.consume("u").allowed);
+  const Decision d = fw.acquire("u", 1, std::chrono::microseconds::max());
+  EXPECT_TRUE(d.allowed) << show(d);
+  EXPECT_EQ(clock->now(), kT0 + 1s);
+  const auto lb = limiter.leaky_bucket("lb", 10, Limit(1, 1s), redlimit::LeakyMode::shaper);
+  EXPECT_TRUE(lb.acquire("u", 1, std::chrono::microseconds::max()).allowed);
+  const Decision queued = lb.acquire("u", 1, std::chrono::microseconds::max());
+  EXPECT_TRUE(queued.allowed) << show(queued);
+  EXPECT_EQ(queued.delay, 1s) << show(queued);  // a shaper's delay is slept, not refused
+}
+
 TEST(MemoryBackend, InMemoryHonoursTimeSourceRedisWithTheClock) {
   auto clock = std::make_shared<ManualClock>(kT0 + 500ms);
   Options o;

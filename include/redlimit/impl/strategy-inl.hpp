@@ -43,6 +43,22 @@ REDLIMIT_INLINE const char* mode_of(Operation op) {
   }
 }
 
+// acquire's deadline, now + max_wait, held at Micros::max() where the sum would overflow (signed
+// overflow is undefined): max_wait = Micros::max() is the natural way to say "as long as it takes".
+REDLIMIT_INLINE Micros deadline_after(Micros now, Micros max_wait) {
+  if (now.count() > 0 && max_wait > Micros::max() - now) return Micros::max();
+  return now + max_wait;  // max_wait >= 0: no overflow downwards
+}
+
+// What is left of acquire's wait at `now`: unbounded at a deadline held at Micros::max(), and held
+// within Micros's range otherwise (a user's Clock may return any time, a negative one included).
+REDLIMIT_INLINE Micros time_left(Micros deadline, Micros now) {
+  if (deadline == Micros::max()) return Micros::max();
+  if (now.count() < 0 && deadline > Micros::max() + now) return Micros::max();
+  if (now.count() > 0 && deadline < Micros::min() + now) return Micros::min();
+  return deadline - now;
+}
+
 }  // namespace strategy_impl
 
 REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind,
@@ -203,10 +219,10 @@ REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_
   check_cost(cost);
   if (max_wait.count() < 0) throw InvalidArgument("max_wait must not be negative");
   Clock& clock = *ctx_->clock;
-  const auto deadline = clock.now() + max_wait;
+  const Micros deadline = strategy_impl::deadline_after(clock.now(), max_wait);
   while (true) {
     Decision d = consume(subject, cost);
-    const auto left = deadline - clock.now();
+    const Micros left = strategy_impl::time_left(deadline, clock.now());
     if (d.allowed) {
       if (d.delay.count() == 0) return d;
       if (d.delay > left) {
