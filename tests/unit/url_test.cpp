@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
@@ -240,6 +242,33 @@ TEST(UrlTest, AnAtSignAfterTheQueryIsRefusedWithoutQuotingIt) {
       EXPECT_EQ(what.find("pa?ss"), std::string::npos) << what;
     }
   }
+}
+
+// The TLS code hands the tls_* values to OpenSSL as C strings: a percent-encoded NUL used to cut a
+// CA file or the name checked against the certificate short without a word (audit_api.md, finding
+// 6). Every decoded control byte is refused before any I/O, the parameter named, its value not.
+TEST(UrlTest, DecodedControlBytesInTlsParametersAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rediss://redis.internal?tls_ca_file=/etc/ssl/certs/ca.crt%00.bogus", "tls_ca_file"},
+      {"rediss://10.0.0.5?tls_server_name=redis.example.com%00.attacker.test", "tls_server_name"},
+      {"rediss://redis.internal?tls_server_name=a%0D%0Ab", "tls_server_name"},
+      {"rediss://h?tls_ca_dir=/etc/cas%09", "tls_ca_dir"},
+      {"rediss://h?tls_cert_file=/c.pem%7F&tls_key_file=/k.pem", "tls_cert_file"},
+      {"rediss://h?tls_cert_file=/c.pem&tls_key_file=%1F/k.pem", "tls_key_file"},
+  };
+  for (const auto& [url, name] : cases) {
+    SCOPED_TRACE(url);
+    try {
+      parse_url(url);
+      ADD_FAILURE() << "accepted";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(name + " must not hold control bytes"), std::string::npos) << what;
+    }
+  }
+  // Printable bytes, percent-encoded or not, are still taken.
+  EXPECT_EQ(parse_url("rediss://h?tls_ca_file=/etc/ca%20s.pem%7E").tls.ca_file, "/etc/ca s.pem~");
+  EXPECT_EQ(parse_url("rediss://h?tls_server_name=caf%C3%A9.internal").tls.server_name, "caf\xc3\xa9.internal");
 }
 
 TEST(UrlTest, ErrorsAreRedlimitErrors) {

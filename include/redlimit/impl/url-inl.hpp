@@ -1,6 +1,7 @@
 #pragma once
 // Bodies of redlimit/url.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
 // with REDLIMIT_HEADER_ONLY).
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -15,6 +16,11 @@ namespace url_impl {
 
 [[noreturn]] REDLIMIT_INLINE void bad(std::string_view url, const std::string& why) {
   throw InvalidArgument(detail::message("URL \"{}\": {}", redact_url(url), why));
+}
+
+// Bytes below 0x20 and DEL.
+REDLIMIT_INLINE bool has_control_byte(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 REDLIMIT_INLINE int hex_value(char c) {
@@ -84,6 +90,12 @@ REDLIMIT_INLINE bool parse_tls_parameter(std::string_view url, std::string_view 
   if (field != nullptr) {
     *field = decode(url, value);
     if (field->empty()) bad(url, detail::message("{} must not be empty", detail::printable(name)));
+    // The TLS code hands these to OpenSSL as C strings: a decoded %00 would cut a CA file or the
+    // name checked against the certificate short without a word ("ca.pem%00.bogus" loads "ca.pem"),
+    // and no control byte belongs in a path or a host name. The value is not quoted.
+    if (has_control_byte(*field)) {
+      bad(url, detail::message("{} must not hold control bytes (percent-encoded or not)", detail::printable(name)));
+    }
   } else if (name == "tls_insecure_skip_verify") {
     tls.insecure_skip_verify = parse_bool(url, name, value);
   } else {
@@ -349,9 +361,7 @@ REDLIMIT_INLINE std::string redact_url(std::string_view url) {
 REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   // hiredis takes the host and path as C strings: a NUL would silently cut them ("evil\0.example.com"
   // connects to "evil"), and no control byte belongs in either.
-  for (char c : url) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) url_impl::bad(url, "control bytes are not allowed in a URL");
-  }
+  if (url_impl::has_control_byte(url)) url_impl::bad(url, "control bytes are not allowed in a URL");
   // Schemes are case-insensitive (RFC 3986): REDIS://host is redis://host.
   if (has_scheme(url, "unix://")) return url_impl::parse_unix(url, url.substr(7));
   if (has_scheme(url, "redis://")) return url_impl::parse_tcp(url, url.substr(8), false);
@@ -366,9 +376,7 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
 }
 
 REDLIMIT_INLINE SentinelEndpoint parse_sentinel_url(std::string_view url) {
-  for (char c : url) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) url_impl::bad(url, "control bytes are not allowed in a URL");
-  }
+  if (url_impl::has_control_byte(url)) url_impl::bad(url, "control bytes are not allowed in a URL");
   constexpr std::string_view kScheme = "redis-sentinel://";
   if (!has_scheme(url, kScheme)) url_impl::bad(url, "scheme must be redis-sentinel://");
   return url_impl::parse_sentinel(url, url.substr(kScheme.size()));
