@@ -58,8 +58,10 @@ SentinelEndpoint parse_sentinel_url(std::string_view url);
 Endpoint parse_url(std::string_view url);
 
 // `url` as it may be printed (errors, logs, metrics): the password replaced by "***" (the whole
-// userinfo when it has no user, and the password= and sentinel_password= query parameters),
-// unprintable bytes as \xNN.
+// userinfo when it has no user, and the values of password=, sentinel_password= and of any query key
+// the parsers do not take, such as a misspelled pasword= or Password=), unprintable bytes as \xNN.
+// Since a password may hold a raw '&', such a value runs to the first '&' after which the rest of
+// the query is parameters the parsers take, or else to the end of the query.
 std::string redact_url(std::string_view url);
 
 // True when `url` starts with `scheme` ("redis://", lower case), in any case.
