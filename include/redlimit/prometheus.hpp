@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 #include "redlimit/errors.hpp"
 #include "redlimit/health.hpp"
@@ -130,15 +131,20 @@ class PrometheusSink : public MetricsSink {
     return "other";
   }
 
+  // Labels are kept as written (valid UTF-8): two resources that differ only in bytes that are not
+  // share one label, so they share its counters too (the same series twice would be a bad scrape).
   const std::string& resource_label(std::string_view resource) {
     static const std::string other = "_other";
-    auto it = resources_.find(resource);
+    auto it = resources_.find(resource);  // a valid resource is its own label
+    if (it != resources_.end()) return *it;
+    std::string label = valid_utf8(resource);
+    it = resources_.find(label);
     if (it != resources_.end()) return *it;
     if (resources_.size() >= max_resources_) {
       ++overflow_;
       return other;
     }
-    return *resources_.emplace(resource).first;
+    return *resources_.emplace(std::move(label)).first;
   }
 
   void observe(const char* op, double seconds) {
@@ -162,9 +168,10 @@ class PrometheusSink : public MetricsSink {
     out += '\n';
   }
 
-  // Label values escaped as the format asks: backslash, double quote and newline.
+  // Label values escaped as the format asks: backslash, double quote and newline; made valid UTF-8
+  // first (a multibyte sequence holds none of the three).
   static void escape(std::string& out, std::string_view v) {
-    for (char c : v) {
+    for (char c : valid_utf8(v)) {
       if (c == '\\' || c == '"') {
         out += '\\';
         out += c;
@@ -174,6 +181,54 @@ class PrometheusSink : public MetricsSink {
         out += c;
       }
     }
+  }
+
+  // `v` with each byte that begins no valid UTF-8 sequence written as U+FFFD, the replacement
+  // character. A label value is UTF-8, and Prometheus refuses a whole scrape (every series of the
+  // target, not just redlimit's) for one value that is not, while a resource may hold any bytes
+  // ("caf\xe9", Latin-1).
+  static std::string valid_utf8(std::string_view v) {
+    std::string out;
+    out.reserve(v.size());
+    while (!v.empty()) {
+      const std::size_t n = utf8_sequence(v);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+      } else {
+        out.append(v.substr(0, n));
+      }
+      v.remove_prefix(n == 0 ? 1 : n);
+    }
+    return out;
+  }
+
+  // The length (1 to 4) of the valid UTF-8 sequence `s` starts with, or 0 when its first byte begins
+  // none: a continuation byte, an overlong form, a surrogate, a code point past U+10FFFF, a sequence
+  // cut short. The second byte's bounds are those of RFC 3629's table.
+  static std::size_t utf8_sequence(std::string_view s) {
+    const auto byte = [s](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+    const unsigned char lead = byte(0);
+    if (lead < 0x80) return 1;
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      n = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      n = 3;
+      if (lead == 0xE0) lo = 0xA0;  // below: overlong
+      if (lead == 0xED) hi = 0x9F;  // above: surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      n = 4;
+      if (lead == 0xF0) lo = 0x90;  // below: overlong
+      if (lead == 0xF4) hi = 0x8F;  // above: past U+10FFFF
+    } else {
+      return 0;  // a continuation byte, C0 and C1 (overlong), F5 to FF
+    }
+    if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+    for (std::size_t i = 2; i < n; ++i) {
+      if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+    }
+    return n;
   }
 
   template <class Value>

@@ -5,9 +5,11 @@
 //
 // Checked: every line is a HELP, a TYPE or a sample; HELP and TYPE at most once per family, before
 // its samples; a family's samples contiguous; metric and label names' syntax; label values quoted
-// with only \\, \" and \n escapes; values parse as numbers; no duplicate series; for histograms,
+// with only \\, \" and \n escapes, and valid UTF-8 (Prometheus's parser refuses the whole scrape for
+// one value that is not: no overlong form, surrogate or code point past U+10FFFF); values parse as numbers; no duplicate series; for histograms,
 // increasing `le`, cumulative bucket counts, a +Inf bucket equal to _count, and a _sum.
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <regex>
@@ -154,12 +156,45 @@ class PrometheusText {
         }
       }
       if (i >= line.size()) throw std::runtime_error("unterminated label value");
+      if (!valid_utf8(value)) throw std::runtime_error("label value " + name + " is not valid UTF-8");
       if (!out.emplace(name, value).second) throw std::runtime_error("repeated label");
       ++i;
       if (i < line.size() && line[i] == ',') ++i;
     }
     if (i >= line.size()) throw std::runtime_error("unterminated labels");
     return i + 1;
+  }
+
+  // Decodes each code point, then checks it (unlike the sink's table of byte ranges, so that the two
+  // do not share a mistake): continuation bytes, the shortest form, no surrogate, at most U+10FFFF.
+  static bool valid_utf8(const std::string& s) {
+    for (std::size_t i = 0; i < s.size();) {
+      const auto lead = static_cast<unsigned char>(s[i]);
+      std::size_t n = 1;
+      std::uint32_t cp = lead;
+      if (lead >= 0xF0 && lead <= 0xF7) {
+        n = 4;
+        cp = lead & 0x07u;
+      } else if (lead >= 0xE0) {
+        n = lead <= 0xEF ? 3 : 0;
+        cp = lead & 0x0Fu;
+      } else if (lead >= 0xC0) {
+        n = 2;
+        cp = lead & 0x1Fu;
+      } else if (lead >= 0x80) {
+        n = 0;  // a continuation byte first
+      }
+      if (n == 0 || i + n > s.size()) return false;
+      for (std::size_t k = 1; k < n; ++k) {
+        const auto c = static_cast<unsigned char>(s[i + k]);
+        if ((c & 0xC0u) != 0x80u) return false;
+        cp = (cp << 6) | (c & 0x3Fu);
+      }
+      static constexpr std::uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+      if (cp < kLeast[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+      i += n;
+    }
+    return true;
   }
 
   static double number(const std::string& text) {

@@ -76,6 +76,41 @@ TEST_F(PrometheusTest, CountsAResetOrUnblockThatWentThroughAsNoError) {
   EXPECT_EQ(parsed.sum("redlimit_call_duration_seconds_count", {{"operation", "unblock"}}), 1);
 }
 
+// A resource is any bytes, a label value UTF-8 (audit_api.md, finding 1): "caf\xe9" (Latin-1) used to
+// be written as it is, and Prometheus refuses the whole scrape for it. Each byte that begins no valid
+// sequence is U+FFFD now; valid sequences, multibyte ones included, are kept; two resources that
+// differ only in such bytes share one series. The strict parser checks that every value is UTF-8.
+TEST_F(PrometheusTest, ResourcesThatAreNotUtf8GetReplacementCharacters) {
+  const RateLimiter limiter = observed(OnFailure::raise, 0);
+  EXPECT_CALL(*mock, command(_)).WillRepeatedly(Return(decision_reply(1, 4, 0, 1'000'000)));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"caf\xe9", "caf\uFFFD"},                       // Latin-1
+      {"caf\xea", "caf\uFFFD"},                       // the same label: one series
+      {"euro\xe2\x82", "euro\uFFFD\uFFFD"},           // a multibyte sequence cut short
+      {"over\xc0\xaflong", "over\uFFFD\uFFFDlong"},   // an overlong '/'
+      {"sur\xed\xa0\x80", "sur\uFFFD\uFFFD\uFFFD"},    // a surrogate
+      {"big\xf4\x90\x80\x80", "big\uFFFD\uFFFD\uFFFD\uFFFD"},  // past U+10FFFF
+      {"caf\u00e9 \u20ac \U0001F600", "caf\u00e9 \u20ac \U0001F600"},  // valid: as written
+  };
+  for (const auto& [resource, label] : cases) limiter.fixed_window(resource, Limit::per_second(5)).consume("u");
+  const std::string text = prom->render();
+  const PrometheusText parsed(text);  // throws on a value that is not UTF-8
+  for (const auto& [resource, label] : cases) {
+    SCOPED_TRACE(label);
+    EXPECT_EQ(parsed.sum("redlimit_decisions_total", {{"resource", label}}), label == "caf\uFFFD" ? 2 : 1);
+  }
+  EXPECT_EQ(text.find("caf\xe9"), std::string::npos);
+}
+
+// The strict parser itself refuses a label value that is not UTF-8, as Prometheus does.
+TEST(PrometheusTextTest, RefusesLabelValuesThatAreNotUtf8) {
+  const std::string head = "# TYPE m counter\nm{l=\"";
+  for (const std::string bad : {"caf\xe9", "\xe2\x82", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80"}) {
+    EXPECT_THROW(PrometheusText(head + bad + "\"} 1\n"), std::runtime_error);
+  }
+  EXPECT_NO_THROW(PrometheusText(head + "caf\u00e9 \U0001F600\"} 1\n"));
+}
+
 TEST_F(PrometheusTest, BreakerStateAndFailurePolicySource) {
   const RateLimiter limiter = observed(OnFailure::fail_open, 1);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
