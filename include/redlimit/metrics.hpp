@@ -33,7 +33,8 @@ struct MetricsEvent {
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
-  // Called once per consume/peek/refund/block/reset/unblock, on the calling thread, after the decision.
+  // Called once per consume/peek/refund/block/reset/unblock, on the calling thread, after the decision;
+  // also for a call refused for bad input (its exception an InvalidArgument, thrown before any I/O).
   // Must not throw and should be quick: it sits on every request's path.
   virtual void on_event(const MetricsEvent& event) noexcept = 0;
   // Something an operator should know, said once: for instance that the server evicts keys under

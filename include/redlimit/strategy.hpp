@@ -118,12 +118,17 @@ class Strategy {
   // already has it: one clock reading for a whole batch), then the head: mode, cost, params.
   detail::ScriptCall prepare(const detail::Script& script, std::string_view subject, std::int64_t cost,
                              const char* mode, const std::string& params, const std::string* now = nullptr) const;
-  // One request through the decision path (detail/decision_path.hpp), synchronously.
-  Decision run(Operation op, const detail::Script& script, std::string_view subject, std::int64_t cost,
-               const std::string& params) const;
-  // The same for a request whose script call is prepared already, sent as a call of its own.
+  // One request of `op` on this strategy's script, its cost and subject checked (checked()).
+  detail::ScriptCall request(Operation op, std::string_view subject, std::int64_t cost) const;
+  // One request whose script call is prepared already through the decision path
+  // (detail/decision_path.hpp), synchronously, as a call of its own.
   Decision run(Operation op, const detail::Script& script, detail::ScriptCall call, std::int64_t cost) const;
   void check_cost(std::int64_t cost) const;
+  // Runs `checks` (a call's argument checks, before any I/O) and returns what it returns; an
+  // InvalidArgument it throws goes to the metrics sink as a call of `op` that threw, then on.
+  template <class Checks>
+  decltype(auto) checked(Operation op, Checks&& checks) const;
+  void refused(Operation op, const std::exception& error) const;
   // The limiter's AsyncConnection (throws when none is attached).
   std::shared_ptr<AsyncConnection> async_connection() const;
   // reset() and unblock(): `send` run on the fallback (if any) and then on Redis, after the reject

@@ -55,6 +55,26 @@ TEST_F(PrometheusTest, CountsDecisionsErrorsAndLatency) {
   EXPECT_EQ(text.find("secret-subject"), std::string::npos) << "labels never carry a subject";
 }
 
+// Bad input throws before any I/O, and still shows: redlimit_errors_total{kind="invalid_argument"},
+// one per refused call, by operation (before, no sample at all: every check threw before the sink
+// heard of the call). counters().errors stays what failed against Redis.
+TEST_F(PrometheusTest, CountsCallsRefusedForBadInputAsInvalidArgument) {
+  const RateLimiter limiter = observed(OnFailure::raise, 0);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(10));
+  EXPECT_CALL(*mock, command(_)).Times(0);
+  EXPECT_THROW(fw.consume("u", 0), InvalidArgument);
+  EXPECT_THROW(fw.consume(std::string(2000, 'x')), InvalidArgument);
+  EXPECT_THROW(fw.consume_many({{"a", 1}, {"b", 11}}), InvalidArgument);
+  EXPECT_THROW(fw.peek("", 1), InvalidArgument);
+  EXPECT_THROW(fw.block("u", Micros(0)), InvalidArgument);
+  EXPECT_THROW(fw.reset(""), InvalidArgument);
+  const PrometheusText parsed(prom->render(limiter.health()));
+  EXPECT_EQ(parsed.sum("redlimit_errors_total", {{"kind", "invalid_argument"}}), 6);
+  EXPECT_EQ(parsed.sum("redlimit_errors_total", {{"kind", "invalid_argument"}, {"operation", "consume"}}), 3);
+  EXPECT_EQ(parsed.sum("redlimit_errors_total", {{"kind", "invalid_argument"}, {"operation", "reset"}}), 1);
+  EXPECT_EQ(limiter.counters().errors, 0u);
+}
+
 // A reset or unblock decides nothing: its event has no decision, and counts as an error only when
 // it threw (before, every successful one was an error of kind "unknown").
 TEST_F(PrometheusTest, CountsAResetOrUnblockThatWentThroughAsNoError) {

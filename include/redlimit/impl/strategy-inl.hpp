@@ -120,9 +120,36 @@ REDLIMIT_INLINE detail::ScriptCall Strategy::prepare(const detail::Script& scrip
   return call;
 }
 
-REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, std::string_view subject,
-                                       std::int64_t cost, const std::string& params) const {
-  return run(op, script, prepare(script, subject, cost, strategy_impl::mode_of(op), params), cost);
+// Bad input is the caller's, and costs no I/O; but a service answers it (a 400), and its operator
+// should see how often: redlimit_errors_total{kind="invalid_argument"}, not counters().errors (an
+// outage's). Before, every check threw before the metrics sink heard of the call.
+template <class Checks>
+decltype(auto) Strategy::checked(Operation op, Checks&& checks) const {
+  try {
+    return checks();
+  } catch (const InvalidArgument& e) {
+    refused(op, e);
+    throw;
+  }
+}
+
+REDLIMIT_INLINE void Strategy::refused(Operation op, const std::exception& error) const {
+  if (!ctx_->options.metrics) return;
+  MetricsEvent e;
+  e.resource = spec_->resource;
+  e.strategy = spec_->kind;
+  e.operation = op;
+  e.exception = &error;
+  e.error = error.what();
+  ctx_->options.metrics->on_event(e);
+}
+
+REDLIMIT_INLINE detail::ScriptCall Strategy::request(Operation op, std::string_view subject,
+                                                     std::int64_t cost) const {
+  return checked(op, [&] {
+    check_cost(cost);
+    return prepare(*spec_->script, subject, cost, strategy_impl::mode_of(op), spec_->params);  // checks the subject
+  });
 }
 
 REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, detail::ScriptCall call,
@@ -145,14 +172,17 @@ REDLIMIT_INLINE std::shared_ptr<detail::DecisionPath> Strategy::batch_path(const
 }
 
 REDLIMIT_INLINE std::vector<Decision> Strategy::consume_many(const std::vector<Request>& requests) const {
-  auto path = batch_path(requests, /*keep_alive=*/false);
+  auto path = checked(Operation::consume, [&] { return batch_path(requests, /*keep_alive=*/false); });
   if (requests.empty()) return {};
   return detail::decide(*path);
 }
 
 REDLIMIT_INLINE void Strategy::consume_many_async(const std::vector<Request>& requests, BatchCallback done) const {
-  auto path = batch_path(requests, /*keep_alive=*/true);
-  if (!done) throw InvalidArgument("consume_many_async needs a callback");
+  auto path = checked(Operation::consume, [&] {
+    auto checked_path = batch_path(requests, /*keep_alive=*/true);
+    if (!done) throw InvalidArgument("consume_many_async needs a callback");
+    return checked_path;
+  });
   auto conn = async_connection();
   if (requests.empty()) {  // nothing to ask: answered on the loop's thread all the same
     conn->post([done = std::move(done)] { done({}, nullptr); });
@@ -186,8 +216,7 @@ REDLIMIT_INLINE std::shared_ptr<AsyncConnection> Strategy::async_connection() co
 }
 
 REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_t cost) const {
-  check_cost(cost);
-  detail::ScriptCall call = prepare(*spec_->script, subject, cost, "1", spec_->params);  // checks the subject
+  detail::ScriptCall call = request(Operation::consume, subject, cost);
   // Shares a script call with the consume() calls of other threads in flight (detail/sync_lane.hpp).
   if (spec_->sync_lane && spec_->sync_lane->takes(*ctx_, call, cost)) {
     return spec_->sync_lane->consume(ctx_, spec_, call, cost);
@@ -196,28 +225,31 @@ REDLIMIT_INLINE Decision Strategy::consume(std::string_view subject, std::int64_
 }
 
 REDLIMIT_INLINE Decision Strategy::peek(std::string_view subject, std::int64_t cost) const {
-  check_cost(cost);
-  return run(Operation::peek, *spec_->script, subject, cost, spec_->params);
+  return run(Operation::peek, *spec_->script, request(Operation::peek, subject, cost), cost);
 }
 
 REDLIMIT_INLINE Decision Strategy::refund(std::string_view subject, std::int64_t cost) const {
-  check_cost(cost);
-  return run(Operation::refund, *spec_->script, subject, cost, spec_->params);
+  return run(Operation::refund, *spec_->script, request(Operation::refund, subject, cost), cost);
 }
 
 REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::microseconds duration) const {
-  if (duration.count() <= 0 || duration > std::chrono::hours(24 * 365 * 10)) {
-    throw InvalidArgument(detail::message("block duration must be in (0, 10 years], got {}us", duration.count()));
-  }
-  Decision d = run(Operation::block, detail::scripts::block(), block_call(subject, std::to_string(duration.count())), 1);
+  detail::ScriptCall call = checked(Operation::block, [&] {
+    if (duration.count() <= 0 || duration > std::chrono::hours(24 * 365 * 10)) {
+      throw InvalidArgument(detail::message("block duration must be in (0, 10 years], got {}us", duration.count()));
+    }
+    return block_call(subject, std::to_string(duration.count()));
+  });
+  Decision d = run(Operation::block, detail::scripts::block(), std::move(call), 1);
   d.limit = spec_->least_limit;
   return d;
 }
 
 REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_t cost,
                                            std::chrono::microseconds max_wait) const {
-  check_cost(cost);
-  if (max_wait.count() < 0) throw InvalidArgument("max_wait must not be negative");
+  checked(Operation::consume, [&] {
+    check_cost(cost);
+    if (max_wait.count() < 0) throw InvalidArgument("max_wait must not be negative");
+  });
   Clock& clock = *ctx_->clock;
   const Micros deadline = strategy_impl::deadline_after(clock.now(), max_wait);
   while (true) {
@@ -241,9 +273,8 @@ REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_
 }
 
 REDLIMIT_INLINE void Strategy::consume_async(std::string_view subject, std::int64_t cost, Callback done) const {
-  check_cost(cost);
-  detail::ScriptCall call = prepare(*spec_->script, subject, cost, "1", spec_->params);  // checks the subject
-  if (!done) throw InvalidArgument("consume_async needs a callback");
+  detail::ScriptCall call = request(Operation::consume, subject, cost);
+  if (!done) checked(Operation::consume, [] { throw InvalidArgument("consume_async needs a callback"); });
   auto conn = async_connection();
   // Merged with the others of this loop turn (detail/async_lane.hpp), or else sent alone.
   if (spec_->async_lane && spec_->async_lane->add(ctx_, spec_, conn, call, cost, done)) return;
@@ -267,7 +298,9 @@ REDLIMIT_INLINE std::future<Decision> Strategy::consume_future(std::string_view 
 }
 
 REDLIMIT_INLINE void Strategy::reset(std::string_view subject) const {
-  const std::vector<std::string> argv{"DEL", key_for(subject), block_key_for(subject)};
+  const std::vector<std::string> argv = checked(Operation::reset, [&] {
+    return std::vector<std::string>{"DEL", key_for(subject), block_key_for(subject)};
+  });
   maintain(Operation::reset, argv[1], [&](Connection& conn) {
     const Reply r = conn.command(argv);
     if (r.is_error()) throw ReplyError(detail::message("DEL failed: {}", detail::printable(r.str)));
@@ -282,7 +315,7 @@ REDLIMIT_INLINE detail::ScriptCall Strategy::block_call(std::string_view subject
 REDLIMIT_INLINE bool Strategy::unblock(std::string_view subject) const {
   // A duration of "0" lifts the block: the marker deleted, a string state's block cut off it (its
   // bytes and TTL kept), a hash's block field deleted. Reply {1 when a block was in force, else 0, 0, 0, 0, 0}.
-  const detail::ScriptCall call = block_call(subject, "0");
+  const detail::ScriptCall call = checked(Operation::unblock, [&] { return block_call(subject, "0"); });
   bool was_blocked = false;
   maintain(Operation::unblock, call.keys[0], [&](Connection& conn) {
     const Reply r = detail::run_script(conn, detail::scripts::block(), call.keys, call.args);
