@@ -143,10 +143,17 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
       error = std::current_exception();
     }
   }
-  connected_check(slot);
-  slot.last_used = std::chrono::steady_clock::now();
   lock.lock();
   settle(batch, replies, error);
+  if (on_connect_ && slot.connection->connects() != slot.connects_seen) {
+    // The connect hook (a new server connection's check: INFO) runs after the riders have their
+    // replies: its round trip is bounded by this driver's deadline, which may be later than theirs.
+    ridden_.notify_all();
+    lock.unlock();
+    connected_check(slot);
+    lock.lock();
+  }
+  slot.last_used = std::chrono::steady_clock::now();
   idle_.push_back(std::move(slot));
   ridden_.notify_all();
   available_.notify_one();
