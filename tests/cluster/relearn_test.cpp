@@ -30,6 +30,7 @@
 #include "integration/async_fixture.hpp"
 #include "redlimit/detail/keys.hpp"
 #include "redlimit/transport/async_cluster.hpp"
+#include "support/hung_node.hpp"
 
 namespace redlimit_cluster {
 namespace {
@@ -172,32 +173,7 @@ TEST_F(ClusterRelearn, AReReadAsksTheOtherMastersInTurn) {
   EXPECT_TRUE(wait_in_sync(a.port)) << "the old master did not sync as a replica";
 }
 
-// A listening socket on a free loopback port that never accepts: a connection to it opens (the
-// kernel completes the handshake) and then nothing answers, as from a hung node.
-class HungNode {
- public:
-  HungNode() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      throw std::runtime_error("cannot listen on a loopback port");
-    }
-    port_ = ntohs(a.sin_port);
-  }
-  ~HungNode() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  HungNode(const HungNode&) = delete;
-  HungNode& operator=(const HungNode&) = delete;
-  int port() const { return port_; }
-
- private:
-  int fd_;
-  int port_ = 0;
-};
+using redlimit_test::HungNode;  // support/hung_node.hpp
 
 // A limiter whose slot map is empty (it started while its one seed did not answer: here a seed
 // that accepts connections and never answers, as a hung node) hands that map to the AsyncCluster

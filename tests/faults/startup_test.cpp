@@ -5,17 +5,13 @@
 // never answer hold a cluster's start-up for one deadline, not one each.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "faults/restartable_server.hpp"
 #include "redlimit/redlimit.hpp"
+#include "support/hung_node.hpp"
 #include "support/running_clock.hpp"
 
 namespace {
@@ -95,38 +91,10 @@ TEST(Startup, RefusedCredentialsThrowAuthErrorWhateverThePolicyAndNeverShowThePa
   }
 }
 
-// A listening socket on a free loopback port that never accepts: a connect completes (the kernel's
-// backlog) and nothing is ever answered, as a hung server does. Closed with the object.
-class DeafListener {
- public:
-  DeafListener() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ADD_FAILURE() << "cannot listen on loopback";
-      return;
-    }
-    port_ = ntohs(a.sin_port);
-  }
-  ~DeafListener() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  DeafListener(const DeafListener&) = delete;
-  DeafListener& operator=(const DeafListener&) = delete;
-  int port() const { return port_; }
-
- private:
-  int fd_;
-  int port_ = 0;
-};
-
 // The slot map read at start-up is one call: three seeds that never answer cost one command_timeout
 // between them, not one each (961 ms for 300 ms before the fix); so does a Sentinel's first query.
 TEST(Startup, SeedsThatNeverAnswerCostOneDeadlineBetweenThem) {
-  DeafListener a, b, c;
+  redlimit_test::HungNode a, b, c;  // seeds that accept and never answer
   const std::string seeds = "127.0.0.1:" + std::to_string(a.port()) + ",127.0.0.1:" + std::to_string(b.port()) +
                             ",127.0.0.1:" + std::to_string(c.port());
   const auto start = std::chrono::steady_clock::now();
