@@ -90,7 +90,6 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
   std::size_t commands = 0;
   auto earliest = hiredis_detail::no_deadline();
   const auto now = hiredis_detail::DeadlineClock::now();
-  bool expired = false;
   while (!riders_.empty() && (batch.empty() || commands + riders_.front()->size() <= kMostCommands)) {
     Rider* r = riders_.front();
     riders_.pop_front();
@@ -103,15 +102,14 @@ void ConnectionPool::drive(std::unique_lock<std::mutex>& lock) {
           TimeoutError(fmt::format("the call's deadline passed while it waited for a round trip to {}",
                                    hiredis_detail::describe(endpoint_))));
       r->done = true;
-      expired = true;
       continue;
     }
     batch.push_back(r);
     commands += r->size();
     earliest = std::min(earliest, r->deadline);
   }
-  if (batch.empty()) {  // every rider taken had expired: nothing to send
-    if (expired) ridden_.notify_all();
+  if (batch.empty()) {  // every rider taken (at least the driver) had expired: nothing to send
+    ridden_.notify_all();
     return;
   }
   std::vector<Reply> replies;
