@@ -368,10 +368,49 @@ local STALE_NAMED = 4
 local stale_names = {} -- the stale buckets a common path deletes, kept from call to call
 
 -- A sliding window's (a policy of one limit): its figures in locals, and no loop over limits.
+-- Its two commonest hashes, a subject's current bucket alone or with the one before it (`prev`,
+-- set per call below: the weighted one when n = 1), are read by name, without the loop: that loop
+-- and its bookkeeping were a tenth of a batched decision's instructions (callgrind on 7.0). They
+-- decide what the loop would: nothing stale, the newest bucket b (so the TTL holds), and the same
+-- counts, or general() for a rejection.
 local function decide_window(key, cost)
   local h = redis.pcall('HGETALL', key)
-  if h.err then return general(key, cost, h) end
   local l = limits[1]
+  local len, c, o = #h, nil, nil -- (an error table's # is 0: epilogue.lua, foreign keys)
+  if len == 2 then
+    if h[1] == l.field then c = h[2] end
+  elseif len == 4 then
+    if h[1] == l.field then
+      if h[3] == l.prev then c, o = h[2], h[4] end
+    elseif h[3] == l.field and h[1] == l.prev then
+      c, o = h[4], h[2]
+    end
+  end
+  c = c and (count_of[c] or parse_count(c))
+  if c then
+    local used = c
+    if o then
+      o = count_of[o] or parse_count(o)
+      if not o then
+        used = nil
+      elseif l.n == 1 then
+        if o > 0 then used = used + weighted(l, o) end
+      else
+        used = used + o
+      end
+    end
+    if used and used + cost <= l.limit then
+      if record then
+        local n = c + cost
+        redis.call('HSET', key, l.field, text_of[n] or count_text(n))
+        used = used + cost
+      end
+      local rem = l.limit - used
+      if rem < 0 then rem = 0 end
+      return 1, rem, 0, (l.b + l.n + 1) * l.P - now, 0, 1 -- reset_after: bucket b's end (below, last = b)
+    end
+  end
+  if h.err then return general(key, cost, h) end
   local tag, low, oldest, b, high = l.tag, l.low, l.oldest, l.b, l.high
   local full, old, cur, newest, ns = 0, 0, 0, nil, 0
   for i = 1, #h, 2 do
@@ -541,7 +580,7 @@ if params ~= params_arg then
   limits, by_tag, width, most_cost = built[1], built[2], built[3], built[4]
   params_arg = params
 end
-for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name
+for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name, `prev` the one before
   local l = limits[i]
   local P = l.P
   local r = now % P -- now mod P inline (helpers.lua, TWO52; fixed_window.lua)
@@ -551,6 +590,7 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   if b ~= l.b then
     local oldest = b - l.n
     l.b, l.oldest, l.low, l.high, l.field = b, oldest, oldest - STALE_NAMED, b + 1, l.tag .. ':' .. fmt(b)
+    l.prev = l.tag .. ':' .. fmt(b - 1)
   end
 end
 decide = not refund and (#limits == 1 and decide_window or decide_policy) or general
