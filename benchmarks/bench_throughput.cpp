@@ -209,8 +209,8 @@ std::vector<Mode> all_modes() {
       {"async64_unshared", 1, 0, 64, 0, false},
       // 8 threads on the default pool of 4, as a service calls it: sharing round trips, then not.
       {"threads8", 8, 0, 0, 4, true}, {"threads8_unshared", 8, 0, 0, 4, false},
-      // The same with at most 2 shared script calls out (Options::shared_call_flights), not 4.
-      {"threads8_flights2", 8, 0, 0, 4, true, true, 2},
+      // The same with at most 2 shared script calls out (Options::shared_call_flights), not 4, then 1.
+      {"threads8_flights2", 8, 0, 0, 4, true, true, 2}, {"threads8_flights1", 8, 0, 0, 4, true, true, 1},
       // consume_many 128 on a cluster, a script call per hash slot (Options::batch_per_master off);
       // the same as batch128 on one server.
       {"batch128_per_slot", 1, 128, 0, 0, true, false},

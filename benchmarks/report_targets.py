@@ -280,6 +280,9 @@ ISSUE13 = [
                 "pipelined figure (`consume_many` 128)", ALL,
            mode_side("throughput", "threads8", "server_cpu_us_per_decision"),
            mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
+    Target("7", "the same, with one shared script call out at a time (`Options::shared_call_flights = 1`)", ALL,
+           mode_side("throughput", "threads8_flights1", "server_cpu_us_per_decision"),
+           mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
 ]
 
 

@@ -61,7 +61,8 @@ def capacity_section(res):
 # calls and round trips (Options::share_script_calls and PoolOptions::coalesce, as connect() makes
 # it), and the default 4 with both off (a connection leased per call, a script call each).
 POOL_MODES = (("pool8", "pool of 8"), ("threads8", "pool of 4, shared (default)"),
-              ("threads8_flights2", "pool of 4, shared, 2 calls out"), ("threads8_unshared", "pool of 4, unshared"))
+              ("threads8_flights2", "pool of 4, shared, 2 calls out"), ("threads8_flights1", "pool of 4, shared, 1 call out"),
+              ("threads8_unshared", "pool of 4, unshared"))
 
 
 def pool_section(res):
