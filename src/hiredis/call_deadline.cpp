@@ -32,6 +32,12 @@ DeadlineClock::time_point step_deadline(std::chrono::milliseconds timeout) {
   return open_call.depth > 0 ? open_call.deadline : after(timeout);
 }
 
+std::chrono::nanoseconds left_in_call(std::chrono::milliseconds timeout) {
+  const auto deadline = step_deadline(timeout);
+  if (deadline == no_deadline()) return std::chrono::nanoseconds::max();
+  return deadline - DeadlineClock::now();
+}
+
 bool in_call() { return open_call.depth > 0; }
 
 NarrowedCall::NarrowedCall(DeadlineClock::time_point until) : previous_(open_call.deadline) {

@@ -27,6 +27,10 @@ void end_call() noexcept;
 // no_deadline() when there is none.
 DeadlineClock::time_point step_deadline(std::chrono::milliseconds timeout);
 
+// The time the call (or a step started now outside any call) has left: step_deadline() less now;
+// nanoseconds::max() when there is no deadline.
+std::chrono::nanoseconds left_in_call(std::chrono::milliseconds timeout);
+
 // True inside a call (begin_call without its end_call yet) on this thread.
 bool in_call();
 

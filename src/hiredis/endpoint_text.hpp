@@ -2,8 +2,8 @@
 // How the transports name a server: "host:port", or the unix socket's path. One spelling for the
 // messages of the sync connection (redis_connection.cpp) and the async one (async_*.cpp), so that a
 // log or a test matches the same text whichever transport failed, and for the names a cluster's
-// nodes and a sentinel's answers go by (cluster_connection.cpp, async_cluster.cpp: the masters'
-// maps; sentinel_discovery.cpp), all of them TCP endpoints.
+// nodes and a sentinel's answers go by (cluster_connection.cpp, cluster_slot_map.cpp,
+// async_cluster.cpp: the masters' maps; sentinel_discovery.cpp), all of them TCP endpoints.
 #include <fmt/format.h>
 
 #include <string>

@@ -24,13 +24,6 @@ bool not_served(const Reply& r) {
   return r.is_error() && (starts_with(r.str, "READONLY") || starts_with(r.str, "LOADING"));
 }
 
-// The time the call has left; max() without a deadline.
-std::chrono::nanoseconds left_in_call(std::chrono::milliseconds command_timeout) {
-  const auto deadline = hiredis_detail::step_deadline(command_timeout);
-  if (deadline == hiredis_detail::no_deadline()) return std::chrono::nanoseconds::max();
-  return deadline - hiredis_detail::DeadlineClock::now();
-}
-
 }  // namespace
 
 SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options& options)
@@ -92,7 +85,7 @@ void SentinelConnection::forget(const std::shared_ptr<ConnectionPool>& pool) noe
 }
 
 // try_lock polled until the call's deadline, not try_lock_until: ThreadSanitizer (GCC 12) does not
-// see a lock taken by pthread_mutex_clocklock (as in cluster_connection.cpp).
+// see a lock taken by pthread_mutex_clocklock (as in cluster_slot_map.cpp).
 void SentinelConnection::lock_for_discovery(std::unique_lock<std::mutex>& lock) const {
   const auto deadline = hiredis_detail::step_deadline(command_timeout_);
   if (deadline == hiredis_detail::no_deadline()) {
@@ -122,7 +115,7 @@ std::shared_ptr<ConnectionPool> SentinelConnection::rediscover() {
     } catch (const AuthError&) {
       throw;  // configuration: another pass cannot help
     } catch (const ConnectionError&) {
-      if (round >= max_rounds() || left_in_call(command_timeout_) <= kPause) throw;
+      if (round >= max_rounds() || hiredis_detail::left_in_call(command_timeout_) <= kPause) throw;
       std::this_thread::sleep_for(kPause);
     }
   }
@@ -158,7 +151,8 @@ Reply SentinelConnection::command(const std::vector<std::string>& argv) {
   CallScope call(*this);  // a command outside any call is a call of its own
   Reply reply = send(current(), argv);
   // Refused before it ran: once more, to the master found again, if the call has time.
-  if (!not_served(reply) || left_in_call(command_timeout_) <= std::chrono::nanoseconds::zero()) return reply;
+  if (!not_served(reply) || hiredis_detail::left_in_call(command_timeout_) <= std::chrono::nanoseconds::zero())
+    return reply;
   std::shared_ptr<ConnectionPool> again;
   try {
     again = current();
@@ -187,7 +181,7 @@ std::vector<Reply> SentinelConnection::pipeline(const std::vector<std::vector<st
   }
   if (again.empty()) return replies;
   forget(pool);
-  if (left_in_call(command_timeout_) <= std::chrono::nanoseconds::zero()) return replies;
+  if (hiredis_detail::left_in_call(command_timeout_) <= std::chrono::nanoseconds::zero()) return replies;
   try {
     pool = current();
   } catch (const ConnectionError&) {

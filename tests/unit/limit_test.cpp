@@ -284,6 +284,28 @@ TEST(ParseLimitsTest, ErrorNamesTheOffendingPartAndItsPosition) {
       << "the position of the bad part (0- or 1-based) should be named";
 }
 
+TEST(ParseLimitsTest, ALimitsOwnChecksNameThePartAndItsPosition) {
+  // A count out of range and a precision that does not divide its window fail in Limit's own
+  // checks; in a list of limits the message still says which one, and where it starts.
+  const std::string zero = invalid_argument_message([] { redlimit::parse_limits("10/s; 0/min; 5/h"); });
+  EXPECT_THAT(zero, HasSubstr("rate \"10/s; 0/min; 5/h\": limit count must be in [1,"));
+  EXPECT_THAT(zero, HasSubstr("at position 6 (\"0/min\")"));
+  const std::string precision = invalid_argument_message([] { redlimit::parse_limits("10/s; 100/1m@7s"); });
+  EXPECT_THAT(precision, HasSubstr("divide the window"));
+  EXPECT_THAT(precision, HasSubstr("at position 13 (\"7s\")"));
+  EXPECT_THROW(redlimit::Limit::parse("5/2m@0s"), InvalidArgument);
+}
+
+TEST(LimitParseTest, CaseIsFoldedInPerAndTheUnitsButAnUpperCaseMIsRefused) {
+  EXPECT_EQ(redlimit::Limit::parse("10 PER SECOND"), redlimit::Limit::per_second(10));
+  EXPECT_EQ(redlimit::Limit::parse("10 Per 2 Minutes"), redlimit::Limit(10, std::chrono::minutes(2)));
+  EXPECT_EQ(redlimit::Limit::parse("10/Ms"), redlimit::Limit(10, std::chrono::milliseconds(1)));
+  EXPECT_THROW(redlimit::Limit::parse("10 perk second"), InvalidArgument);
+  const std::string msg = invalid_argument_message([] { redlimit::Limit::parse("1000/M"); });
+  EXPECT_THAT(msg, HasSubstr("ambiguous"));
+  EXPECT_EQ(redlimit::Limit::parse("1000/m"), redlimit::Limit::per_minute(1000));
+}
+
 TEST(ParseLimitsTest, BadPartInTheMiddleThrows) {
   EXPECT_THROW(redlimit::parse_limits("10/s; bogus; 20/m"), InvalidArgument);
   EXPECT_THROW(redlimit::parse_limits("10/s;;20/m"), InvalidArgument);

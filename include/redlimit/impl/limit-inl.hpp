@@ -68,6 +68,7 @@ class Parser {
 
   Limit parse() {
     skip_space();
+    const std::size_t count_at = pos_;
     const std::int64_t count = number("a count");
     skip_space();
     if (peek() == '/') {
@@ -79,13 +80,14 @@ class Parser {
     }
     skip_space();
     const microseconds window = duration("window");
-    Limit limit(count, window);
+    Limit limit = located(count_at, [&] { return Limit(count, window); });
     skip_space();
     if (peek() == '@') {
       ++pos_;
       skip_space();
+      const std::size_t precision_at = pos_;
       const microseconds precision = duration("precision");
-      limit = limit.precision(precision);
+      limit = located(precision_at, [&] { return limit.precision(precision); });
       skip_space();
     }
     if (pos_ != text_.size()) fail("unexpected text");
@@ -97,14 +99,34 @@ class Parser {
   void skip_space() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
+  // `w` (lower case) at the cursor, in any case, as a word of its own: "per", as the units are.
   bool word_is(std::string_view w) const {
-    if (text_.substr(pos_, w.size()) != w) return false;
+    if (pos_ > text_.size() || text_.size() - pos_ < w.size()) return false;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(text_[pos_ + i])) != w[i]) return false;
+    }
     const std::size_t end = pos_ + w.size();
     return end == text_.size() || !std::isalpha(static_cast<unsigned char>(text_[end]));
   }
   [[noreturn]] void fail(const std::string& why) const {
     throw InvalidArgument(detail::message("rate \"{}\": {} at position {} (\"{}\")", detail::printable(whole_), why,
-                                          offset_ + pos_, detail::printable(text_.substr(std::min(pos_, text_.size())))));
+                                          offset_ + pos_,
+                                          detail::printable(text_.substr(std::min(pos_, text_.size())))));
+  }
+
+  // A Limit's own checks (the count's range, a precision that divides the window), reported as the
+  // parser's errors are: in a list of limits, the one at fault and where it starts.
+  template <class Make>
+  Limit located(std::size_t at, Make make) {
+    try {
+      return make();
+    } catch (const InvalidArgument& e) {
+      std::string why = e.what();
+      const std::string_view prefix = "redlimit: invalid argument: ";  // (errors.hpp): fail() adds it again
+      if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
+      pos_ = at;
+      fail(why);
+    }
   }
 
   std::int64_t number(const char* what) {
@@ -133,6 +155,10 @@ class Parser {
     const std::size_t start = pos_;
     while (pos_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) ++pos_;
     std::string unit(text_.substr(start, pos_ - start));
+    if (unit == "M") {  // case is folded, but an upper-case M is as often a month as a minute
+      pos_ = start;
+      fail("\"M\" is ambiguous: write m or min for minutes (there is no month: 30d)");
+    }
     for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (unit.empty()) {
       pos_ = start;

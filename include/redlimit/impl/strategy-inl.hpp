@@ -102,8 +102,8 @@ REDLIMIT_INLINE std::string Strategy::block_key_for(std::string_view subject) co
 REDLIMIT_INLINE void Strategy::check_cost(std::int64_t cost) const {
   const std::int64_t most = spec_->least_limit;
   if (cost < 1 || cost > most) {
-    throw InvalidArgument(
-        detail::message("cost must be in [1, {}] for resource \"{}\", got {}", most, spec_->resource, cost));
+    throw InvalidArgument(detail::message("cost must be in [1, {}] for resource \"{}\", got {}", most,
+                                          detail::printable(spec_->resource), cost));
   }
 }
 
