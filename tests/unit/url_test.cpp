@@ -120,6 +120,30 @@ TEST(UrlTest, Ipv6WithCredentials) {
   EXPECT_EQ(e.db, 2);
 }
 
+TEST(UrlTest, AHostNoResolverReadsIsRefusedBeforeAnyIo) {
+  // These failed only at connect, as a ConnectionError (or, under fail_open, not at all).
+  for (const char* url : {"redis://host#frag", "redis://ho st:6379", "redis://ho%20st", "rediss://h!:6379",
+                          "redis://[::1x]:7000", "redis://[fe80::1%eth0]", "redis://[fe80::1%25]",
+                          "redis://[fe80::1%25e#0]"}) {
+    try {
+      parse_url(url);
+      ADD_FAILURE() << url << " was taken";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("host") != std::string::npos || what.find("zone") != std::string::npos)
+          << url << ": " << what;
+    }
+  }
+  const Endpoint named = parse_url("redis://redis_primary-1.internal:6380");
+  EXPECT_EQ(named.host, "redis_primary-1.internal");
+  // An IPv6 zone as RFC 6874 writes it in a URL, handed to the resolver as it reads one.
+  const Endpoint zoned = parse_url("redis://[fe80::1%25eth0]:7000");
+  EXPECT_EQ(zoned.host, "fe80::1%eth0");
+  EXPECT_EQ(zoned.port, 7000);
+  const Endpoint v4in6 = parse_url("redis://[::ffff:127.0.0.1]");
+  EXPECT_EQ(v4in6.host, "::ffff:127.0.0.1");
+}
+
 TEST(UrlTest, UnixSocket) {
   const Endpoint e = parse_url("unix:///var/run/redis/redis.sock");
   EXPECT_EQ(e.unix_path, "/var/run/redis/redis.sock");

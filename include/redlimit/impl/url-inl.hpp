@@ -232,13 +232,41 @@ REDLIMIT_INLINE Endpoint parse_unix(std::string_view url, std::string_view rest)
   return e;
 }
 
+// A host as hiredis will resolve it: a name or IPv4 address (letters, digits, '.', '-' and '_', which
+// some private names use), or inside [] an IPv6 address (hex digits, ':' and '.') with an optional
+// zone, written "%25<zone>" in a URL (RFC 6874) and given to the resolver as "%<zone>". Anything
+// else ("host#frag", "ho st") would fail only at connect, as a ConnectionError.
+REDLIMIT_INLINE bool name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+}
+REDLIMIT_INLINE std::string checked_host(std::string_view url, std::string_view host, bool v6) {
+  std::string_view zone;
+  if (v6) {
+    const std::size_t pct = host.find('%');
+    if (pct != std::string_view::npos) {
+      if (host.substr(pct, 3) != "%25" || pct + 3 == host.size()) bad(url, "an IPv6 zone is written %25<zone>");
+      zone = host.substr(pct + 3);
+      host = host.substr(0, pct);
+    }
+  }
+  for (const char c : host) {
+    const bool ok = v6 ? (std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.') : name_char(c);
+    if (!ok) bad(url, detail::message("the host holds '{}', which no {} does", detail::printable({&c, 1}),
+                                      v6 ? "IPv6 address" : "host name"));
+  }
+  for (const char c : zone) {
+    if (!name_char(c) && c != '~') bad(url, "an IPv6 zone holds letters, digits, '.', '-', '_' and '~'");
+  }
+  return zone.empty() ? std::string(host) : std::string(host) + "%" + std::string(zone);
+}
+
 // host, host:port, [v6], [v6]:port; returns the port text (empty: the default).
 REDLIMIT_INLINE std::string_view parse_host(std::string_view url, std::string_view authority, Endpoint& e) {
   std::string_view port;
   if (!authority.empty() && authority[0] == '[') {
     const std::size_t close = authority.find(']');
     if (close == std::string_view::npos) bad(url, "unclosed '[' in IPv6 host");
-    e.host = std::string(authority.substr(1, close - 1));
+    e.host = checked_host(url, authority.substr(1, close - 1), true);
     const std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after[0] != ':') bad(url, "expected ':' after the IPv6 host");
@@ -247,7 +275,7 @@ REDLIMIT_INLINE std::string_view parse_host(std::string_view url, std::string_vi
     }
   } else {
     const std::size_t colon = authority.find(':');
-    e.host = std::string(authority.substr(0, colon));
+    e.host = checked_host(url, authority.substr(0, colon), false);
     if (colon != std::string_view::npos) {
       port = authority.substr(colon + 1);
       if (port.empty()) bad(url, "empty port");
