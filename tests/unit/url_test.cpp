@@ -144,6 +144,31 @@ TEST(UrlTest, AHostNoResolverReadsIsRefusedBeforeAnyIo) {
   EXPECT_EQ(v4in6.host, "::ffff:127.0.0.1");
 }
 
+TEST(UrlTest, ASettingGivenTwiceIsRefusedRatherThanTheLastOneTaken) {
+  for (const char* url : {"redis://h/2?db=3", "redis://h?db=3&db=4", "redis://:a@h?password=b",
+                          "redis://app:a@h?username=ops", "redis://h?user=a&username=b",
+                          "unix:///tmp/r.sock?db=1&db=2", "rediss://h?tls_ca_file=/a&tls_ca_file=/b",
+                          "redis-sentinel://s1/mymaster/2?db=3"}) {
+    try {
+      if (std::string(url).rfind("redis-sentinel", 0) == 0) {
+        redlimit::parse_sentinel_url(url);
+      } else {
+        parse_url(url);
+      }
+      ADD_FAILURE() << url << " was taken";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("given twice"), std::string::npos) << url << ": " << e.what();
+    }
+  }
+  // A password before the host and the ACL user in the query name each once.
+  const Endpoint e = parse_url("redis://:secret@h?user=app");
+  EXPECT_EQ(e.username, "app");
+  EXPECT_EQ(e.password, "secret");
+  // unix:// refuses an '@' after its '?' as the other schemes do (connecting.md).
+  EXPECT_THROW(parse_url("unix:///tmp/r.sock?password=a@b"), InvalidArgument);
+  EXPECT_EQ(parse_url("unix:///tmp/r.sock?password=a%40b").password, "a@b");
+}
+
 TEST(UrlTest, UnixSocket) {
   const Endpoint e = parse_url("unix:///var/run/redis/redis.sock");
   EXPECT_EQ(e.unix_path, "/var/run/redis/redis.sock");

@@ -62,14 +62,17 @@ REDLIMIT_INLINE int parse_int(std::string_view url, std::string_view s, const ch
   return v;
 }
 
-REDLIMIT_INLINE void parse_userinfo(std::string_view url, std::string_view info, Endpoint& e) {
+REDLIMIT_INLINE void parse_userinfo(std::string_view url, std::string_view info, Endpoint& e,
+                                    std::vector<std::string_view>& given) {
   const std::size_t colon = info.find(':');
   if (colon == std::string_view::npos) {
     e.password = decode(url, info);  // redis://password@host, as redis-cli accepts
   } else {
     e.username = decode(url, info.substr(0, colon));
     e.password = decode(url, info.substr(colon + 1));
+    if (!e.username.empty()) given.push_back("user");  // (":secret@host?user=app" names the user once)
   }
+  given.push_back("password");
 }
 
 REDLIMIT_INLINE bool parse_bool(std::string_view url, std::string_view name, std::string_view value) {
@@ -110,6 +113,9 @@ REDLIMIT_INLINE bool parse_tls_parameter(std::string_view url, std::string_view 
 // passwords from, and (redis-sentinel:// only) the sentinels' credentials.
 struct Query {
   bool sentinel = false;  // sentinel_* parameters allowed
+  // What the URL has set so far, by parameter name ("user" for username too): the path's db, the
+  // userinfo's user and password, then each query parameter. A second value would silently win.
+  std::vector<std::string_view> given;
   std::string password_env;
   std::string sentinel_user, sentinel_password, sentinel_password_env;
   int sentinel_check_ms = -1;  // -1: not given
@@ -159,6 +165,12 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
       bad(url, detail::message("unknown query parameter after a password{}", kAmpersand));
     }
     after_password = after_password || secret_key(name);
+    const std::string_view key = name == "username" ? "user" : name == "sentinel_username" ? "sentinel_user" : name;
+    if (std::find(q.given.begin(), q.given.end(), key) != q.given.end()) {
+      bad(url, detail::message("{} is given twice (in the path or before the host, and in the query, or twice there)",
+                               detail::printable(key)));
+    }
+    q.given.push_back(key);
     if (name == "db") {
       e.db = parse_int(url, value, "db", 0, 1 << 20);
     } else if (name == "password") {
@@ -199,8 +211,9 @@ REDLIMIT_INLINE void resolve_password(std::string_view url, std::string_view par
   password = from_env(url, param, env);
 }
 
-REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, Endpoint& e) {
-  Query q;
+// One server's query (redis://, rediss://, unix://), its password_env resolved; `q` holds what the
+// URL set before it (Query::given).
+REDLIMIT_INLINE void parse_endpoint_query(std::string_view url, std::string_view query, Endpoint& e, Query q = {}) {
   parse_query(url, query, e, q);
   resolve_password(url, "password_env", q.password_env, e.password);
 }
@@ -221,11 +234,8 @@ REDLIMIT_INLINE std::string_view split_query(std::string_view url, std::string_v
 
 REDLIMIT_INLINE Endpoint parse_unix(std::string_view url, std::string_view rest) {
   Endpoint e;
-  const std::size_t q = rest.find('?');
-  if (q != std::string_view::npos) {
-    parse_query(url, rest.substr(q + 1), e);
-    rest = rest.substr(0, q);
-  }
+  const std::string_view query = split_query(url, rest);
+  if (!query.empty()) parse_endpoint_query(url, query, e);
   if (rest.empty() || rest[0] != '/') bad(url, "a unix socket URL needs an absolute path: unix:///path.sock");
   e.unix_path = std::string(rest);
   e.port = 0;
@@ -291,18 +301,20 @@ REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest, 
   const std::string_view query = split_query(url, rest);
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
+  Query q;
   if (slash != std::string_view::npos) {
     const std::string_view path = rest.substr(slash + 1);
     if (!path.empty()) e.db = parse_int(url, path, "db", 0, 1 << 20);
+    if (!path.empty()) q.given.push_back("db");
   }
   const std::size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
-    parse_userinfo(url, authority.substr(0, at), e);
+    parse_userinfo(url, authority.substr(0, at), e, q.given);
     authority = authority.substr(at + 1);
   }
   const std::string_view port = parse_host(url, authority, e);
   if (!port.empty()) e.port = parse_int(url, port, "port", 1, 65535);
-  parse_query(url, query, e);
+  parse_endpoint_query(url, query, e, std::move(q));
   if (e.tls.cert_file.empty() != e.tls.key_file.empty()) {
     bad(url, "tls_cert_file and tls_key_file go together (mutual TLS needs both)");
   }
@@ -325,13 +337,15 @@ REDLIMIT_INLINE std::vector<Endpoint> parse_sentinel_hosts(std::string_view url,
 }
 
 // <master-name>[/db]
-REDLIMIT_INLINE void parse_sentinel_path(std::string_view url, std::string_view path, SentinelEndpoint& out) {
+REDLIMIT_INLINE void parse_sentinel_path(std::string_view url, std::string_view path, SentinelEndpoint& out,
+                                         std::vector<std::string_view>& given) {
   const std::size_t slash = path.find('/');
   out.master_name = decode(url, path.substr(0, slash));
   if (out.master_name.empty()) bad(url, "a Sentinel URL names its master: redis-sentinel://host:26379/mymaster");
   if (slash == std::string_view::npos) return;
   const std::string_view db = path.substr(slash + 1);
   if (!db.empty()) out.master.db = parse_int(url, db, "db", 0, 1 << 20);
+  if (!db.empty()) given.push_back("db");
 }
 
 REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::string_view rest) {
@@ -342,15 +356,15 @@ REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::strin
     bad(url, "a Sentinel URL names its master: redis-sentinel://host:26379/mymaster");
   }
   std::string_view authority = rest.substr(0, slash);
-  parse_sentinel_path(url, rest.substr(slash + 1), out);
+  Query q;
+  q.sentinel = true;
+  parse_sentinel_path(url, rest.substr(slash + 1), out, q.given);
   const std::size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
-    parse_userinfo(url, authority.substr(0, at), out.master);
+    parse_userinfo(url, authority.substr(0, at), out.master, q.given);
     authority = authority.substr(at + 1);
   }
   out.sentinels = parse_sentinel_hosts(url, authority);
-  Query q;
-  q.sentinel = true;
   parse_query(url, query, out.master, q);
   resolve_password(url, "password_env", q.password_env, out.master.password);
   resolve_password(url, "sentinel_password_env", q.sentinel_password_env, q.sentinel_password);
