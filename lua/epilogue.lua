@@ -133,6 +133,19 @@ end
 -- another program left under its key, and no request of a batch, or of a script call shared by
 -- many callers (the sync and async lanes), fails for another's.
 
+-- A blocked request's reset_after: the later of the block's end (`wait` from now) and the state's
+-- own, which the subject's quota counted before the block may outlast. A peek of the state under
+-- the block tells it (decide() with record off writes nothing; a string state's `v`, the state
+-- without its block; a sliding log reads its key).
+local function blocked_reset(key, cost, v, wait)
+  local saved = record
+  record = false
+  local _, _, _, reset = decide(key, cost, v)
+  record = saved
+  if reset > wait then return reset end
+  return wait
+end
+
 -- The keys a request sends (see above): set once, with the script.
 local stride = reads_marker and 2 or 1
 
@@ -156,7 +169,9 @@ if n == 1 then
     local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
   end
-  if wait then return reply(0, 0, wait, wait, 0, 1, width > 5 and blocked_each(wait)) end
+  if wait then
+    return reply(0, 0, wait, blocked_reset(KEYS[1], cost1, value, wait), 0, 1, width > 5 and blocked_each(wait))
+  end
   local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], cost1, value)
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
   -- write()'s common case, a value overwritten in place, without the call (as in the batch loop below)
@@ -240,7 +255,7 @@ for i = 1, n do
       wait = marker and blocked(marker)
     end
     if wait then
-      a, rem, retry, reset, delay, decider = 0, 0, wait, wait, 0, 1
+      a, rem, retry, reset, delay, decider = 0, 0, wait, blocked_reset(key, cost, v, wait), 0, 1
       if width > 5 then each = blocked_each(wait) end
     else
       local new, ttl

@@ -137,7 +137,7 @@ local function settle(key, cost, bumped)
   local remaining = limit - used
   if remaining < 0 or wait and not refund then remaining = 0 end
   local reset = used > 0 and window_end - now or 0
-  if wait and not refund then reset = wait end
+  if wait and not refund and wait > reset then reset = wait end -- (the later of the block's end and the window's)
   return a, remaining, retry, reset
 end
 

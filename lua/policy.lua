@@ -530,13 +530,18 @@ function general(key, cost, h)
   local stale = read(key, h)
   if blocked_until and not refund then
     -- Blocked (block.lua): nothing left of any limit until the block ends, whatever the quota;
-    -- nothing written. A refund goes through.
+    -- nothing written. A refund goes through. Each limit is back to full quota at the later of the
+    -- block's end and its own newest bucket's (conclude), as is the policy at the latest of those.
     local wait = blocked_until - now
+    local reset = wait
     for i = 1, #limits do
+      local l, own = limits[i], wait
+      if l.newest and (l.newest + l.n + 1) * l.P - now > own then own = (l.newest + l.n + 1) * l.P - now end
       each_out[2 * i - 1] = 0
-      each_out[2 * i] = wait
+      each_out[2 * i] = own
+      if own > reset then reset = own end
     end
-    return 0, 0, wait, wait, 0, 1, nil, nil, each_out
+    return 0, 0, wait, reset, 0, 1, nil, nil, each_out
   end
 
   -- `held`: when the hash turns all stale as read, the latest end (newest + n + 1) * P of a limit's

@@ -61,7 +61,9 @@ class Strategy {
   Decision acquire(std::string_view subject, std::int64_t cost, std::chrono::microseconds max_wait) const;
 
   // Denies `subject` outright for `duration` (a block never shortens an existing one). Returns the
-  // decision requests get meanwhile. unblock() lifts it; reset() lifts it and forgets the count.
+  // block's decision: rejected, retry_after its time left. Requests get that meanwhile, with a
+  // reset_after that also waits for the state counted before the block to be back to full quota.
+  // unblock() lifts it; reset() lifts it and forgets the count.
   Decision block(std::string_view subject, std::chrono::microseconds duration) const;
   // Lifts `subject`'s block, keeping what was counted before and during it. True when a block was in
   // force. Like reset(), it clears the local reject cache's entry and the fallback's copy first, and

@@ -124,7 +124,7 @@ Decided FixedWindowTwin::settle(KeyRef& key, std::int64_t cost) const {
   if (c_.record || c_.refund) write(key, r, home, start, used);
   d.remaining = std::max<std::int64_t>(0, limit_ - used);
   d.reset_after = used > 0 ? window_end - c_.now : 0;
-  if (blocked && !c_.refund) d.remaining = 0, d.reset_after = d.retry_after;
+  if (blocked && !c_.refund) d.remaining = 0, d.reset_after = std::max(d.reset_after, d.retry_after);
   return d;
 }
 

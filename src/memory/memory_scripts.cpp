@@ -160,6 +160,22 @@ void apply(KeyRef& key, const Write& w, std::int64_t now) {
   if (w.kind == Write::Kind::del) key.erase();  // DEL
 }
 
+// A blocked request's reset_after (epilogue.lua, blocked_reset): the later of the block's end and
+// the state's own, from a peek of the state under the block (record off: nothing is written).
+template <class Twin>
+void reset_past_block(const Call& c, std::int64_t cost, const Packed* state, Decided& d) {
+  Call quiet = c;
+  quiet.record = false;
+  Write ignored;
+  d.reset_after = std::max(d.reset_after, Twin(quiet).decide(cost, state, ignored).reset_after);
+}
+template <class Twin>
+void reset_past_block(const Call& c, std::int64_t cost, KeyRef& state, Decided& d) {
+  Call quiet = c;
+  quiet.record = false;
+  d.reset_after = std::max(d.reset_after, Twin(quiet).decide(state, cost).reset_after);
+}
+
 // A string state, one request: GET state (redis.pcall: another type reads as none, as in a batch),
 // the block it holds, decide(), at most one write.
 template <class Twin>
@@ -169,7 +185,9 @@ Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Table
   const Packed* v = packed(state.get());
   Out out(1, Twin::width());
   Decided d;
-  if (!blocked(c, v, Twin::width(), d)) {
+  if (blocked(c, v, Twin::width(), d)) {
+    reset_past_block<Twin>(c, cost, stateful(v), d);
+  } else {
     Write w;
     d = twin.decide(cost, stateful(v), w);
     keep_block(c, v, w);
@@ -223,7 +241,9 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (!blocked(c, v, Twin::width(), d)) {
+    } else if (blocked(c, v, Twin::width(), d)) {
+      reset_past_block<Twin>(c, cost, stateful(v), d);
+    } else {
       Write w;
       d = twin.decide(cost, stateful(v), w);
       keep_block(c, v, w);
@@ -266,7 +286,10 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (!blocked(c, markers[i] ? &*markers[i] : nullptr, twin.width(), d)) {
+    } else if (blocked(c, markers[i] ? &*markers[i] : nullptr, twin.width(), d)) {
+      KeyRef state(tables.of(key), key, c.now);
+      reset_past_block<Twin>(c, cost, state, d);
+    } else {
       KeyRef state(tables.of(key), key, c.now);
       d = twin.decide(state, cost);
     }

@@ -347,7 +347,17 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
   blocked_until_.reset();
   read(key, stale);
   Decided blocked;  // nothing left of any limit until the block ends; nothing written
-  if (blocked_until_ && blocked_until(c_, *blocked_until_, width(), blocked)) return blocked;
+  if (blocked_until_ && blocked_until(c_, *blocked_until_, width(), blocked)) {
+    // Each limit back to full quota at the later of the block's end and its newest bucket's end.
+    const std::int64_t wait = blocked.reset_after;
+    for (std::size_t i = 0; i < limits_.size(); ++i) {
+      const Limit& l = limits_[i];
+      const std::int64_t own = l.newest ? std::max(wait, (*l.newest + l.n + 1) * l.P - c_.now) : wait;
+      if (2 * i + 1 < blocked.each.size()) blocked.each[2 * i + 1] = own;
+      blocked.reset_after = std::max(blocked.reset_after, own);
+    }
+    return blocked;
+  }
 
   // held: the latest end of a limit's newest bucket as read, which the key's TTL covers (conclude;
   // policy.lua, general()); none when no limit has a bucket, or one adopted another's.

@@ -50,6 +50,47 @@ TEST_F(BlockTest, EveryStrategyRejectsUntilTheBlockEndsAndKeepsWhatWasCountedBef
   }
 }
 
+// reset_after says when the subject is back to full quota. During a block that is the later of the
+// block's end and the state's own: 2 of 5 an hour counted before a 10 s block are not back at its
+// end. retry_after stays the block's. (It was the block's time left, whatever the state.)
+TEST_F(BlockTest, DuringABlockResetAfterIsTheLaterOfTheBlocksEndAndTheStates) {
+  const redlimit::RateLimiter memory = redlimit::RateLimiter::in_memory(options());
+  for (const redlimit::RateLimiter* l : {&rl(), &memory}) {  // the scripts, then their twins
+    SCOPED_TRACE(l == &memory ? "in_memory()" : "Redis");
+    for (const auto& s : all_strategies(*l, "reset", 5, 1h)) {
+      SCOPED_TRACE(s.name);
+      at(0s);
+      ASSERT_TRUE(s.consume("u", 2).allowed);
+      const Micros own = s.peek("u", 1).reset_after;
+      ASSERT_GT(own, 10s);
+      s.block("u", 10s);
+      at(4s);
+      for (const Decision& d : {s.consume("u", 1), s.peek("u", 1), s.consume_many({{"u", 1}, {"v", 1}})[0]}) {
+        EXPECT_FALSE(d.allowed) << d;
+        EXPECT_EQ(d.retry_after, 6s) << d;
+        EXPECT_EQ(d.reset_after, own - 4s) << d;
+      }
+      // A block that outlasts the state: its end.
+      ASSERT_TRUE(s.consume("w", 1).allowed);
+      s.block("w", 2h);
+      EXPECT_EQ(s.peek("w", 1).reset_after, 2h);
+    }
+    // A policy: each limit's at the later of the block's end and its own.
+    const auto api = l->policy("reset.pol", redlimit::parse_limits("5/1h; 3/10s"));
+    at(0s);
+    ASSERT_TRUE(api.consume("u", 2).allowed);
+    const Micros hour_own = api.peek("u", 1).limits.at(0).reset_after;
+    api.block("u", 30s);
+    at(4s);
+    const Decision d = api.peek("u", 1);
+    ASSERT_EQ(d.limits.size(), 2u) << d;
+    EXPECT_EQ(d.retry_after, 26s) << d;
+    EXPECT_EQ(d.limits[0].reset_after, hour_own - 4s) << d;
+    EXPECT_EQ(d.limits[1].reset_after, 26s) << d;  // its own 10 s bucket ended sooner
+    EXPECT_EQ(d.reset_after, hour_own - 4s) << d;
+  }
+}
+
 // A write that keeps the key's TTL overwrites a string state in place (SETRANGE) only when the key
 // holds a value of the new one's length: after a block has ended, the state is still followed by
 // the block's bytes, which the write must drop, not leave behind. In a batch, the second request of
@@ -239,6 +280,7 @@ TEST_F(BlockTest, AHashHoldsItsBlockInAField) {
   ASSERT_TRUE(pol.consume("u", 2).allowed);
   const std::int64_t before = pttl(key);  // the day's bucket: about 24 h
   EXPECT_GT(before, 23 * 3'600'000);
+  const Decision seen = pol.peek("u", 1);
   pol.block("u", 10s);
   EXPECT_EQ(server().command({"HGET", key, "blk"}).str, std::to_string((kT0 + 10s).count()));
   EXPECT_EQ(server().command({"GET", pol.block_key_for("u")}).str, std::to_string((kT0 + 10s).count()))
@@ -248,9 +290,10 @@ TEST_F(BlockTest, AHashHoldsItsBlockInAField) {
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 10s);
   ASSERT_EQ(d.limits.size(), 2u);
-  for (const auto& l : d.limits) {
-    EXPECT_EQ(l.remaining, 0);
-    EXPECT_EQ(l.reset_after, 10s);
+  for (std::size_t i = 0; i < d.limits.size(); ++i) {
+    EXPECT_EQ(d.limits[i].remaining, 0);
+    // An hour's and a day's buckets outlast the 10 s block: each limit is back at its own time.
+    EXPECT_EQ(d.limits[i].reset_after, std::max(Micros(10s), seen.limits.at(i).reset_after));
   }
   // A block longer than the buckets live: the key lives until the block ends.
   const auto sw = rl().sliding_window("hb", Limit(5, 1s));
