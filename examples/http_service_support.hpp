@@ -51,8 +51,11 @@ inline bool answer(const Guard& guard, const redlimit::Decision& d, httplib::Res
   res.set_header("X-RateLimit-Source", redlimit::to_string(d.source));
   if (d.allowed) return true;
   const auto wait = std::chrono::ceil<std::chrono::seconds>(d.retry_after).count();
-  json(res, redlimit::http::status(d),
-       "{\"error\":\"too many requests\",\"retry_after\":" + std::to_string(std::max<long long>(1, wait)) + "}");
+  const int status = redlimit::http::status(d);  // 503: fail_closed answered for an outage, not a quota
+  const char* what = status == 503 ? "rate limiter unavailable" : "too many requests";
+  json(res, status,
+       "{\"error\":\"" + std::string(what) + "\",\"retry_after\":" + std::to_string(std::max<long long>(1, wait)) +
+           "}");
   return false;
 }
 

@@ -218,6 +218,27 @@ TEST(HttpServiceTest, HeadersRejectionRetryAndRedisDown) {
   EXPECT_EQ(parsed.sum("redlimit_decisions_total", {{"resource", "search"}, {"source", "failure_policy"}}), 6);
 }
 
+// ON_FAILURE=fail_closed: with Redis down, 503 and a body that says the limiter is unavailable,
+// not that the client sent too many requests; no quota claimed.
+TEST(HttpServiceTest, FailClosedIsA503ThatBlamesNoClient) {
+  redlimit_test::RedisServer redis;
+  Service service(redis.url(), free_port(), {{"ON_FAILURE", "fail_closed"}});
+  ASSERT_TRUE(service.ready()) << "the service did not start";
+  httplib::Client http("127.0.0.1", service.port());
+  http.set_connection_timeout(2);
+  http.set_read_timeout(5);
+  auto up = http.Get("/api/search");
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->status, 200);
+  redis.stop();
+  auto down = http.Get("/api/search");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 503);
+  EXPECT_THAT(down->body, HasSubstr(R"("error":"rate limiter unavailable")"));
+  EXPECT_FALSE(down->has_header("RateLimit"));
+  EXPECT_EQ(down->get_header_value("X-RateLimit-Source"), "failure_policy");
+}
+
 // REDIS_URL=memory: the same service on the in-memory backend, the same fields and statuses.
 TEST(HttpServiceTest, InMemoryBackend) {
   Service service("memory", free_port());
