@@ -24,3 +24,4 @@
 #include "redlimit/impl/strategy-inl.hpp"
 #include "redlimit/impl/sync_lane-inl.hpp"
 #include "redlimit/impl/url-inl.hpp"
+#include "redlimit/impl/url_sentinel-inl.hpp"

@@ -71,4 +71,5 @@ bool has_scheme(std::string_view url, std::string_view scheme);
 
 #ifdef REDLIMIT_HEADER_ONLY
 #include "redlimit/impl/url-inl.hpp"
+#include "redlimit/impl/url_sentinel-inl.hpp"
 #endif

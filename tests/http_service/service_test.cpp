@@ -81,6 +81,13 @@ class Service {
     }
     return false;
   }
+  // An HTTP client of the service, with the tests' connect and read timeouts.
+  httplib::Client client() const {
+    httplib::Client http("127.0.0.1", port_);
+    http.set_connection_timeout(2);
+    http.set_read_timeout(5);
+    return http;
+  }
 
  private:
   int port_;
@@ -140,9 +147,7 @@ TEST(HttpServiceTest, HeadersRejectionRetryAndRedisDown) {
   redlimit_test::RedisServer redis;
   Service service(redis.url(), free_port());
   ASSERT_TRUE(service.ready()) << "the service did not start";
-  httplib::Client http("127.0.0.1", service.port());
-  http.set_connection_timeout(2);
-  http.set_read_timeout(5);
+  httplib::Client http = service.client();
   const httplib::Headers key{{"X-API-Key", "k1"}};
 
   auto health = http.Get("/healthz");
@@ -224,9 +229,7 @@ TEST(HttpServiceTest, FailClosedIsA503ThatBlamesNoClient) {
   redlimit_test::RedisServer redis;
   Service service(redis.url(), free_port(), {{"ON_FAILURE", "fail_closed"}});
   ASSERT_TRUE(service.ready()) << "the service did not start";
-  httplib::Client http("127.0.0.1", service.port());
-  http.set_connection_timeout(2);
-  http.set_read_timeout(5);
+  httplib::Client http = service.client();
   auto up = http.Get("/api/search");
   ASSERT_TRUE(up);
   EXPECT_EQ(up->status, 200);
@@ -243,9 +246,7 @@ TEST(HttpServiceTest, FailClosedIsA503ThatBlamesNoClient) {
 TEST(HttpServiceTest, InMemoryBackend) {
   Service service("memory", free_port());
   ASSERT_TRUE(service.ready()) << "the service did not start";
-  httplib::Client http("127.0.0.1", service.port());
-  http.set_connection_timeout(2);
-  http.set_read_timeout(5);
+  httplib::Client http = service.client();
   auto health = http.Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
@@ -269,9 +270,7 @@ TEST(HttpServiceTest, InMemoryBackend) {
 TEST(HttpServiceTest, GlobalLimitOverAllCallers) {
   Service service("memory", free_port(), {{"GLOBAL_LIMIT", "4/min"}});
   ASSERT_TRUE(service.ready()) << "the service did not start";
-  httplib::Client http("127.0.0.1", service.port());
-  http.set_connection_timeout(2);
-  http.set_read_timeout(5);
+  httplib::Client http = service.client();
   for (const char* k : {"a", "a", "b", "b"}) {
     auto r = http.Get("/api/search", httplib::Headers{{"X-API-Key", k}});
     ASSERT_TRUE(r);
@@ -289,9 +288,7 @@ TEST(HttpServiceTest, GlobalLimitOverAllCallers) {
 TEST(HttpServiceTest, LoginFivePerMinute) {
   Service service("memory", free_port());
   ASSERT_TRUE(service.ready()) << "the service did not start";
-  httplib::Client http("127.0.0.1", service.port());
-  http.set_connection_timeout(2);
-  http.set_read_timeout(5);
+  httplib::Client http = service.client();
   for (int i = 1; i <= 5; ++i) {
     auto r = http.Post("/login", "password=letmein", "application/x-www-form-urlencoded");
     ASSERT_TRUE(r);

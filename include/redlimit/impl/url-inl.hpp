@@ -1,6 +1,8 @@
 #pragma once
 // Bodies of redlimit/url.hpp (see redlimit/detail/config.hpp: compiled once in src/redlimit.cpp, or inline
-// with REDLIMIT_HEADER_ONLY).
+// with REDLIMIT_HEADER_ONLY): one server's URL (redis://, rediss://, unix://) and what every parser
+// shares. The redis-sentinel:// URL is in url_sentinel-inl.hpp, its secrets' redaction in
+// url_redact-inl.hpp.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -304,8 +306,10 @@ REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest, 
   Query q;
   if (slash != std::string_view::npos) {
     const std::string_view path = rest.substr(slash + 1);
-    if (!path.empty()) e.db = parse_int(url, path, "db", 0, 1 << 20);
-    if (!path.empty()) q.given.push_back("db");
+    if (!path.empty()) {
+      e.db = parse_int(url, path, "db", 0, 1 << 20);
+      q.given.push_back("db");
+    }
   }
   const std::size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
@@ -319,64 +323,6 @@ REDLIMIT_INLINE Endpoint parse_tcp(std::string_view url, std::string_view rest, 
     bad(url, "tls_cert_file and tls_key_file go together (mutual TLS needs both)");
   }
   return e;
-}
-
-// host1[:port],host2[:port]: the sentinels (port 26379 by default).
-REDLIMIT_INLINE std::vector<Endpoint> parse_sentinel_hosts(std::string_view url, std::string_view hosts) {
-  std::vector<Endpoint> out;
-  while (true) {
-    const std::size_t comma = hosts.find(',');
-    Endpoint s;
-    s.port = 26379;
-    const std::string_view port = parse_host(url, hosts.substr(0, comma), s);
-    if (!port.empty()) s.port = parse_int(url, port, "port", 1, 65535);
-    out.push_back(std::move(s));
-    if (comma == std::string_view::npos) return out;
-    hosts.remove_prefix(comma + 1);
-  }
-}
-
-// <master-name>[/db]
-REDLIMIT_INLINE void parse_sentinel_path(std::string_view url, std::string_view path, SentinelEndpoint& out,
-                                         std::vector<std::string_view>& given) {
-  const std::size_t slash = path.find('/');
-  out.master_name = decode(url, path.substr(0, slash));
-  if (out.master_name.empty()) bad(url, "a Sentinel URL names its master: redis-sentinel://host:26379/mymaster");
-  if (slash == std::string_view::npos) return;
-  const std::string_view db = path.substr(slash + 1);
-  if (!db.empty()) out.master.db = parse_int(url, db, "db", 0, 1 << 20);
-  if (!db.empty()) given.push_back("db");
-}
-
-REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::string_view rest) {
-  SentinelEndpoint out;
-  const std::string_view query = split_query(url, rest);
-  const std::size_t slash = rest.find('/');
-  if (slash == std::string_view::npos) {
-    bad(url, "a Sentinel URL names its master: redis-sentinel://host:26379/mymaster");
-  }
-  std::string_view authority = rest.substr(0, slash);
-  Query q;
-  q.sentinel = true;
-  parse_sentinel_path(url, rest.substr(slash + 1), out, q.given);
-  const std::size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    parse_userinfo(url, authority.substr(0, at), out.master, q.given);
-    authority = authority.substr(at + 1);
-  }
-  out.sentinels = parse_sentinel_hosts(url, authority);
-  parse_query(url, query, out.master, q);
-  resolve_password(url, "password_env", q.password_env, out.master.password);
-  resolve_password(url, "sentinel_password_env", q.sentinel_password_env, q.sentinel_password);
-  if (!q.sentinel_user.empty() && q.sentinel_password.empty()) bad(url, "sentinel_user needs a sentinel password");
-  if (q.sentinel_check_ms >= 0) out.check_interval_ms = q.sentinel_check_ms;
-  for (auto& s : out.sentinels) {
-    s.username = q.sentinel_user;
-    s.password = q.sentinel_password;
-  }
-  out.master.host.clear();
-  out.master.port = 0;
-  return out;
 }
 
 }  // namespace url_impl
@@ -406,13 +352,6 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
     url_impl::bad(url, "this URL names several servers: RateLimiter::connect takes it, a single connection does not");
   }
   url_impl::bad(url, "scheme must be redis://, rediss:// or unix://");
-}
-
-REDLIMIT_INLINE SentinelEndpoint parse_sentinel_url(std::string_view url) {
-  if (url_impl::has_control_byte(url)) url_impl::bad(url, "control bytes are not allowed in a URL");
-  constexpr std::string_view kScheme = "redis-sentinel://";
-  if (!has_scheme(url, kScheme)) url_impl::bad(url, "scheme must be redis-sentinel://");
-  return url_impl::parse_sentinel(url, url.substr(kScheme.size()));
 }
 
 }  // namespace redlimit
