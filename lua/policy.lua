@@ -301,6 +301,15 @@ local function retry_after(l, cost)
   return 0 -- not reached when cost <= limit: the last interval has an empty weighted bucket
 end
 
+-- A limit's own reset_after (general()): until its newest bucket stops weighing anything, at
+-- (newest + n + 1) * P; 0 when it has none.
+local function own_reset(l)
+  if not l.newest then return 0 end
+  local t = (l.newest + l.n + 1) * l.P - now
+  if t < 0 then return 0 end
+  return t
+end
+
 -- remaining and reset_after of every limit, in order: conclude()'s `each`, kept from call to call
 -- (the epilogue copies what it keeps past the next decision).
 local each_out = {}
@@ -321,14 +330,10 @@ local function conclude(key, cost, allowed, held, renew)
     if rem < 0 then rem = 0 end
     local wait = 0
     if not allowed and not l.allowed then wait = retry_after(l, cost) end
-    local own_reset = 0
-    if l.newest then
-      own_reset = (l.newest + l.n + 1) * l.P - now
-      if own_reset < 0 then own_reset = 0 end
-    end
+    local lr = own_reset(l)
     each[2 * i - 1] = rem
-    each[2 * i] = own_reset
-    if own_reset > reset then reset = own_reset end
+    each[2 * i] = lr
+    if lr > reset then reset = lr end
     if allowed then
       if not remaining or rem < remaining then decider = i end
     elseif wait > retry then
@@ -535,11 +540,10 @@ function general(key, cost, h)
     local wait = blocked_until - now
     local reset = wait
     for i = 1, #limits do
-      local l, own = limits[i], wait
-      if l.newest and (l.newest + l.n + 1) * l.P - now > own then own = (l.newest + l.n + 1) * l.P - now end
+      local lr = max(wait, own_reset(limits[i]))
       each_out[2 * i - 1] = 0
-      each_out[2 * i] = own
-      if own > reset then reset = own end
+      each_out[2 * i] = lr
+      if lr > reset then reset = lr end
     end
     return 0, 0, wait, reset, 0, 1, nil, nil, each_out
   end

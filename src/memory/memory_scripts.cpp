@@ -286,12 +286,13 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
-    } else if (blocked(c, markers[i] ? &*markers[i] : nullptr, twin.width(), d)) {
-      KeyRef state(tables.of(key), key, c.now);
-      reset_past_block<Twin>(c, cost, state, d);
     } else {
       KeyRef state(tables.of(key), key, c.now);
-      d = twin.decide(state, cost);
+      if (blocked(c, markers[i] ? &*markers[i] : nullptr, twin.width(), d)) {
+        reset_past_block<Twin>(c, cost, state, d);
+      } else {
+        d = twin.decide(state, cost);
+      }
     }
     if (n > 1) memo.note(key, cost, d);
     out.add(d);

@@ -70,6 +70,12 @@ std::vector<std::int64_t> buckets_with_units(const PolicyTwin::Limit& l, std::in
 // walk jumps to the next bucket with units, as policy.lua's does past bucket b + 1 (where a client
 // whose clock runs ahead may have written any distance away). Everywhere else the two walks visit
 // the same intervals; skipping empty ones here too keeps the walk linear in the buckets.
+// A limit's own reset_after (policy.lua, own_reset): until its newest bucket stops weighing
+// anything; 0 when it has none.
+std::int64_t own_reset(const PolicyTwin::Limit& l, std::int64_t now) {
+  return l.newest ? std::max<std::int64_t>(0, (*l.newest + l.n + 1) * l.P - now) : 0;
+}
+
 std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int64_t now) {
   const std::vector<std::int64_t> buckets = buckets_with_units(l, l.b - l.n - 1);
   std::size_t next = 0;  // the first bucket at or past the current interval's weighted one
@@ -309,11 +315,10 @@ Decided PolicyTwin::conclude(KeyRef& key, std::int64_t cost, bool allowed, std::
     const std::int64_t rem = std::max<std::int64_t>(0, l.limit - l.used);
     std::int64_t wait = 0;
     if (!allowed && !l.allowed) wait = retry_after(l, cost, c_.now);
-    std::int64_t own_reset = 0;
-    if (l.newest) own_reset = std::max<std::int64_t>(0, (*l.newest + l.n + 1) * l.P - c_.now);
+    const std::int64_t own = own_reset(l, c_.now);
     d.each.push_back(rem);
-    d.each.push_back(own_reset);
-    d.reset_after = std::max(d.reset_after, own_reset);
+    d.each.push_back(own);
+    d.reset_after = std::max(d.reset_after, own);
     if (allowed) {
       if (!remaining || rem < *remaining) d.decider = static_cast<std::int64_t>(i) + 1;
     } else if (wait > d.retry_after) {
@@ -351,8 +356,7 @@ Decided PolicyTwin::decide(KeyRef& key, std::int64_t cost) {
     // Each limit back to full quota at the later of the block's end and its newest bucket's end.
     const std::int64_t wait = blocked.reset_after;
     for (std::size_t i = 0; i < limits_.size(); ++i) {
-      const Limit& l = limits_[i];
-      const std::int64_t own = l.newest ? std::max(wait, (*l.newest + l.n + 1) * l.P - c_.now) : wait;
+      const std::int64_t own = std::max(wait, own_reset(limits_[i], c_.now));
       if (2 * i + 1 < blocked.each.size()) blocked.each[2 * i + 1] = own;
       blocked.reset_after = std::max(blocked.reset_after, own);
     }
