@@ -55,8 +55,8 @@ struct Decision {
   bool shadow_rejected = false;
   // Policies and sliding windows: each limit's own state, in Policy::limits() order (limits[
   // limit_index] is the deciding one). Empty for the other strategies (the fields above are their
-  // one limit), and whenever no store decided (Source::failure_policy, Source::local_cache) or the
-  // decision is block()'s: what is not known is not claimed.
+  // one limit), and whenever no store decided (Source::failure_policy, Source::local_cache) or a
+  // block()'s peek under the block went unanswered (Strategy::block): what is not known is not claimed.
   std::vector<LimitState> limits;
 };
 

@@ -17,7 +17,8 @@
 //
 // Every item says only what the decision knows: a policy's decision carries each limit's own
 // remaining and reset (Decision::limits); a decision made without a store (fail_open, fail_closed,
-// the local reject cache) or a policy's block() decision has no per-limit quota, and gets no
+// the local reject cache), or a policy's block() whose peek under the block went unanswered
+// (Strategy::block), has no per-limit quota, and gets no
 // RateLimit items and no X-RateLimit-* fields (Retry-After still tells when to come back).
 #include <algorithm>
 #include <chrono>
@@ -135,7 +136,7 @@ inline std::vector<Item> items(const Decision& d, const std::vector<Quota>& quot
     }
     return out;
   }
-  if (quotas.size() != 1) return out;  // a policy's block(): no limit's own quota was read
+  if (quotas.size() != 1) return out;  // a policy's block() without its peek: no limit's own quota was read
   expect_limit(d.limit, quotas[0]);
   out.push_back({d.remaining, detail::sf::seconds_up(d.reset_after, "reset")});
   return out;

@@ -61,8 +61,10 @@ class Strategy {
   Decision acquire(std::string_view subject, std::int64_t cost, std::chrono::microseconds max_wait) const;
 
   // Denies `subject` outright for `duration` (a block never shortens an existing one). Returns the
-  // block's decision: rejected, retry_after its time left. Requests get that meanwhile, with a
-  // reset_after that also waits for the state counted before the block to be back to full quota.
+  // block's decision: rejected, retry_after its time left, and a reset_after (each limit's too)
+  // that also waits for the state counted before the block to be back to full quota, read by a peek
+  // after the block (a second round trip; without it when that peek fails: the block's time left).
+  // Requests get the same meanwhile.
   // unblock() lifts it; reset() lifts it and forgets the count.
   Decision block(std::string_view subject, std::chrono::microseconds duration) const;
   // Lifts `subject`'s block, keeping what was counted before and during it. True when a block was in
@@ -131,6 +133,8 @@ class Strategy {
   template <class Checks>
   decltype(auto) checked(Operation op, Checks&& checks) const;
   void refused(Operation op, const std::exception& error) const;
+  // block()'s decision completed from a peek under the block (the state's reset_after, each limit's).
+  void during_block(std::string_view subject, Decision& d) const;
   // The limiter's AsyncConnection (throws when none is attached).
   std::shared_ptr<AsyncConnection> async_connection() const;
   // reset() and unblock(): `send` run on the fallback (if any) and then on Redis, after the reject

@@ -63,7 +63,10 @@ TEST_F(BlockTest, DuringABlockResetAfterIsTheLaterOfTheBlocksEndAndTheStates) {
       ASSERT_TRUE(s.consume("u", 2).allowed);
       const Micros own = s.peek("u", 1).reset_after;
       ASSERT_GT(own, 10s);
-      s.block("u", 10s);
+      const Decision blocked = s.block("u", 10s);  // block()'s own decision says so too
+      EXPECT_FALSE(blocked.allowed) << blocked;
+      EXPECT_EQ(blocked.retry_after, 10s) << blocked;
+      EXPECT_EQ(blocked.reset_after, own) << blocked;
       at(4s);
       for (const Decision& d : {s.consume("u", 1), s.peek("u", 1), s.consume_many({{"u", 1}, {"v", 1}})[0]}) {
         EXPECT_FALSE(d.allowed) << d;
@@ -72,7 +75,7 @@ TEST_F(BlockTest, DuringABlockResetAfterIsTheLaterOfTheBlocksEndAndTheStates) {
       }
       // A block that outlasts the state: its end.
       ASSERT_TRUE(s.consume("w", 1).allowed);
-      s.block("w", 2h);
+      EXPECT_EQ(s.block("w", 2h).reset_after, 2h);
       EXPECT_EQ(s.peek("w", 1).reset_after, 2h);
     }
     // A policy: each limit's at the later of the block's end and its own.
@@ -80,7 +83,12 @@ TEST_F(BlockTest, DuringABlockResetAfterIsTheLaterOfTheBlocksEndAndTheStates) {
     at(0s);
     ASSERT_TRUE(api.consume("u", 2).allowed);
     const Micros hour_own = api.peek("u", 1).limits.at(0).reset_after;
-    api.block("u", 30s);
+    const Decision blocked = api.block("u", 30s);
+    ASSERT_EQ(blocked.limits.size(), 2u) << blocked;
+    EXPECT_EQ(blocked.limits[0].reset_after, hour_own) << blocked;
+    EXPECT_EQ(blocked.limits[0].remaining, 0) << blocked;
+    EXPECT_EQ(blocked.limits[1].reset_after, 30s) << blocked;
+    EXPECT_EQ(blocked.reset_after, hour_own) << blocked;
     at(4s);
     const Decision d = api.peek("u", 1);
     ASSERT_EQ(d.limits.size(), 2u) << d;

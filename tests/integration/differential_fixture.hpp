@@ -59,7 +59,6 @@ class RecordingRedis final : public redlimit::Connection {
   };
 
   Reply command(const std::vector<std::string>& argv) override {
-    last = Ttls{};
     // Every script call, one request or a batch: the TTLs are reported for the first request's keys
     // only.
     if (argv.size() >= 5 && (argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv[2] != "0") {
@@ -78,14 +77,18 @@ class RecordingRedis final : public redlimit::Connection {
       if (r.type != Reply::Type::array || r.elements.size() != 3) {
         return Reply::make_error("ERR unexpected reply from the wrapped script");
       }
+      // A call that set no TTL (-1) leaves what an earlier call of the same operation set: block()
+      // runs block.lua, then a peek.
+      const bool earlier = last.valid;
       last.valid = true;
-      last.state_ttl_ms = r.elements[1].integer;
-      last.block_ttl_ms = r.elements[2].integer;
+      if (!earlier || r.elements[1].integer != -1) last.state_ttl_ms = r.elements[1].integer;
+      if (!earlier || r.elements[2].integer != -1) last.block_ttl_ms = r.elements[2].integer;
       return r.elements[0];
     }
     return conn_.command(argv);
   }
 
+  // What the script calls since the caller last cleared it (one operation's) did to the TTLs.
   Ttls last;
 
  private:

@@ -176,6 +176,7 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
       }
       return Decision{};
     };
+    redis_conn->last = {};
     const Outcome from_redis = outcome(*clock, [&] { return run(redis); });
     const RecordingRedis::Ttls ttls = redis_conn->last;
     clock->set(now);  // acquire sleeps on the clock: replay it from the same instant

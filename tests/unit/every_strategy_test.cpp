@@ -107,11 +107,31 @@ TEST_P(EveryStrategyTest, BlockRunsTheBlockScriptWithMode3AndTheDuration) {
   EXPECT_CALL(*mock,
               command(evalsha(scripts::block(), both_keys(s, "user-42"), {now(), "3 1 90000000 " + holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 90'000'000, 90'000'000, 0)));
+  // Then a peek under the block: the state's own reset_after, later than the block's end.
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "user-42"), args(now(), 1, "0"))))
+      .WillOnce(Return(reply(0, 0, 90'000'000, 120'000'000)));
   const Decision d = s.block("user-42", 90s);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_after, 90s);
-  EXPECT_EQ(d.reset_after, 90s);
+  EXPECT_EQ(d.reset_after, 120s);
   EXPECT_EQ(d.limit, c().limit);
+}
+
+// A peek that fails after the block leaves the block's own decision: the block is in force.
+TEST_P(EveryStrategyTest, BlockKeepsItsOwnDecisionWhenThePeekAfterItFails) {
+  const RateLimiter limiter = make_limiter();
+  const Strategy s = make(limiter);
+  InSequence seq;
+  EXPECT_CALL(*mock, command(evalsha(scripts::block(), both_keys(s, "u"), {now(), "3 1 90000000 " + holds_block(c())})))
+      .WillOnce(Return(decision_reply(0, 0, 90'000'000, 90'000'000, 0)));
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args(now(), 1, "0"))))
+      .WillOnce(Throw(redlimit::ConnectionError("connection: broken pipe")));
+  const Decision d = s.block("u", 90s);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 90s);
+  EXPECT_EQ(d.reset_after, 90s);
+  for (const auto& l : d.limits) EXPECT_EQ(l.reset_after, 90s);  // a sliding window's one limit
+  EXPECT_EQ(limiter.counters().errors, 0u) << "block() did not throw: the peek is not counted";
 }
 
 TEST_P(EveryStrategyTest, NonPositiveBlockDurationThrowsAndSendsNothing) {
@@ -153,6 +173,8 @@ TEST_P(EveryStrategyTest, RedisTimeSourceSendsRedis) {
   EXPECT_CALL(*mock,
               command(evalsha(scripts::block(), both_keys(s, "u"), {"redis", "3 1 1000000 " + holds_block(c())})))
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000, 0)));
+  EXPECT_CALL(*mock, command(evalsha(script(), keys(s, "u"), args("redis", 1, "0"))))  // block()'s peek
+      .WillOnce(Return(reply(0, 0, 1'000'000, 1'000'000)));
   clock->advance(10s);  // irrelevant with TimeSource::redis
   s.consume("u", 1);
   s.peek("u", 1);

@@ -53,6 +53,7 @@ TEST_F(ResilienceTest, CountersCountConsumesOnly) {
       .WillOnce(Return(decision_reply(0, 0, 5, 5)))                  // peek
       .WillOnce(Return(decision_reply(1, 5, 0, 0)))                  // refund
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000)))  // block
+      .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000)))  // block()'s peek: not counted
       .WillOnce(Return(Reply::make_integer(2)))                      // reset
       .WillOnce(Return(decision_reply(1, 4, 0, 1)));                 // another strategy's consume
   fw.consume("u");
@@ -95,6 +96,7 @@ TEST_F(ResilienceTest, MetricsSinkSeesEveryCall) {
       .WillOnce(Return(decision_reply(1, 4, 0, 1)))
       .WillOnce(Return(decision_reply(1, 5, 0, 0)))
       .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000)))
+      .WillOnce(Return(decision_reply(0, 0, 1'000'000, 1'000'000)))  // block()'s peek: not reported
       .WillOnce(Return(Reply::make_integer(1)))
       .WillOnce(Return(decision_reply(1, 0, 0, 0)))  // unblock: a block was in force
       .WillOnce(Throw(ConnectionError("broken pipe")));

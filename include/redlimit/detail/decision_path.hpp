@@ -69,6 +69,9 @@ class DecisionPath {
   // counts an error for each of them in Counters::errors, where a batch (consume_many) counts one,
   // and an error thrown to them is reported to the MetricsSink once per request, not once per path.
   void count_each_request() { count_each_ = true; }
+  // A call the library makes inside another one that reports itself (block()'s peek under the
+  // block): neither counted in Counters nor reported to the MetricsSink. Breakers still hear it.
+  void quiet() { quiet_ = true; }
 
   // One request, already checked: its own call (KEYS its state, and a sliding log's block marker;
   // ARGV now, cost, mode, parameters) and its cost.
@@ -155,6 +158,10 @@ class DecisionPath {
   std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
   bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
   bool count_each_ = false;  // count_each_request()
+  bool quiet_ = false;       // quiet()
+  void count_errors(std::size_t n) const {
+    if (!quiet_) ctx_->counters.errors += n;
+  }
   // The calls a failure of the whole send fails, for Counters::errors.
   std::size_t failed_calls() const { return count_each_ && !pending_.empty() ? pending_.size() : 1; }
   bool span_node_ = false;  // begin(span_node)

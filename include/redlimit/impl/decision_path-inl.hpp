@@ -167,14 +167,14 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
   // Every breaker hears its verdict before anything is thrown: an outage counts once per request,
   // as it always did; a shard that answered anything is up.
   for (const auto& o : outages) {
-    ++ctx.counters.errors;
+    count_errors(1);
     if (Breaker* b = breaker_at(o.first)) b->failure(ctx.clock->now());
   }
   if (breaker_of_.empty() && any_answered && !through_.empty()) through_.front()->success();
   for (Breaker* b : answered) b->success();
   try {
     if (usage_error) {
-      ctx.counters.errors += failed_calls();
+      count_errors(failed_calls());
       std::rethrow_exception(usage_error);
     }
     // Under OnFailure::raise the first outage is thrown, and the decisions other calls made are
@@ -190,7 +190,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
 
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::fail(const std::exception& error) {
   Context& ctx = *ctx_;
-  ctx.counters.errors += failed_calls();
+  count_errors(failed_calls());
   for (Breaker* b : through_) b->failure(ctx.clock->now());  // each shard the call went to, once
   try {
     for (std::size_t p : pending_) out_[p] = on_failure(error, call_of(p));
@@ -265,6 +265,7 @@ REDLIMIT_INLINE void DecisionPath::learn(std::size_t request, const Decision& d)
 }
 
 REDLIMIT_INLINE void DecisionPath::account(Decision& d, std::chrono::nanoseconds latency) const {
+  if (quiet_) return;
   Context& ctx = *ctx_;
   auto& c = ctx.counters;
   if (op_ == Operation::consume) {
@@ -283,7 +284,7 @@ REDLIMIT_INLINE void DecisionPath::account(Decision& d, std::chrono::nanoseconds
 }
 
 REDLIMIT_INLINE void DecisionPath::abandon(const std::exception& error) {
-  ctx_->counters.errors += failed_calls();
+  count_errors(failed_calls());
   release_breakers();
   report_error(error);
 }
@@ -297,7 +298,7 @@ REDLIMIT_INLINE void DecisionPath::report_error(const std::exception& error) con
 
 REDLIMIT_INLINE void DecisionPath::report(const Decision* d, const std::exception* error,
                                           std::chrono::nanoseconds latency) const {
-  if (!ctx_->options.metrics) return;
+  if (!ctx_->options.metrics || quiet_) return;
   MetricsEvent e;
   e.resource = spec_->resource;
   e.strategy = spec_->kind;

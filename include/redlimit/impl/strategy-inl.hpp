@@ -241,7 +241,32 @@ REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::
   });
   Decision d = run(Operation::block, detail::scripts::block(), std::move(call), 1);
   d.limit = spec_->least_limit;
+  if (d.source == Source::primary || d.source == Source::fallback) during_block(subject, d);
   return d;
+}
+
+// block.lua knows the block, not the strategy's state, which the quota counted before the block may
+// outlast: a peek now is rejected as every request during the block is, with the later of the two
+// for reset_after and each limit's own. A second round trip, quiet: block() is the call the
+// counters and the metrics see. A peek the store does not answer leaves the block's decision as it
+// is: the block is in force all the same.
+REDLIMIT_INLINE void Strategy::during_block(std::string_view subject, Decision& d) const {
+  Decision now;
+  try {
+    detail::DecisionPath path(ctx_, spec_, Operation::peek, *spec_->script);
+    path.quiet();
+    path.add(request(Operation::peek, subject, 1), 1);
+    now = detail::decide(path).front();
+  } catch (const Error&) {
+    return;
+  }
+  // Another store answered (Redis back after the fallback took the block), or the peek was admitted
+  // (a block shorter than the round trip has ended): the block's own decision stands.
+  if (now.source != d.source || now.allowed) return;
+  d.reset_after = std::max(d.reset_after, now.reset_after);
+  d.limit = now.limit;
+  d.limit_index = now.limit_index;
+  d.limits = std::move(now.limits);
 }
 
 REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_t cost,
