@@ -46,7 +46,7 @@
 -- a decision. Set per call, below: parsed from the call's params (helpers.lua) once, then kept in
 -- `policies` under that string, so that a later call with the same params (the same limiter, or
 -- one of a service's few that take turns) parses nothing, and keeps its current bucket's name; the
--- limits' time fields (r, b, oldest = b - n, low, high) are set again. Past POLICIES_MAX params
+-- limits' time fields (r, b, oldest = b - n, high) are set again. Past POLICIES_MAX params
 -- the table starts again, as helpers.lua's heads do, so that it never grows the heap the
 -- collector walks.
 local limits, by_tag, width
@@ -357,9 +357,11 @@ local function conclude(key, cost, allowed, held, renew)
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each
 end
 
--- The common path: general() below, for a hash that holds nothing but the limits' buckets from
--- `low` to `high` (per limit, set per call: oldest - STALE_NAMED, the newest stale ones, which an
--- admission deletes, to b + 1, one ahead of the current one), and a consume or a peek they admit.
+-- The common path: general() below, for a hash that holds nothing but the limits' buckets up to
+-- `high` (per limit, set per call: b + 1, one ahead of the current one), of which at most STALE_MAX
+-- are stale (older than `oldest`: an admission deletes them in one HDEL, whose arguments unpack()
+-- puts on Lua's stack), and a consume or a peek they admit. A subject back after a while (a minute
+-- later, its second-long limit's bucket is 60 intervals stale) takes it too.
 -- Anything else (an older field or a block, which the next admission settles; a rejection, whose
 -- wait walks the buckets; a key of another type) goes to general() with the hash read, which
 -- decides it the same way. A field's tag and bucket come from parse_field's names (above), which
@@ -369,7 +371,7 @@ end
 -- decide: what the epilogue calls for each request, set per call (below): decide_window for one
 -- limit, decide_policy for more, general for a refund.
 local decide, general
-local STALE_NAMED = 4
+local STALE_MAX = 64
 local stale_names = {} -- the stale buckets a common path deletes, kept from call to call
 
 -- A sliding window's (a policy of one limit): its figures in locals, and no loop over limits.
@@ -416,14 +418,15 @@ local function decide_window(key, cost)
     end
   end
   if h.err then return general(key, cost, h) end
-  local tag, low, oldest, b, high = l.tag, l.low, l.oldest, l.b, l.high
+  local tag, oldest, b, high = l.tag, l.oldest, l.b, l.high
   local full, old, cur, newest, ns = 0, 0, 0, nil, 0
   for i = 1, #h, 2 do
     local f = h[i]
     local t, idx = field_tag[f], nil
     if t then idx = field_idx[f] else t, idx = parse_field(f) end
-    if t ~= tag or idx < low or idx > high then return general(key, cost, h) end
+    if t ~= tag or idx > high then return general(key, cost, h) end
     if idx < oldest then
+      if ns == STALE_MAX then return general(key, cost, h) end
       ns = ns + 1
       stale_names[ns] = f
     else
@@ -457,10 +460,40 @@ local function decide_window(key, cost)
   return 1, rem, 0, reset, 0, 1
 end
 
+-- A policy's new subject (or one whose key expired): no bucket anywhere, so every limit admits any
+-- cost the call took (at most the least limit: epilogue.lua, cost_above), and a consume writes each
+-- limit's current bucket, which ends the hash's life at the latest (b + n + 1) * P. What
+-- decide_policy's three loops decide for an empty hash, in one (a third of a new subject's Lua
+-- operations: a line hook in lua5.1).
+local function fresh(key, cost)
+  local each, remaining, reset, decider, m = each_out, nil, 0, 1, #limits
+  local text = record and (text_of[cost] or count_text(cost))
+  for i = 1, m do
+    local l = limits[i]
+    local rem, own_reset = l.limit, 0
+    if text then
+      rem = rem - cost
+      fields[2 * i - 1] = l.field
+      fields[2 * i] = text
+      own_reset = l.b * l.P + l.span - now
+    end
+    each[2 * i - 1] = rem
+    each[2 * i] = own_reset
+    if own_reset > reset then reset = own_reset end
+    if not remaining or rem < remaining then remaining, decider = rem, i end
+  end
+  if text then
+    redis.call('HSET', key, unpack(fields, 1, 2 * m))
+    redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
+  end
+  return 1, remaining, 0, reset, 0, decider, nil, nil, each
+end
+
 -- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
 local function decide_policy(key, cost)
   local h = redis.pcall('HGETALL', key)
   if h.err then return general(key, cost, h) end
+  if #h == 0 then return fresh(key, cost) end
   local m = #limits
   for i = 1, m do
     local l = limits[i]
@@ -472,8 +505,9 @@ local function decide_policy(key, cost)
     local t, idx = field_tag[f], nil
     if t then idx = field_idx[f] else t, idx = parse_field(f) end
     local l = t and by_tag[t]
-    if not l or idx < l.low or idx > l.high then return general(key, cost, h) end
+    if not l or idx > l.high then return general(key, cost, h) end
     if idx < l.oldest then
+      if ns == STALE_MAX then return general(key, cost, h) end
       ns = ns + 1
       stale_names[ns] = f
     else
@@ -598,7 +632,7 @@ for i = 1, #limits do -- each limit's place in time; `field`: its current bucket
   local b = (now - r) / P
   if b ~= l.b then
     local oldest = b - l.n
-    l.b, l.oldest, l.low, l.high, l.field = b, oldest, oldest - STALE_NAMED, b + 1, l.tag .. ':' .. fmt(b)
+    l.b, l.oldest, l.high, l.field = b, oldest, b + 1, l.tag .. ':' .. fmt(b)
     l.prev = l.tag .. ':' .. fmt(b - 1)
   end
 end
