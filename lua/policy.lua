@@ -51,6 +51,7 @@
 -- collector walks.
 local limits, by_tag, width
 local most_cost -- the least of the limits: the largest cost the policy can admit (helpers.lua, cost_above)
+local least_at -- the first limit with that least count: a new subject's deciding one (fresh)
 local params_arg -- the params of the call that set `limits`
 local policies, policies_n, POLICIES_MAX = {}, 0, 64
 local state_is_string, reads_marker = false, false -- the hash holds its block (read, below)
@@ -461,32 +462,33 @@ local function decide_window(key, cost)
 end
 
 -- A policy's new subject (or one whose key expired): no bucket anywhere, so every limit admits any
--- cost the call took (at most the least limit: epilogue.lua, cost_above), and a consume writes each
--- limit's current bucket, which ends the hash's life at the latest (b + n + 1) * P. What
+-- cost the call took (at most the least limit: epilogue.lua, cost_above), the least remaining is
+-- the least limit's, at the first limit with that count, and a consume writes each limit's current
+-- bucket, which it has left until (b + n + 1) * P, the hash the latest of those. What
 -- decide_policy's three loops decide for an empty hash, in one (a third of a new subject's Lua
 -- operations: a line hook in lua5.1).
 local function fresh(key, cost)
-  local each, remaining, reset, decider, m = each_out, nil, 0, 1, #limits
-  local text = record and (text_of[cost] or count_text(cost))
+  local each, m = each_out, #limits
+  if not record then
+    for i = 1, m do
+      each[2 * i - 1] = limits[i].limit
+      each[2 * i] = 0
+    end
+    return 1, most_cost, 0, 0, 0, least_at, nil, nil, each
+  end
+  local text, reset = text_of[cost] or count_text(cost), 0
   for i = 1, m do
     local l = limits[i]
-    local rem, own_reset = l.limit, 0
-    if text then
-      rem = rem - cost
-      fields[2 * i - 1] = l.field
-      fields[2 * i] = text
-      own_reset = l.b * l.P + l.span - now
-    end
-    each[2 * i - 1] = rem
+    local own_reset = l.b * l.P + l.span - now
+    fields[2 * i - 1] = l.field
+    fields[2 * i] = text
+    each[2 * i - 1] = l.limit - cost
     each[2 * i] = own_reset
     if own_reset > reset then reset = own_reset end
-    if not remaining or rem < remaining then remaining, decider = rem, i end
   end
-  if text then
-    redis.call('HSET', key, unpack(fields, 1, 2 * m))
-    redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
-  end
-  return 1, remaining, 0, reset, 0, decider, nil, nil, each
+  redis.call('HSET', key, unpack(fields, 1, 2 * m))
+  redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
+  return 1, most_cost - cost, 0, reset, 0, least_at, nil, nil, each
 end
 
 -- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
@@ -614,13 +616,15 @@ if params ~= params_arg then
   local built = policies[params]
   if not built then
     local list, tags = parse_limits(words(params)) -- (helpers.lua)
-    local least = list[1].limit
-    for i = 2, #list do least = min(least, list[i].limit) end
-    built = {list, tags, #list == 1 and 5 or 6 + 2 * #list, least} -- width: see above
+    local least, at = list[1].limit, 1
+    for i = 2, #list do
+      if list[i].limit < least then least, at = list[i].limit, i end
+    end
+    built = {list, tags, #list == 1 and 5 or 6 + 2 * #list, least, at} -- width: see above
     if policies_n == POLICIES_MAX then policies, policies_n = {}, 0 end
     policies[params], policies_n = built, policies_n + 1
   end
-  limits, by_tag, width, most_cost = built[1], built[2], built[3], built[4]
+  limits, by_tag, width, most_cost, least_at = built[1], built[2], built[3], built[4], built[5]
   params_arg = params
 end
 for i = 1, #limits do -- each limit's place in time; `field`: its current bucket's name, `prev` the one before

@@ -157,6 +157,7 @@ local PARAMS = {
   '3 1s 5 1000000 1000000 1m 12 60000000 60000000 1h@1m 40 3600000000 60000000',
   '2 1s@250ms 3 1000000 250000 1m 8 60000000 60000000',
   '1 2m@1s 50 120000000 1000000', -- 120 buckets: more than STALE_MAX (64) go stale at once
+  '2 1m 12 60000000 60000000 1s 5 1000000 1000000', -- the least limit second: it decides
 }
 local SUBJECTS = {'p:a', 'p:b', 'p:c'}
 
