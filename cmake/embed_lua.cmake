@@ -22,9 +22,25 @@
 # The shebang makes Redis refuse keys a script did not declare and keys of two cluster slots, so a
 # routing mistake fails loudly instead of touching the wrong shard.
 # helpers.lua, prologue.lua and epilogue.lua are parts, not scripts: they get no constant of their own.
+# So is every file in LUA_DIR/parts/: a script's line "-- Part: parts/<file>.lua" is replaced by that
+# file's text, so that a long script keeps a piece of itself (its common paths) in a file of its own
+# and still runs as one text (its locals are the part's).
 cmake_policy(SET CMP0054 NEW)  # "prologue" below is a string, never a variable's value
 cmake_policy(SET CMP0007 NEW)
 cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
+# TEXT with each line "-- Part: <path>" replaced by the file LUA_DIR/<path>, in RESULT.
+function(include_parts text result)
+  string(REGEX MATCHALL "\n-- Part: [^\n]*" lines "${text}")
+  foreach(line ${lines})
+    string(REGEX REPLACE "^\n-- Part: " "" path "${line}")
+    if(NOT EXISTS ${LUA_DIR}/${path})
+      message(FATAL_ERROR "embed_lua.cmake: ${line} names no file in ${LUA_DIR}")
+    endif()
+    file(READ ${LUA_DIR}/${path} part)
+    string(REPLACE "${line}" "\n-- ${path}\n${part}" text "${text}")
+  endforeach()
+  set(${result} "${text}" PARENT_SCOPE)
+endfunction()
 # Splits TEXT at its line starting "-- Per call:" into LOAD (before it) and CALL (from it on); a text
 # without that line is all CALL.
 function(split_per_call text load call)
@@ -59,6 +75,7 @@ foreach(f ${files})
   endif()
   list(APPEND names ${name})
   file(READ ${f} src)
+  include_parts("${src}" src)
   split_per_call("${src}" load src)
   # decide() is a function, or a local the script sets per call (policy.lua)
   string(REGEX MATCH "function decide\\(|\nlocal decide[ ,]" has_decide "${load}${src}")

@@ -272,7 +272,9 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
   if (steps < kDefaultDiffSteps) return;
   EXPECT_GE(stats["consume admitted"], steps / 20) << summary.str();
   EXPECT_GE(stats["consume rejected"], steps / 50) << summary.str();
-  EXPECT_GE(stats["peek refused"], steps / 200) << summary.str();
+  // The lazily trimmed log refuses fewest: 47 to 102 refused peeks in 22 runs of 10,000 steps (47
+  // failed a floor of steps / 200 in one CI run).
+  EXPECT_GE(stats["peek refused"], steps / 400) << summary.str();
   EXPECT_GE(stats["edge jump"], steps / 20) << summary.str();
   EXPECT_GE(stats["instant jump"], steps / 20) << summary.str();
   EXPECT_GE(stats["tight burst"] + stats["paced burst"], steps / 200) << summary.str();

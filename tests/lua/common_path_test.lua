@@ -1,4 +1,4 @@
--- The policy script's common paths (decide_window, decide_policy in lua/policy.lua) against its
+-- The policy script's common paths (decide_window, fresh, decide_policy: lua/parts/policy_common.lua) against its
 -- general() decision, in Lua itself: the Functions library is loaded twice into a stand-in for
 -- Redis, once as built and once with every decision sent to general(), and both run the same random
 -- traces. Every reply (or error) and the whole store, TTLs included, must be the same after every
