@@ -251,22 +251,22 @@ REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::
 // counters and the metrics see. A peek the store does not answer leaves the block's decision as it
 // is: the block is in force all the same.
 REDLIMIT_INLINE void Strategy::during_block(std::string_view subject, Decision& d) const {
-  Decision now;
+  Decision peeked;
   try {
     detail::DecisionPath path(ctx_, spec_, Operation::peek, *spec_->script);
     path.quiet();
     path.add(request(Operation::peek, subject, 1), 1);
-    now = detail::decide(path).front();
+    peeked = detail::decide(path).front();
   } catch (const Error&) {
     return;
   }
   // Another store answered (Redis back after the fallback took the block), or the peek was admitted
   // (a block shorter than the round trip has ended): the block's own decision stands.
-  if (now.source != d.source || now.allowed) return;
-  d.reset_after = std::max(d.reset_after, now.reset_after);
-  d.limit = now.limit;
-  d.limit_index = now.limit_index;
-  d.limits = std::move(now.limits);
+  if (peeked.source != d.source || peeked.allowed) return;
+  d.reset_after = std::max(d.reset_after, peeked.reset_after);
+  d.limit = peeked.limit;
+  d.limit_index = peeked.limit_index;
+  d.limits = std::move(peeked.limits);
 }
 
 REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_t cost,
