@@ -125,8 +125,10 @@ class Strategy {
   // One request of `op` on this strategy's script, its cost and subject checked (checked()).
   detail::ScriptCall request(Operation op, std::string_view subject, std::int64_t cost) const;
   // One request whose script call is prepared already through the decision path
-  // (detail/decision_path.hpp), synchronously, as a call of its own.
-  Decision run(Operation op, const detail::Script& script, detail::ScriptCall call, std::int64_t cost) const;
+  // (detail/decision_path.hpp), synchronously, as a call of its own; `quiet`: one made inside
+  // another call (DecisionPath::quiet).
+  Decision run(Operation op, const detail::Script& script, detail::ScriptCall call, std::int64_t cost,
+               bool quiet = false) const;
   void check_cost(std::int64_t cost) const;
   // Runs `checks` (a call's argument checks, before any I/O) and returns what it returns; an
   // InvalidArgument it throws goes to the metrics sink as a call of `op` that threw, then on.

@@ -64,18 +64,18 @@ std::vector<std::int64_t> buckets_with_units(const PolicyTwin::Limit& l, std::in
   return list;
 }
 
-// retry_after(l): the earliest time the limit has room for `cost`, walking forward one bucket
-// interval at a time (see policy.lua for the derivation), over the limit's buckets in order: an
-// interval whose weighted bucket is empty changes nothing, so while the request does not fit the
-// walk jumps to the next bucket with units, as policy.lua's does past bucket b + 1 (where a client
-// whose clock runs ahead may have written any distance away). Everywhere else the two walks visit
-// the same intervals; skipping empty ones here too keeps the walk linear in the buckets.
 // A limit's own reset_after (policy.lua, own_reset): until its newest bucket stops weighing
 // anything; 0 when it has none.
 std::int64_t own_reset(const PolicyTwin::Limit& l, std::int64_t now) {
   return l.newest ? std::max<std::int64_t>(0, (*l.newest + l.n + 1) * l.P - now) : 0;
 }
 
+// retry_after(l): the earliest time the limit has room for `cost`, walking forward one bucket
+// interval at a time (see policy.lua for the derivation), over the limit's buckets in order: an
+// interval whose weighted bucket is empty changes nothing, so while the request does not fit the
+// walk jumps to the next bucket with units, as policy.lua's does past bucket b + 1 (where a client
+// whose clock runs ahead may have written any distance away). Everywhere else the two walks visit
+// the same intervals; skipping empty ones here too keeps the walk linear in the buckets.
 std::int64_t retry_after(const PolicyTwin::Limit& l, std::int64_t cost, std::int64_t now) {
   const std::vector<std::int64_t> buckets = buckets_with_units(l, l.b - l.n - 1);
   std::size_t next = 0;  // the first bucket at or past the current interval's weighted one

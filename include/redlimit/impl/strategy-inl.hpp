@@ -153,8 +153,9 @@ REDLIMIT_INLINE detail::ScriptCall Strategy::request(Operation op, std::string_v
 }
 
 REDLIMIT_INLINE Decision Strategy::run(Operation op, const detail::Script& script, detail::ScriptCall call,
-                                       std::int64_t cost) const {
+                                       std::int64_t cost, bool quiet) const {
   detail::DecisionPath path(ctx_, spec_, op, script);
+  if (quiet) path.quiet();
   path.add(std::move(call), cost);
   return detail::decide(path).front();
 }
@@ -253,10 +254,7 @@ REDLIMIT_INLINE Decision Strategy::block(std::string_view subject, std::chrono::
 REDLIMIT_INLINE void Strategy::during_block(std::string_view subject, Decision& d) const {
   Decision peeked;
   try {
-    detail::DecisionPath path(ctx_, spec_, Operation::peek, *spec_->script);
-    path.quiet();
-    path.add(request(Operation::peek, subject, 1), 1);
-    peeked = detail::decide(path).front();
+    peeked = run(Operation::peek, *spec_->script, request(Operation::peek, subject, 1), 1, /*quiet=*/true);
   } catch (const Error&) {
     return;
   }
