@@ -274,17 +274,20 @@ most single-decision rows above take (`psetex` in the commands of "Redis CPU per
 `peer` is a Function doing what rate-limiter-flexible's script does per call, so that
 `scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,fixed_window seq` gives target 1's
 ratio in instructions. Its strategy `floor` makes a single fixed-window decision's two commands, with
-the same arguments, and returns the same two integers, deciding nothing: adding it to that list
+the same arguments, and returns the same reply, deciding nothing: adding it to that list
 splits the gap into what the commands cost (the floor; the peer makes one more) and what the
 scripts' own Lua costs (fixed window minus floor). Its strategy `incr` is the fixed window with a
 count Redis keeps itself, reduced to its steady path and kept under a key per window (INCRBY), where
 the fixed window keeps it in a hash field per window (HINCRBY: one key a subject, so a block, a new
-window and a reconfiguration are seen in it). On Redis 7.0.15 (`peer,floor,incr,fixed_window seq 8`)
-the packed 20-byte state of 0.3 cost 34,513 instructions a decision (1.18x the peer's 29,174, over a
-floor of 21,290: an FCALL that only returns two integers costs about 12,300, each `redis.call` about
-4,400, unpacking and packing the state about 3,700); the hash, 25,167 (0.85x the peer's 29,438 in the
-same run), and 10,869 a decision in `consume_many` 128 (`fixed_window batch128 6`), against 19,611;
-`incr`, 21,062.
+window and a reconfiguration are seen in it). On Redis 7.0.15 (`peer,floor,incr,fixed_window seq 8`),
+when a single admission still answered with two integers, the packed 20-byte state of 0.3 cost
+34,513 instructions a decision (1.18x the peer's 29,174, over a floor of 21,290: an FCALL that only
+returns two integers costs about 12,300, each `redis.call` about 4,400, unpacking and packing the
+state about 3,700); the hash, 25,167 (0.85x the peer's 29,438 in the same run); `incr`, 21,062. Since
+such an admission answers with one integer (lua/epilogue.lua, reply), which Redis sends back as it
+is where it converts a table field by field: the floor 17,231, `incr` 17,278, the hash 22,047 (0.75x
+the peer's 29,443 in the same run), and 10,801 a decision in `consume_many` 128 (`fixed_window
+batch128 6`), against 19,611.
 """
 
 

@@ -5,9 +5,10 @@
 -- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
 --          "<limit> <window>": the units admitted per window and the window's length (us)
 -- ARGV[3..] the costs of a batch's later requests (prologue.lua)
--- Returns the epilogue's reply forms (epilogue.lua, reply): one request's {remaining, reset_after}
--- for an admission, else {allowed, remaining, retry_after, reset_after, 0}; a batch's decisions one
--- after the other, {2, remaining}, {3, remaining, reset_after} or the five integers.
+-- Returns the epilogue's reply forms (epilogue.lua, reply): one request's reset_after * (limit + 1)
+-- + remaining (below 2^53) or {remaining, reset_after} for an admission, else {allowed, remaining,
+-- retry_after, reset_after, 0}; a batch's decisions one after the other, {2, remaining},
+-- {3, remaining, reset_after} or the five integers.
 --
 -- The state: a hash. Field "<start>:<window>" (decimal us) counts the units admitted in the window
 -- of that length starting at <start>; BLOCK_FIELD holds the end of a block (block.lua), and while
@@ -188,6 +189,8 @@ if n == 1 then
     -- counted()'s steady path inline: a Lua call costs Redis about as much as the work around it
     local used = redis.pcall('HINCRBY', KEYS[1], field, cost1_arg)
     if type_(used) == 'number' and used > cost1 and used <= limit then
+      local packed = window_end_now * (limit + 1) + limit - used -- (epilogue.lua, reply)
+      if packed < TWO53 then return packed end
       one_out[1] = limit - used
       one_out[2] = window_end_now
       one_out[3] = nil -- the reply ends here
@@ -198,6 +201,10 @@ if n == 1 then
     a, rem, retry, reset = settle(KEYS[1], cost1, nil)
   end
   if a == 1 and retry == 0 then
+    if rem >= 0 and rem <= limit then
+      local packed = reset * (limit + 1) + rem -- (epilogue.lua, reply)
+      if packed < TWO53 then return packed end
+    end
     one_out[1] = rem
     one_out[2] = reset
     one_out[3] = nil

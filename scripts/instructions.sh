@@ -19,7 +19,7 @@
 # The strategy `floor` is what a single decision of a packed string state (the buckets', and the
 # fixed window's until 0.3) costs Redis before any of its Lua: a Function that makes the decision's
 # two commands (GET, then SETRANGE in place, or PSETEX for a new key) with the same arguments (a
-# key, a time, a head) and returns the same two integers, deciding nothing. A strategy's `seq`
+# key, a time, a head) and returns the same reply (one integer), deciding nothing. A strategy's `seq`
 # minus `floor` is its script's own work (the arithmetic, the state's packing, the parsing of the
 # time); `peer` minus `floor`, the peer's third command and its reply.
 # The strategy `incr` is the fixed window's steady path (lua/fixed_window.lua: a count Redis keeps
@@ -79,34 +79,27 @@ end)"
 # (pack('<I7I6I7', start, 5, window), lua/helpers.lua), written as decimal escapes.
 FLOOR_LIBRARY="#!lua name=redlimit_floor_reference
 local STATE = '\\0\\214\\252\\254\\138\\96\\6\\5\\0\\0\\0\\0\\0\\0\\135\\147\\3\\0\\0\\0'
-local out = {0, 0}
 redis.register_function('floor_fixed_window', function(keys, args)
   local v = redis.pcall('GET', keys[1])
   if v then redis.call('SETRANGE', keys[1], '0', STATE) else redis.call('PSETEX', keys[1], '61001', STATE) end
-  out[1] = 994
-  out[2] = 60000000
-  return out
+  return 60060000994 -- a single admission's reply: reset_after * (limit + 1) + remaining
 end)"
 # `packed` (see above): the same, through a bucket's state. Its first call packs that state (the
 # struct library is not in reach while a library loads).
 PACKED_LIBRARY="#!lua name=redlimit_packed_reference
 local STATE
-local out = {0, 0}
 redis.register_function('packed_fixed_window', function(keys, args)
   STATE = STATE or struct.pack('<I7I6I7I7I1', 1795000000000000, 995, 17, 60000, 7)
   local v = redis.pcall('GET', keys[1])
   local at, whole, frac, unit, lease = struct.unpack('<I7I6I7I7I1', v or STATE)
   local new = struct.pack('<I7I6I7I7I1', at, whole, frac, unit, lease)
   if v then redis.call('SETRANGE', keys[1], '0', new) else redis.call('PSETEX', keys[1], '61001', new) end
-  out[1] = 994
-  out[2] = 60000000
-  return out
+  return 60060000994 -- a single admission's reply: reset_after * (limit + 1) + remaining
 end)"
 # The design `incr` (see above), on its steady path: the head parsed once, the time parsed and the
 # window's end worked out per call, as lua/fixed_window.lua does.
 INCR_LIBRARY="#!lua name=redlimit_incr_reference
 local head_arg, cost, limit, window
-local out = {0, 0}
 redis.register_function('incr_fixed_window', function(keys, args)
   local now = args[1] + 0
   if args[2] ~= head_arg then
@@ -131,9 +124,7 @@ redis.register_function('incr_fixed_window', function(keys, args)
     redis.call('DECRBY', keys[1], cost)
     return {0, limit - used + cost, reset, reset, 0}
   end
-  out[1] = limit - used
-  out[2] = reset
-  return out
+  return reset * (limit + 1) + limit - used -- (lua/epilogue.lua, reply)
 end)"
 # Runs the reference Function $2 (library $3) for $1 seconds' worth of calls, with arguments $4...
 reference_run() {

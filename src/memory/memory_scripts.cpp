@@ -13,15 +13,18 @@ namespace redlimit::detail::memory {
 
 namespace {
 
-// The decisions of a call as the reply array, in epilogue.lua's forms (reply): an admission that
-// waits for nothing goes short, {remaining, reset_after} alone in a call of one request, and in a
-// batch {2, remaining} when its reset_after is the previous decision's, else {3, remaining,
-// reset_after}; a policy's of several limits (width 6 + 2m) as its limits' pairs, after a 2 in a
-// batch. A Lua table becomes a Redis array up to its first nil: a policy of no limits has a nil
-// remaining, which ends the reply after its `allowed`.
+// The decisions of a call as the reply, in epilogue.lua's forms (reply): an admission that waits
+// for nothing goes short, alone in a call of one request the integer reset_after * (L + 1) +
+// remaining (L: the strategy's limit, `most`) when that is below 2^53, else {remaining,
+// reset_after}; in a batch {2, remaining} when its reset_after is the previous decision's, else
+// {3, remaining, reset_after}; a policy's of several limits (width 6 + 2m) as its limits' pairs,
+// after a 2 in a batch. A Lua table becomes a Redis array up to its first nil: a policy of no
+// limits has a nil remaining, which ends the reply after its `allowed`.
 class Out {
  public:
-  Out(std::size_t n, int width) : width_(width), one_(n == 1) { items_.reserve(n * static_cast<std::size_t>(width)); }
+  Out(std::size_t n, int width, std::int64_t most) : width_(width), one_(n == 1), most_(most) {
+    items_.reserve(n * static_cast<std::size_t>(width));
+  }
   void add(const Decided& d) {
     if (cut_) return;
     const bool admission = d.allowed == 1 && d.retry_after == 0 && d.delay == 0;
@@ -31,8 +34,14 @@ class Out {
       if (!one_) push(2);
       for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
     } else if (one_) {
-      push(d.remaining);
-      push(d.reset_after);
+      __extension__ using i128 = __int128;
+      const i128 packed = static_cast<i128>(d.reset_after) * (most_ + 1) + d.remaining;
+      if (d.remaining >= 0 && d.remaining <= most_ && packed < (static_cast<i128>(1) << 53)) {
+        integer_ = static_cast<std::int64_t>(packed);
+      } else {
+        push(d.remaining);
+        push(d.reset_after);
+      }
     } else {
       const bool same_reset = last_reset_ && *last_reset_ == d.reset_after;
       push(same_reset ? 2 : 3);
@@ -41,7 +50,7 @@ class Out {
     }
     last_reset_ = d.reset_after;
   }
-  Reply done() { return Reply::make_array(std::move(items_)); }
+  Reply done() { return integer_ ? Reply::make_integer(*integer_) : Reply::make_array(std::move(items_)); }
 
  private:
   void add_whole(const Decided& d) {
@@ -62,8 +71,10 @@ class Out {
   void push(std::int64_t v) { items_.push_back(Reply::make_integer(v)); }
   std::vector<Reply> items_;
   int width_;
-  bool one_;  // the call decides one request
+  bool one_;           // the call decides one request
+  std::int64_t most_;  // the strategy's limit (its most_cost)
   bool cut_ = false;
+  std::optional<std::int64_t> integer_;     // the packed admission of a call of one request
   std::optional<std::int64_t> last_reset_;  // the previous decision's reset_after
 };
 
@@ -183,7 +194,7 @@ Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Table
   const std::int64_t cost = cost_of(c, 0, 1, 0, twin.most_cost());  // before anything is read
   KeyRef state(tables.of(keys[0]), keys[0], c.now);
   const Packed* v = packed(state.get());
-  Out out(1, Twin::width());
+  Out out(1, Twin::width(), twin.most_cost());
   Decided d;
   if (blocked(c, v, Twin::width(), d)) {
     reset_past_block<Twin>(c, cost, stateful(v), d);
@@ -228,7 +239,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
     return s.write.kind == Write::Kind::set ? &*s.staged : nullptr;
   };
 
-  Out out(n, Twin::width());
+  Out out(n, Twin::width(), twin.most_cost());
   std::vector<std::size_t> order;
   Memo memo;
   const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
@@ -276,7 +287,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
     KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);
     if (const Entry* e = marker.get(); e != nullptr && is_string(e->state)) markers[i] = *e;
   }
-  Out out(n, twin.width());
+  Out out(n, twin.width(), twin.most_cost());
   Memo memo;
   const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
   const std::size_t stride = reads_marker ? 2 : 1;  // the keys a request sends

@@ -3,8 +3,9 @@
 // converted to redlimit::Reply and decoded with detail::decode_decision against a few limit vectors,
 // and with detail::decode_decisions as the reply of a batch.
 // Only ReplyError may escape; decode_decision must accept exactly the documented shape
-// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, its short form {remaining,
-// reset_after_us} for an admission with retry and delay 0, or a policy's 6 + 2m with the
+// ({allowed, remaining, retry_after_us, reset_after_us, delay_us}, its short forms for an admission
+// with retry and delay 0, the integer reset_after_us * (limit + 1) + remaining (a strategy of one
+// limit) and {remaining, reset_after_us}, or a policy's 6 + 2m with the
 // deciding limit 1..m and each limit's remaining and reset, or for a policy's admission its m pairs
 // alone; non-negative integers, allowed in {0, 1}) and copy its fields faithfully; decode_decisions a batch's decisions
 // one after the other in the forms lua/epilogue.lua's reply describes.
@@ -89,7 +90,26 @@ bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   return true;
 }
 
+// An integer: one request's admission packed by its one limit (lua/epilogue.lua, reply).
+void decode_packed(const Reply& reply, const std::vector<std::int64_t>& limits) {
+  const bool valid = limits.size() == 1 && limits[0] >= 1 && limits[0] < (std::int64_t{1} << 53) && reply.integer >= 0;
+  redlimit::Decision d;
+  try {
+    d = redlimit::detail::decode_decision(reply, limits);
+  } catch (const redlimit::ReplyError& e) {
+    FUZZ_CHECK(!valid, "a well-formed integer was rejected: %s", e.what());
+    return;
+  }
+  FUZZ_CHECK(valid, "a malformed integer was accepted");
+  const std::int64_t radix = limits[0] + 1;
+  FUZZ_CHECK(d.allowed && d.limit == limits[0] && d.limit_index == 0, "allowed or limit");
+  FUZZ_CHECK(d.remaining >= 0 && d.remaining <= limits[0] && d.reset_after.count() >= 0, "a field out of range");
+  FUZZ_CHECK(d.reset_after.count() * radix + d.remaining == reply.integer, "not the packed figures");
+  FUZZ_CHECK(d.retry_after.count() == 0 && d.delay.count() == 0 && d.limits.empty(), "retry, delay or states");
+}
+
 void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
+  if (reply.type == Reply::Type::integer) return decode_packed(reply, limits);
   const bool valid = well_formed(reply, limits);
   redlimit::Decision d;
   try {

@@ -129,6 +129,23 @@ int decision_width(const Command& c, const std::map<std::string, std::string>& s
 
 std::string error_code(const std::string& message) { return message.substr(0, message.find(' ')); }
 
+// The limit L of a decision of width 5, by which a single admission packs its remaining and
+// reset_after into one integer (lua/epilogue.lua, reply): the first parameter (a fixed window's
+// and a sliding log's limit, a bucket's capacity), a policy of one limit's count (its head: mode,
+// cost, 1, tag, count, ...); 0 when the command says none.
+std::int64_t decision_limit(const Command& c, const std::map<std::string, std::string>& scripts) {
+  try {
+    const std::size_t numkeys = std::stoul(c.argv.at(2));
+    std::istringstream head(c.argv.at(3 + numkeys + 1));
+    std::string mode, cost, first, tag, count;
+    if (!(head >> mode >> cost >> first)) return 0;
+    if (script_of(c, scripts) != "policy") return std::stoll(first);
+    return first == "1" && (head >> tag >> count) ? std::stoll(count) : 0;
+  } catch (const std::exception&) {
+    return 0;  // a hand-made call: the script errs
+  }
+}
+
 // Which integers of a reply are times: retry_after, reset_after, delay, and for a policy (6 + 2m)
 // each limit's reset_after. Decisions come in lua/epilogue.lua's forms (reply). Of `width` 5:
 // alone, {remaining, reset_after} (no batch replies 2 integers) or five; in a batch, one after the
@@ -169,13 +186,15 @@ std::vector<bool> time_fields(const Reply& reply, int width) {
 // Whether `got` answers what `want` (Redis's reply) answers. Errors: the same code (Redis adds the
 // script's line and SHA1). Under Redis TIME (`tolerance_us` >= 0), the decisions' time fields may
 // differ by the uncertainty of when the server read its clock; allowed and remaining may not.
-bool same(const Reply& want, const Reply& got, int width, std::int64_t tolerance_us) {
+bool same(const Reply& want, const Reply& got, int width, std::int64_t tolerance_us, std::int64_t limit = 0) {
   if (want.type != got.type) return false;
   switch (want.type) {
     case Reply::Type::nil:
       return true;
-    case Reply::Type::integer:
-      return want.integer == got.integer;
+    case Reply::Type::integer:  // a packed admission, reset_after * (limit + 1) + remaining (lua/epilogue.lua, reply)
+      if (tolerance_us < 0 || limit < 1) return want.integer == got.integer;
+      return want.integer % (limit + 1) == got.integer % (limit + 1) &&
+             std::llabs(want.integer / (limit + 1) - got.integer / (limit + 1)) <= tolerance_us;
     case Reply::Type::error:
       return error_code(want.str) == error_code(got.str);
     case Reply::Type::string:
@@ -313,7 +332,7 @@ std::vector<std::string> replay(const Trace& trace) {
     clock->set(redlimit::Micros{c.redis_time ? c.time_before : c.at});
     const Reply got = memory.command(c.argv);
     const int width = decision_width(c, trace.scripts);
-    if (!same(c.reply, got, width, c.redis_time ? tol : -1)) {
+    if (!same(c.reply, got, width, c.redis_time ? tol : -1, decision_limit(c, trace.scripts))) {
       diffs.push_back(trace.scenario + " command " + std::to_string(i + 1) + ": " + show(c.argv) +
                       "\n  Redis answered  " + show(c.reply) + "\n  memory answered " + show(got));
     }
@@ -335,7 +354,7 @@ std::vector<std::string> compare(const Trace& expected, const Trace& actual) {
     const Command& b = actual.commands[i];
     const int width = decision_width(a, expected.scripts);
     if (a.argv != b.argv || a.redis_time != b.redis_time || (!a.redis_time && a.at != b.at) ||
-        !same(a.reply, b.reply, width, a.redis_time ? tol : -1)) {
+        !same(a.reply, b.reply, width, a.redis_time ? tol : -1, decision_limit(a, expected.scripts))) {
       diffs.push_back(expected.scenario + " command " + std::to_string(i + 1) + ":\n  trace: " + show(a.argv) +
                       " -> " + show(a.reply) + "\n  now:   " + show(b.argv) + " -> " + show(b.reply));
       if (diffs.size() > 10) break;

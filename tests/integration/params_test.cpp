@@ -212,10 +212,9 @@ TEST_F(ParamsTest, ABucketStateNoClientWritesReadsAsNoState) {
         const std::vector<std::string> set = {"SET", "raw:{a}:s", bytes};
         ASSERT_EQ((m ? m->command(set) : server().command(set)).type, Reply::Type::status);
         const Reply r = m ? m->command(consume) : server().command(consume);
-        ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-        ASSERT_EQ(r.elements.size(), 2u) << "an admission: remaining, reset_after";
-        EXPECT_EQ(r.elements[0].integer, 9) << "a bucket with no state, 1 taken";
-        EXPECT_EQ(r.elements[1].integer, 1000) << "back as it was in 1,000 us";
+        ASSERT_EQ(r.type, Reply::Type::integer) << r.str;                   // an admission, packed by the limit 10:
+        EXPECT_EQ(r.integer % 11, 9) << "a bucket with no state, 1 taken";  // remaining
+        EXPECT_EQ(r.integer / 11, 1000) << "back as it was in 1,000 us";    // reset_after
       }
       const std::int64_t pttl = server().integer({"PTTL", "raw:{a}:s"});
       EXPECT_GT(pttl, 0);

@@ -1,5 +1,6 @@
-// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us} -> Decision, its short form
-// {remaining, reset_us} (an admission, retry and delay 0), or a policy's {..., deciding limit 1..m,
+// decode_decision: {allowed, remaining, retry_us, reset_us, delay_us} -> Decision, its short forms
+// (an admission, retry and delay 0) reset_us * (limit + 1) + remaining and {remaining, reset_us},
+// or a policy's {..., deciding limit 1..m,
 // then each limit's remaining and reset_us}; anything else is a ReplyError. decode_decisions: a
 // batch's decisions one after the other.
 #include <gmock/gmock.h>
@@ -283,8 +284,43 @@ TEST(DecisionTest, AllowedMustBeZeroOrOne) {
   EXPECT_THROW(decode_decision(decision_reply(INT64_MAX, 0, 0, 0, 0), {10}), ReplyError);
 }
 
+TEST(DecisionTest, AnIntegerIsAnAdmissionPackedByTheLimit) {
+  // lua/epilogue.lua, reply: reset_after * (limit + 1) + remaining
+  const Decision d = decode_decision(Reply::make_integer(750'000 * 11 + 7), {10});
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.limit, 10);
+  EXPECT_EQ(d.remaining, 7);
+  EXPECT_EQ(d.reset_after, microseconds(750'000));
+  EXPECT_EQ(d.retry_after, microseconds(0));
+  EXPECT_EQ(d.delay, microseconds(0));
+  EXPECT_TRUE(d.limits.empty());
+
+  const Decision full = decode_decision(Reply::make_integer(10), {10});  // nothing to reset: full
+  EXPECT_EQ(full.remaining, 10);
+  EXPECT_EQ(full.reset_after, microseconds(0));
+
+  // The largest the scripts send: below 2^53, a limit of 2^40
+  const std::int64_t limit = std::int64_t{1} << 40;
+  const std::int64_t reset = ((std::int64_t{1} << 53) - 1) / (limit + 1) - 1;
+  const Decision big = decode_decision(Reply::make_integer(reset * (limit + 1) + limit - 3), {limit});
+  EXPECT_EQ(big.remaining, limit - 3);
+  EXPECT_EQ(big.reset_after, microseconds(reset));
+
+  // A sliding window (a policy of one limit, given its window) holds that limit's state too.
+  const Decision sw = decode_decision(Reply::make_integer(40 * 101 + 99), {100}, {microseconds(60'000'000)});
+  ASSERT_EQ(sw.limits.size(), 1u);
+  EXPECT_EQ(sw.limits[0].remaining, 99);
+  EXPECT_EQ(sw.limits[0].reset_after, microseconds(40));
+  EXPECT_EQ(sw.limits[0].window, microseconds(60'000'000));
+}
+
+TEST(DecisionTest, AnIntegerIsMalformedNegativeOrForAPolicyOfManyLimits) {
+  EXPECT_THROW(decode_decision(Reply::make_integer(-1), {10}), ReplyError);
+  EXPECT_THROW(decode_decision(Reply::make_integer(5), {10, 100}), ReplyError);
+  EXPECT_THROW(decode_decision(Reply::make_integer(5), {}), ReplyError);
+}
+
 TEST(DecisionTest, NonArrayReplies) {
-  EXPECT_THROW(decode_decision(Reply::make_integer(1), {10}), ReplyError);
   EXPECT_THROW(decode_decision(Reply::make_nil(), {10}), ReplyError);
   EXPECT_THROW(decode_decision(Reply::make_string("1 9 0 0 0"), {10}), ReplyError);
   EXPECT_THROW(decode_decision(Reply::make_status("OK"), {10}), ReplyError);

@@ -58,7 +58,7 @@ TEST_P(EveryStrategyReplyTest, MalformedReplyThrowsReplyError) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   EXPECT_CALL(*mock, command(_))
-      .WillOnce(Return(Reply::make_integer(1)))
+      .WillOnce(Return(Reply::make_integer(-1)))  // a packed admission is never negative
       .WillOnce(Return(Reply::make_nil()))
       .WillOnce(Return(Reply::make_array({Reply::make_integer(1), Reply::make_integer(2), Reply::make_integer(3)})))
       .WillOnce(Return(reply(3, 0, 0, 0)))

@@ -79,7 +79,7 @@ TEST_F(ResilienceTest, FailurePolicyDoesNotHideScriptErrors) {
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   EXPECT_CALL(*mock, command(_))
       .WillOnce(Return(Reply::make_error("ERR Error running script: boom")))
-      .WillOnce(Return(Reply::make_integer(7)));
+      .WillOnce(Return(Reply::make_string("7")));
   EXPECT_THROW(fw.consume("u"), ReplyError);
   EXPECT_THROW(fw.consume("u"), ReplyError);
 }

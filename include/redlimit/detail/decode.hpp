@@ -10,8 +10,9 @@
 
 namespace redlimit::detail {
 
-// Decodes {allowed, remaining, retry_after_us, reset_after_us, delay_us}, or its short form
-// {remaining, reset_after_us} (an admission, retry and delay 0: lua/epilogue.lua, reply), into a
+// Decodes {allowed, remaining, retry_after_us, reset_after_us, delay_us}, or its short forms for
+// an admission whose retry and delay are 0 (lua/epilogue.lua, reply): the integer
+// reset_after_us * (limits[0] + 1) + remaining (limits of one), or {remaining, reset_after_us}; into a
 // Decision whose `limit` is limits[0] (a policy of one limit, given its window, answers so too: its
 // `limits` then holds that limit's state, the decision's own); or a policy's {..., deciding limit
 // 1..m, then each limit's remaining and reset_after_us} (6 + 2m integers, m = limits.size() > 1),

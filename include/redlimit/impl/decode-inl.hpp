@@ -55,17 +55,39 @@ inline std::size_t admission_of(Decision& d) {
 
 }  // namespace decode_impl
 
+namespace decode_impl {
+
+// One request's admission that waits for nothing, as one integer: reset_after * (limit + 1) +
+// remaining, from a strategy of one limit (lua/epilogue.lua, reply).
+inline Decision packed_admission(std::int64_t v, const std::vector<std::int64_t>& limits,
+                                 const std::vector<std::chrono::microseconds>& windows) {
+  if (limits.size() != 1 || limits[0] < 1 || limits[0] >= (std::int64_t{1} << 53)) {
+    throw ReplyError(message("an integer answers for a strategy of one limit below 2^53, not {}", limits.size()));
+  }
+  if (v < 0) throw ReplyError("a strategy script must return non-negative integers");
+  Decision d;
+  d.allowed = true;
+  d.limit = limits[0];
+  d.remaining = v % (limits[0] + 1);
+  d.reset_after = std::chrono::microseconds{v / (limits[0] + 1)};
+  if (!windows.empty()) d.limits.push_back(LimitState{limits[0], windows[0], d.remaining, d.reset_after});
+  return d;
+}
+
+}  // namespace decode_impl
+
 REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& limits,
                                          const std::vector<std::chrono::microseconds>& windows) {
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
+  if (reply.type == Reply::Type::integer) return decode_impl::packed_admission(reply.integer, limits, windows);
   const std::size_t policy = decode_impl::policy_width(limits.size());
   const std::size_t size = reply.type == Reply::Type::array ? reply.elements.size() : 0;
-  // Five integers, or a policy's; for an admission that waits for nothing two, {remaining,
-  // reset_after}, or a policy's pairs alone (lua/epilogue.lua, reply).
+  // Five integers, or a policy's; for an admission that waits for nothing one integer (above), two,
+  // {remaining, reset_after}, or a policy's pairs alone (lua/epilogue.lua, reply).
   const bool short_form = size == 2;
   const bool policy_admission = limits.size() > 1 && size == 2 * limits.size();
   if (reply.type != Reply::Type::array || (size != 5 && size != policy && !short_form && !policy_admission)) {
-    throw ReplyError(message("a strategy script must return an array of 2, 5, {} or {} integers, not {}",
+    throw ReplyError(message("a strategy script must return an integer or an array of 2, 5, {} or {} integers, not {}",
                              2 * limits.size(), policy, decode_impl::shape_of(reply)));
   }
   for (const auto& e : reply.elements) {
