@@ -189,7 +189,9 @@ if n == 1 then
     -- counted()'s steady path inline: a Lua call costs Redis about as much as the work around it
     local used = redis.pcall('HINCRBY', KEYS[1], field, cost1_arg)
     if type_(used) == 'number' and used > cost1 and used <= limit then
-      local packed = window_end_now * (limit + 1) + limit - used -- (epilogue.lua, reply)
+      -- (epilogue.lua, reply) both terms exact, so the sum rounds only at 2^53 or past it; (P +
+      -- limit) - used could round past 2^53 and come back below it off by one
+      local packed = window_end_now * (limit + 1) + (limit - used)
       if packed < TWO53 then return packed end
       one_out[1] = limit - used
       one_out[2] = window_end_now

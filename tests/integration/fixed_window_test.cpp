@@ -76,6 +76,23 @@ TEST_F(FixedWindowTest, ResetAfterIsExact) {
   EXPECT_EQ(fw.peek("fresh").reset_after, 0us);
 }
 
+TEST_F(FixedWindowTest, AnAdmissionPackedJustBelowTwoTo53IsExact) {
+  // One request's admission comes as reset_after * (limit + 1) + remaining when that is below 2^53
+  // (lua/epilogue.lua, reply). At 8,191 us before the window's end a limit of 2^40 packs to
+  // 2^53 - 2^40 + 8,191 + remaining: below 2^53 once 8,192 or more are used, while that product
+  // plus the limit alone is past it, where doubles step by 2. Summed in that order the second
+  // request's figure came back a unit off.
+  const std::int64_t limit = std::int64_t{1} << 40;
+  auto fw = rl().fixed_window("fw", Limit(limit, 1s));
+  at(1s - 8191us);
+  EXPECT_EQ(fw.consume("u", 5000).remaining, limit - 5000);
+  const Decision d = fw.consume("u", 5000);
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, limit - 10000) << d;
+  EXPECT_EQ(d.reset_after, 8191us) << d;
+  EXPECT_EQ(fw.peek("u").remaining, limit - 10000);
+}
+
 TEST_F(FixedWindowTest, RejectedRequestsRecordNothing) {
   auto fw = rl().fixed_window("fw", Limit(5, 10s));
   at(1s);
