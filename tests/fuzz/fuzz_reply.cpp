@@ -90,17 +90,24 @@ bool well_formed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   return true;
 }
 
+// decode_decision of `reply` into d, held to the model's verdict `valid`: it must refuse the reply
+// exactly when the model does. False when it refused it.
+bool decoded(const Reply& reply, const std::vector<std::int64_t>& limits, bool valid, redlimit::Decision& d) {
+  try {
+    d = redlimit::detail::decode_decision(reply, limits);
+  } catch (const redlimit::ReplyError& e) {
+    FUZZ_CHECK(!valid, "a well-formed reply was rejected: %s", e.what());
+    return false;
+  }
+  FUZZ_CHECK(valid, "a malformed reply was accepted");
+  return true;
+}
+
 // An integer: one request's admission packed by its one limit (lua/epilogue.lua, reply).
 void decode_packed(const Reply& reply, const std::vector<std::int64_t>& limits) {
   const bool valid = limits.size() == 1 && limits[0] >= 1 && limits[0] < (std::int64_t{1} << 53) && reply.integer >= 0;
   redlimit::Decision d;
-  try {
-    d = redlimit::detail::decode_decision(reply, limits);
-  } catch (const redlimit::ReplyError& e) {
-    FUZZ_CHECK(!valid, "a well-formed integer was rejected: %s", e.what());
-    return;
-  }
-  FUZZ_CHECK(valid, "a malformed integer was accepted");
+  if (!decoded(reply, limits, valid, d)) return;
   const std::int64_t radix = limits[0] + 1;
   FUZZ_CHECK(d.allowed && d.limit == limits[0] && d.limit_index == 0, "allowed or limit");
   FUZZ_CHECK(d.remaining >= 0 && d.remaining <= limits[0] && d.reset_after.count() >= 0, "a field out of range");
@@ -110,15 +117,8 @@ void decode_packed(const Reply& reply, const std::vector<std::int64_t>& limits) 
 
 void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   if (reply.type == Reply::Type::integer) return decode_packed(reply, limits);
-  const bool valid = well_formed(reply, limits);
   redlimit::Decision d;
-  try {
-    d = redlimit::detail::decode_decision(reply, limits);
-  } catch (const redlimit::ReplyError& e) {
-    FUZZ_CHECK(!valid, "a well-formed reply was rejected: %s", e.what());
-    return;
-  }
-  FUZZ_CHECK(valid, "a malformed reply was accepted");
+  if (!decoded(reply, limits, well_formed(reply, limits), d)) return;
   const Reply whole = policy_admission(reply, limits) ? whole_admission(reply) : reply;
   const auto& v = whole.elements;
   const bool short_form = v.size() == 2;  // {remaining, reset_after}

@@ -112,19 +112,28 @@ std::string script_of(const Command& c, const std::map<std::string, std::string>
   return "";
 }
 
-// The length of one decision in a command's reply: 5, or 6 + 2m for a policy of m > 1 limits (the third
-// word of its head, ARGV[2] after the numkeys keys and now: mode, cost, m, ...).
+// The words of a command's head, ARGV[2] after the numkeys keys and now (mode, cost, then the
+// script's parameters); none for a hand-made call without one.
+std::vector<std::string> head_words(const Command& c) {
+  std::vector<std::string> words;
+  try {
+    std::istringstream head(c.argv.at(3 + std::stoul(c.argv.at(2)) + 1));
+    for (std::string w; head >> w;) words.push_back(w);
+  } catch (const std::exception&) {
+  }
+  return words;
+}
+
+// The length of one decision in a command's reply: 5, or 6 + 2m for a policy of m > 1 limits (the
+// third word of its head: mode, cost, m, ...).
 int decision_width(const Command& c, const std::map<std::string, std::string>& scripts) {
   if (script_of(c, scripts) != "policy") return 5;
+  const std::vector<std::string> w = head_words(c);
   try {
-    const std::size_t numkeys = std::stoul(c.argv.at(2));
-    std::istringstream head(c.argv.at(3 + numkeys + 1));
-    std::string mode, cost, m;
-    if (!(head >> mode >> cost >> m)) return 6;
-    return m == "1" ? 5 : 6 + 2 * std::stoi(m);  // a policy of one limit answers as the others
+    if (w.size() >= 3) return w[2] == "1" ? 5 : 6 + 2 * std::stoi(w[2]);  // a policy of one limit answers as the others
   } catch (const std::exception&) {
-    return 6;  // a hand-made call without the limits: the script errs, nothing to compare by field
   }
+  return 6;  // a hand-made call without the limits: the script errs, nothing to compare by field
 }
 
 std::string error_code(const std::string& message) { return message.substr(0, message.find(' ')); }
@@ -134,21 +143,19 @@ std::string error_code(const std::string& message) { return message.substr(0, me
 // and a sliding log's limit, a bucket's capacity), a policy of one limit's count (its head: mode,
 // cost, 1, tag, count, ...); 0 when the command says none.
 std::int64_t decision_limit(const Command& c, const std::map<std::string, std::string>& scripts) {
+  const std::vector<std::string> w = head_words(c);
   try {
-    const std::size_t numkeys = std::stoul(c.argv.at(2));
-    std::istringstream head(c.argv.at(3 + numkeys + 1));
-    std::string mode, cost, first, tag, count;
-    if (!(head >> mode >> cost >> first)) return 0;
-    if (script_of(c, scripts) != "policy") return std::stoll(first);
-    return first == "1" && (head >> tag >> count) ? std::stoll(count) : 0;
+    if (w.size() >= 3 && script_of(c, scripts) != "policy") return std::stoll(w[2]);
+    if (w.size() >= 5 && w[2] == "1") return std::stoll(w[4]);
   } catch (const std::exception&) {
-    return 0;  // a hand-made call: the script errs
   }
+  return 0;  // a hand-made call: the script errs
 }
 
 // Which integers of a reply are times: retry_after, reset_after, delay, and for a policy (6 + 2m)
 // each limit's reset_after. Decisions come in lua/epilogue.lua's forms (reply). Of `width` 5:
-// alone, {remaining, reset_after} (no batch replies 2 integers) or five; in a batch, one after the
+// alone, an integer (same() reads it by decision_limit), {remaining, reset_after} (no batch replies
+// 2 integers) or five; in a batch, one after the
 // other, {2, remaining}, {3, remaining, reset_after} or five. A policy's: alone, its m pairs (no
 // batch replies 2m integers) or whole; in a batch, {2, its m pairs} or whole.
 std::vector<bool> time_fields(const Reply& reply, int width) {
