@@ -2,12 +2,13 @@
 -- (cmake/embed_lua.cmake). Runs the call's n requests through decide(), in order, and returns their
 -- decisions. What the script sets before this:
 --   decide(key, cost, value) -> allowed, remaining, retry_after, reset_after, delay, deciding
---       limit, new value, ttl_ms, each: judges one request (as values, not a table: a batch makes
+--       limit, new value, ttl_ms, each, packed: judges one request (as values, not a table: a batch makes
 --       no garbage per request). A string state gets its current value (nil when missing) and
 --       returns what to write: a new value with its TTL (0: the key's TTL still holds, keep it),
 --       false to delete the key, nil to leave it;
 --       other states read and write their own keys. `each` (policies only): every limit's own
---       remaining and reset_after, one pair a limit.
+--       remaining and reset_after, one pair a limit; `packed` (policies only, a call of one
+--       request): the admission as the one integer that is its reply (policy.lua, packable), or nil.
 --   state_is_string: whether the state is such a string;
 --   reads_marker: whether the block marker is read for the state's block: the sliding log's, whose
 --       requests each send two keys (KEYS[2i-1] the state, KEYS[2i] the marker); a string state
@@ -65,7 +66,9 @@ end
 -- - a policy's decision of m > 1 limits (width 6 + 2m): such an admission is its limits' pairs
 --   alone, {remaining_1, reset_after_1, ..., remaining_m, reset_after_m} (in a batch after a 2),
 --   from which the client takes the decision's own (the least remaining, the latest reset, the
---   first limit with the least left: policy.lua, conclude); any other decision comes whole.
+--   first limit with the least left: policy.lua, conclude); any other decision comes whole. Alone
+--   in its call, such an admission is one integer instead when decide() packs it (policy.lua,
+--   packable: the limits' remaining, their resets left for the client to work out).
 -- One request's reply goes in a table kept from call to call (one_out; a policy's admission in
 -- its `each`, kept by policy.lua), as batch_out above; another policy decision in a table built
 -- whole, at its size (put() grows one from empty, which a batch's reply amortises and a single
@@ -176,7 +179,7 @@ if n == 1 then
   if wait then
     return reply(0, 0, wait, blocked_reset(KEYS[1], cost1, value, wait), 0, 1, width > 5 and blocked_each(wait))
   end
-  local a, rem, retry, reset, delay, decider, new, ttl, each = decide(KEYS[1], cost1, value)
+  local a, rem, retry, reset, delay, decider, new, ttl, each, packed = decide(KEYS[1], cost1, value)
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
   -- write()'s common case, a value overwritten in place, without the call (as in the batch loop below)
   if ttl == 0 and len == #new then
@@ -184,6 +187,7 @@ if n == 1 then
   elseif new ~= nil then
     write(KEYS[1], new, ttl, len)
   end
+  if packed then return packed end -- a policy's admission, one integer (policy.lua, packable)
   if a == 1 and retry == 0 and delay == 0 and width == 5 then -- the short forms (reply, above)
     if rem >= 0 and rem <= most_cost then
       -- exact below 2^53; a product past it rounds to 2^53 or more, never below (IEEE rounding is

@@ -109,10 +109,11 @@ class Strategy {
 
  protected:
   // `limits`: the count of each limit (one, or several for a policy); cost may not exceed the least.
-  // `windows`: each limit's window, for the strategies whose script reports every limit (policies).
+  // `windows`: each limit's window, for the strategies whose script reports every limit (policies);
+  // `intervals`: each one's bucket interval (its precision), for a policy's packed admission.
   Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind, const detail::Script& script,
            std::vector<std::int64_t> limits, std::vector<std::string> params,
-           std::vector<std::chrono::microseconds> windows = {});
+           std::vector<std::chrono::microseconds> windows = {}, std::vector<std::chrono::microseconds> intervals = {});
 
  private:
   friend class Leases;  // reads the clock and time source its leases are timed on

@@ -120,19 +120,23 @@ local function fresh(key, cost)
     end
     return 1, most_cost, 0, 0, 0, least_at, nil, nil, each
   end
-  local text, reset = text_of[cost] or count_text(cost), 0
+  local text, reset, packed = text_of[cost] or count_text(cost), 0, packable and 0
   for i = 1, m do
     local l = limits[i]
     local own_reset = l.b * l.P + l.span - now
     fields[2 * i - 1] = l.field
     fields[2 * i] = text
-    each[2 * i - 1] = l.limit - cost
-    each[2 * i] = own_reset
+    if packed then -- (policy.lua, packable: every reset is b's)
+      packed = packed + (l.limit - cost) * l.scale
+    else
+      each[2 * i - 1] = l.limit - cost
+      each[2 * i] = own_reset
+    end
     if own_reset > reset then reset = own_reset end
   end
   redis.call('HSET', key, unpack(fields, 1, 2 * m))
   redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
-  return 1, most_cost - cost, 0, reset, 0, least_at, nil, nil, each
+  return 1, most_cost - cost, 0, reset, 0, least_at, nil, nil, each, packed
 end
 
 -- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
@@ -164,16 +168,20 @@ local function decide_policy(key, cost)
       if not newest or idx > newest then l.newest = idx end
     end
   end
-  local held -- (general(), policy.lua)
+  -- held: general()'s (policy.lua); packed: the reply as one integer (policy.lua, packable), unless
+  -- a limit's newest bucket lies past b, whose end is its reset; a count below 0 (not the
+  -- library's) goes to general(), so that no remaining passes its limit, the radix of its digit.
+  local held, packed = nil, packable and 0
   for i = 1, m do
     local l = limits[i]
     local used, newest = l.full, l.newest
     if l.old > 0 then used = used + weighted(l, l.old) end
-    if used + cost > l.limit then return general(key, cost, h) end
+    if used + cost > l.limit or used < 0 then return general(key, cost, h) end
     l.used = used
     if newest then
       local ends = newest * l.P + l.span
       if not held or ends > held then held = ends end
+      if newest > l.b then packed = nil end
     end
   end
   local each, remaining, reset, decider = each_out, nil, 0, 1 -- (conclude)
@@ -193,8 +201,12 @@ local function decide_policy(key, cost)
       own_reset = last * l.P + l.span - now
       if own_reset < 0 then own_reset = 0 end
     end
-    each[2 * i - 1] = rem
-    each[2 * i] = own_reset
+    if packed then
+      packed = packed + rem * l.scale
+    else
+      each[2 * i - 1] = rem
+      each[2 * i] = own_reset
+    end
     if own_reset > reset then reset = own_reset end
     if not remaining or rem < remaining then remaining, decider = rem, i end
   end
@@ -203,5 +215,5 @@ local function decide_policy(key, cost)
     if ns > 0 then redis.call('HDEL', key, unpack(stale_names, 1, ns)) end
     if reset > 0 and not (held and held >= now + reset) then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset))) end
   end
-  return 1, remaining, 0, reset, 0, decider, nil, nil, each
+  return 1, remaining, 0, reset, 0, decider, nil, nil, each, packed
 end

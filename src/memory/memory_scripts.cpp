@@ -4,6 +4,7 @@
 #include "memory_scripts.hpp"
 
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -18,8 +19,8 @@ namespace {
 // remaining (L: the strategy's limit, `most`) when that is below 2^53, else {remaining,
 // reset_after}; in a batch {2, remaining} when its reset_after is the previous decision's, else
 // {3, remaining, reset_after}; a policy's of several limits (width 6 + 2m) as its limits' pairs,
-// after a 2 in a batch. A Lua table becomes a Redis array up to its first nil: a policy of no
-// limits has a nil remaining, which ends the reply after its `allowed`.
+// after a 2 in a batch, or alone in its call as one integer when policy.lua packs it (pack_with). A Lua table becomes a
+// Redis array up to its first nil: a policy of no limits has a nil remaining, which ends the reply after its `allowed`.
 class Out {
  public:
   Out(std::size_t n, int width, std::int64_t most) : width_(width), one_(n == 1), most_(most) {
@@ -31,6 +32,8 @@ class Out {
     if (!admission || width_ == 6) {  // (6: a policy of no limits)
       add_whole(d);
     } else if (width_ > 6) {
+      if (one_ && policy_ != nullptr) integer_ = policy_->packed_admission(d);
+      if (integer_) return;
       if (!one_) push(2);
       for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
     } else if (one_) {
@@ -51,6 +54,8 @@ class Out {
     last_reset_ = d.reset_after;
   }
   Reply done() { return integer_ ? Reply::make_integer(*integer_) : Reply::make_array(std::move(items_)); }
+  // A policy's call: its admission alone may answer as one integer (PolicyTwin::packed_admission).
+  void pack_with(const PolicyTwin* policy) { policy_ = policy; }
 
  private:
   void add_whole(const Decided& d) {
@@ -75,6 +80,7 @@ class Out {
   std::int64_t most_;  // the strategy's limit (its most_cost)
   bool cut_ = false;
   std::optional<std::int64_t> integer_;     // the packed admission of a call of one request
+  const PolicyTwin* policy_ = nullptr;      // pack_with()
   std::optional<std::int64_t> last_reset_;  // the previous decision's reset_after
 };
 
@@ -288,6 +294,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
     if (const Entry* e = marker.get(); e != nullptr && is_string(e->state)) markers[i] = *e;
   }
   Out out(n, twin.width(), twin.most_cost());
+  if constexpr (std::is_same_v<Twin, PolicyTwin>) out.pack_with(&twin);
   Memo memo;
   const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
   const std::size_t stride = reads_marker ? 2 : 1;  // the keys a request sends

@@ -8,19 +8,21 @@
 // limit) and {remaining, reset_after_us}, or a policy's 6 + 2m with the
 // deciding limit 1..m and each limit's remaining and reset, or for a policy's admission its m pairs
 // alone; non-negative integers, allowed in {0, 1}) and copy its fields faithfully; decode_decisions a batch's decisions
-// one after the other in the forms lua/epilogue.lua's reply describes.
+// one after the other in the forms lua/epilogue.lua's reply describes; policy_pairs_of a policy's
+// packed admission (an integer reply, or a string reply as the time its call sent).
 //
 // The conversion is the library's own detail::from_hiredis, the one both connections use.
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "redlimit/decision.hpp"
 #include "hiredis/hiredis_reply.hpp"
+#include "redlimit/decision.hpp"
 #include "redlimit/detail/decode.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/reply.hpp"
@@ -113,6 +115,39 @@ void decode_packed(const Reply& reply, const std::vector<std::int64_t>& limits) 
   FUZZ_CHECK(d.remaining >= 0 && d.remaining <= limits[0] && d.reset_after.count() >= 0, "a field out of range");
   FUZZ_CHECK(d.reset_after.count() * radix + d.remaining == reply.integer, "not the packed figures");
   FUZZ_CHECK(d.retry_after.count() == 0 && d.delay.count() == 0 && d.limits.empty(), "retry, delay or states");
+}
+
+// A policy's admission packed as one integer (lua/policy.lua, packable), or a string as the time
+// its call sent: detail::policy_pairs_of gives the pairs whose remaining digits make the integer
+// again and whose resets are the current buckets' ends, or throws ReplyError.
+void unpack_policy(const Reply& reply) {
+  using std::chrono::microseconds;
+  static const std::vector<std::int64_t> limits = {10, 120, 240};
+  static const std::vector<microseconds> windows = {microseconds(1'000'000), microseconds(60'000'000),
+                                                    microseconds(3'600'000'000)};
+  static const std::vector<microseconds> intervals = {microseconds(1'000'000), microseconds(60'000'000),
+                                                      microseconds(60'000'000)};
+  const bool integer = reply.type == Reply::Type::integer;
+  const std::string now = integer ? "1795000000123456" : reply.str;
+  const std::int64_t packed = integer ? reply.integer : 12345;
+  Reply pairs;
+  try {
+    pairs = redlimit::detail::policy_pairs_of(packed, limits, windows, intervals, now);
+  } catch (const redlimit::ReplyError&) {
+    FUZZ_CHECK(!integer || packed < 0 || packed >= 11 * 121 * 241, "a packed admission was refused");
+    return;
+  }
+  FUZZ_CHECK(packed >= 0 && packed < 11 * 121 * 241 && pairs.elements.size() == 6, "a malformed admission was read");
+  std::int64_t again = 0, scale = 1;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::int64_t rem = pairs.elements[2 * i].integer, reset = pairs.elements[2 * i + 1].integer;
+    FUZZ_CHECK(rem >= 0 && rem <= limits[i], "a remaining past its limit");
+    FUZZ_CHECK(reset > 0 && reset <= windows[i].count() + intervals[i].count(), "a reset past the bucket's weight");
+    again += rem * scale;
+    scale *= limits[i] + 1;
+  }
+  FUZZ_CHECK(again == packed, "not the packed figures");
+  redlimit::detail::decode_decision(pairs, limits, windows);  // the pairs are a policy's admission
 }
 
 void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
@@ -236,6 +271,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       freeReplyObject(raw);
       raw = nullptr;
       for (const auto& limits : kLimits) decode(reply, limits);
+      unpack_policy(reply);
       for (std::size_t n : {2, 3}) {
         decode_batch(reply, n, {10, 120, 240});
         decode_batch(reply, n, {100});

@@ -14,21 +14,6 @@ using redlimit_range::Generator;
 using redlimit_range::Kind;
 using redlimit_range::Quota;
 
-void expect_same_decision(const Decision& redis, const Decision& memory, const std::string& where) {
-  SCOPED_TRACE(where);
-  EXPECT_EQ(redis.allowed, memory.allowed);
-  EXPECT_EQ(redis.limit, memory.limit);
-  EXPECT_EQ(redis.remaining, memory.remaining);
-  EXPECT_EQ(redis.retry_after, memory.retry_after);
-  EXPECT_EQ(redis.reset_after, memory.reset_after);
-  EXPECT_EQ(redis.delay, memory.delay);
-  ASSERT_EQ(redis.limits.size(), memory.limits.size());
-  for (std::size_t i = 0; i < redis.limits.size(); ++i) {
-    EXPECT_EQ(redis.limits[i].remaining, memory.limits[i].remaining) << "limit " << i;
-    EXPECT_EQ(redis.limits[i].reset_after, memory.limits[i].reset_after) << "limit " << i;
-  }
-}
-
 class RangeDifferentialTest : public StrictRedisTest {};
 
 TEST_F(RangeDifferentialTest, RedisDecidesAsMemoryAcrossTheRange) {

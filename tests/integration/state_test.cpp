@@ -42,12 +42,7 @@ TEST_F(StateTest, PeekAnswersWhatConsumeWould) {
     const Decision p = s.peek("u", 2);
     const Decision c = s.consume("u", 2);
     EXPECT_FALSE(p.allowed) << p;
-    EXPECT_EQ(p.allowed, c.allowed);
-    EXPECT_EQ(p.limit, c.limit);
-    EXPECT_EQ(p.remaining, c.remaining);
-    EXPECT_EQ(p.retry_after, c.retry_after);
-    EXPECT_EQ(p.reset_after, c.reset_after);
-    EXPECT_EQ(p.delay, c.delay);
+    expect_same_decision(p, c, "rejected: peek / consume");
     // Admitted: the same verdict, wait and delay; consume then reports one unit less.
     const Decision p1 = s.peek("u", 1);
     const Decision c1 = s.consume("u", 1);

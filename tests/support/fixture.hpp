@@ -181,6 +181,26 @@ class StrictRedisTest : public RedisTest {
   }
 };
 
+// Two answers to the same request (Redis and the memory backend; two reply forms of one state)
+// field by field, each limit's state too.
+inline void expect_same_decision(const Decision& a, const Decision& b, const std::string& where) {
+  SCOPED_TRACE(where);
+  EXPECT_EQ(a.allowed, b.allowed);
+  EXPECT_EQ(a.limit, b.limit);
+  EXPECT_EQ(a.remaining, b.remaining);
+  EXPECT_EQ(a.retry_after, b.retry_after);
+  EXPECT_EQ(a.reset_after, b.reset_after);
+  EXPECT_EQ(a.delay, b.delay);
+  EXPECT_EQ(a.limit_index, b.limit_index);
+  ASSERT_EQ(a.limits.size(), b.limits.size());
+  for (std::size_t i = 0; i < a.limits.size(); ++i) {
+    EXPECT_EQ(a.limits[i].limit, b.limits[i].limit) << "limit " << i;
+    EXPECT_EQ(a.limits[i].window, b.limits[i].window) << "limit " << i;
+    EXPECT_EQ(a.limits[i].remaining, b.limits[i].remaining) << "limit " << i;
+    EXPECT_EQ(a.limits[i].reset_after, b.limits[i].reset_after) << "limit " << i;
+  }
+}
+
 inline std::int64_t RedisTest::command_calls(const std::string& command) {
   const redlimit::Reply info = server_->command({"INFO", "commandstats"});
   const std::string needle = "cmdstat_" + command + ":calls=";

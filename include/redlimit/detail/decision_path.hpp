@@ -44,6 +44,8 @@ struct StrategySpec {
   std::string params;                // the script's parameters, space-separated: the end of its
                                      // head, ARGV[2] (lua/prologue.lua; detail::scripts::head)
   std::vector<std::chrono::microseconds> windows;  // each limit's window (policies: Decision::limits)
+  // A policy's: each limit's bucket interval, its precision (a packed admission, policy_pairs_of).
+  std::vector<std::chrono::microseconds> intervals;
   // Sends concurrent consume_async() calls as shared script calls (detail/async_lane.hpp); null when
   // each goes alone (Options::share_script_calls off, or a cluster with Options::batch_per_master
   // off, where calls of a turn rarely share a slot).
@@ -126,6 +128,8 @@ class DecisionPath {
   // `positions` grouped by the hash slot of their request's keys.
   std::vector<std::vector<std::size_t>> by_slot(const std::vector<std::size_t>& positions) const;
   Decision on_failure(const std::exception& error, ScriptCall& call) const;
+  // The n decisions of `reply`, the answer to `call` (whose now a policy's packed admission needs).
+  std::vector<Decision> decoded(const Reply& reply, std::size_t n, const ScriptCall& call) const;
   void answer_outage(std::size_t pending_index, const std::exception_ptr& outage);
   void release_breakers();
   std::vector<Decision> settle();

@@ -152,7 +152,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
     };
     try {
       check_script_reply(*script_, replies[k], spec_->name);
-      const auto ds = decode_decisions(replies[k], ids.size(), spec_->limits, spec_->windows);
+      const auto ds = decoded(replies[k], ids.size(), call_of(pending_[ids.front()]));
       for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
       heard();
     } catch (const UnavailableError&) {
@@ -215,6 +215,17 @@ REDLIMIT_INLINE void DecisionPath::release_breakers() {
   for (Breaker* b : through_) b->release();
 }
 
+// A policy's admission alone in its call may come as one integer, whose limits' resets follow from
+// the time the call sent (policy_pairs_of); every other reply decodes as it is.
+REDLIMIT_INLINE std::vector<Decision> DecisionPath::decoded(const Reply& reply, std::size_t n,
+                                                            const ScriptCall& call) const {
+  if (n == 1 && reply.type == Reply::Type::integer && spec_->limits.size() > 1 && !call.args.empty()) {
+    const Reply pairs = policy_pairs_of(reply.integer, spec_->limits, spec_->windows, spec_->intervals, call.args[0]);
+    return {decode_decision(pairs, spec_->limits, spec_->windows)};
+  }
+  return decode_decisions(reply, n, spec_->limits, spec_->windows);
+}
+
 REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, ScriptCall& call) const {
   const Context& ctx = *ctx_;
   // fail_open and fail_closed know nothing of the subject's quota: every quota field stays 0
@@ -240,7 +251,7 @@ REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, S
   }
   // The fallback keeps its own state on the limiter's clock (Redis TIME is what just failed).
   if (ctx.options.time_source == TimeSource::redis) call.args[0] = std::to_string(ctx.clock->now().count());
-  d = decode_decision(run_script(*ctx.fallback, *script_, call.keys, call.args), spec_->limits, spec_->windows);
+  d = decoded(run_script(*ctx.fallback, *script_, call.keys, call.args), 1, call).front();
   d.source = Source::fallback;
   return d;
 }

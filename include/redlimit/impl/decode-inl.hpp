@@ -1,6 +1,7 @@
 #pragma once
 // Bodies of redlimit/detail/decode.hpp (see redlimit/detail/config.hpp).
 #include <algorithm>
+#include <charconv>
 
 #include "redlimit/detail/decode.hpp"
 #include "redlimit/detail/message.hpp"
@@ -198,6 +199,37 @@ REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::
   if (at != e.size())
     throw ReplyError(message("{} integers follow a strategy script's {} decisions", e.size() - at, n));
   return out;
+}
+
+REDLIMIT_INLINE Reply policy_pairs_of(std::int64_t packed, const std::vector<std::int64_t>& limits,
+                                      const std::vector<std::chrono::microseconds>& windows,
+                                      const std::vector<std::chrono::microseconds>& intervals,
+                                      std::string_view now_arg) {
+  std::int64_t now = -1;
+  const char* end = now_arg.data() + now_arg.size();
+  const auto [at, ec] = std::from_chars(now_arg.data(), end, now);
+  if (ec != std::errc() || at != end || now < 0) {
+    throw ReplyError(message("an integer answers a policy's call that sent its own time, not \"{}\"",
+                             printable(now_arg.substr(0, 32))));
+  }
+  if (limits.size() < 2 || windows.size() != limits.size() || intervals.size() != limits.size() || packed < 0) {
+    throw ReplyError(message("the integer {} is no admission of a policy of {} limits", packed, limits.size()));
+  }
+  std::vector<Reply> pairs;
+  pairs.reserve(2 * limits.size());
+  std::int64_t rest = packed;
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    const std::int64_t radix = limits[i] + 1, P = intervals[i].count();
+    if (limits[i] < 1 || P < 1 || windows[i].count() % P != 0) {
+      throw ReplyError(message("policy limit {} cannot read a packed admission", i + 1));
+    }
+    const std::int64_t b = now / P, n = windows[i].count() / P;
+    pairs.push_back(Reply::make_integer(rest % radix));
+    pairs.push_back(Reply::make_integer((b + n + 1) * P - now));
+    rest /= radix;
+  }
+  if (rest != 0) throw ReplyError(message("the integer {} is past the digits of the policy's limits", packed));
+  return Reply::make_array(std::move(pairs));
 }
 
 }  // namespace redlimit::detail

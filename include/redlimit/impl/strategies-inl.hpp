@@ -104,11 +104,21 @@ REDLIMIT_INLINE std::vector<Limit> checked_policy(std::vector<Limit> limits) {
   return limits;
 }
 
-REDLIMIT_INLINE std::vector<std::chrono::microseconds> windows(const std::vector<Limit>& limits) {
+// Each limit's figure field(limit), in order: its window, or its bucket interval (precision).
+template <class Field>
+std::vector<std::chrono::microseconds> each_of(const std::vector<Limit>& limits, Field field) {
   std::vector<std::chrono::microseconds> out;
   out.reserve(limits.size());
-  for (const auto& l : limits) out.push_back(l.window());
+  for (const auto& l : limits) out.push_back(field(l));
   return out;
+}
+
+inline std::vector<std::chrono::microseconds> windows(const std::vector<Limit>& limits) {
+  return each_of(limits, [](const Limit& l) { return l.window(); });
+}
+
+inline std::vector<std::chrono::microseconds> intervals(const std::vector<Limit>& limits) {
+  return each_of(limits, [](const Limit& l) { return l.precision(); });
 }
 
 REDLIMIT_INLINE std::vector<std::int64_t> counts(const std::vector<Limit>& limits) {
@@ -139,7 +149,7 @@ REDLIMIT_INLINE SlidingWindow::SlidingWindow(std::shared_ptr<detail::Context> ct
 REDLIMIT_INLINE Policy::Policy(std::shared_ptr<detail::Context> ctx, std::string resource, std::vector<Limit> limits)
     : Strategy(std::move(ctx), std::move(resource), "pol", detail::scripts::policy(),
                strategies_impl::counts(strategies_impl::checked_policy(limits)), strategies_impl::policy_args(limits),
-               strategies_impl::windows(limits)),
+               strategies_impl::windows(limits), strategies_impl::intervals(limits)),
       limits_(std::move(limits)) {}
 
 REDLIMIT_INLINE TokenBucket::TokenBucket(std::shared_ptr<detail::Context> ctx, std::string resource,

@@ -63,7 +63,8 @@ REDLIMIT_INLINE Micros time_left(Micros deadline, Micros now) {
 
 REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::string resource, std::string kind,
                                    const detail::Script& script, std::vector<std::int64_t> limits,
-                                   std::vector<std::string> params, std::vector<std::chrono::microseconds> windows)
+                                   std::vector<std::string> params, std::vector<std::chrono::microseconds> windows,
+                                   std::vector<std::chrono::microseconds> intervals)
     : ctx_(std::move(ctx)) {
   detail::check_resource(resource);
   const std::int64_t least = *std::min_element(limits.begin(), limits.end());
@@ -82,9 +83,9 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   // The script's parameters go at the end of each call's head, space-separated (lua/helpers.lua,
   // params; detail::scripts::head).
   std::string script_params = detail::scripts::params_arg(params);
-  spec_ = std::make_shared<const detail::StrategySpec>(
-      detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-                           std::move(script_params), std::move(windows), std::move(lane), std::move(sync_lane)});
+  spec_ = std::make_shared<const detail::StrategySpec>(detail::StrategySpec{
+      std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
+      std::move(script_params), std::move(windows), std::move(intervals), std::move(lane), std::move(sync_lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }
