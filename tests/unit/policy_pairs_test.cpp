@@ -69,6 +69,9 @@ TEST(PolicyPairsTest, WhatNoPolicyScriptSendsIsAReplyError) {
   EXPECT_THROW(policy_pairs_of(5, kLimits, kWindows, kIntervals, "-5"), ReplyError);
   EXPECT_THROW(policy_pairs_of(5, kLimits, kWindows, kIntervals, "12x"), ReplyError);
   EXPECT_THROW(policy_pairs_of(5, kLimits, kWindows, kIntervals, ""), ReplyError);
+  EXPECT_THROW(policy_pairs_of(5, kLimits, kWindows, kIntervals, "9007199254740992"), ReplyError);  // 2^53
+  EXPECT_NO_THROW(policy_pairs_of(5, kLimits, kWindows, kIntervals, "9007199254740991"));
+  EXPECT_THROW(policy_pairs_of(5, kLimits, kWindows, kIntervals, "9223372036856000000"), ReplyError);
   // Not a policy of several limits, or one described in part.
   EXPECT_THROW(policy_pairs_of(5, {100}, {kWindows[0]}, {kIntervals[0]}, now), ReplyError);
   EXPECT_THROW(policy_pairs_of(5, kLimits, kWindows, {}, now), ReplyError);

@@ -2,6 +2,7 @@
 // Bodies of redlimit/detail/decode.hpp (see redlimit/detail/config.hpp).
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 
 #include "redlimit/detail/decode.hpp"
 #include "redlimit/detail/message.hpp"
@@ -208,7 +209,8 @@ REDLIMIT_INLINE Reply policy_pairs_of(std::int64_t packed, const std::vector<std
   std::int64_t now = -1;
   const char* end = now_arg.data() + now_arg.size();
   const auto [at, ec] = std::from_chars(now_arg.data(), end, now);
-  if (ec != std::errc() || at != end || now < 0) {
+  // The scripts take a time in [0, 2^53) (lua/prologue.lua); the client sends no other.
+  if (ec != std::errc() || at != end || now < 0 || now >= (std::int64_t{1} << 53)) {
     throw ReplyError(message("an integer answers a policy's call that sent its own time, not \"{}\"",
                              printable(now_arg.substr(0, 32))));
   }
@@ -219,13 +221,13 @@ REDLIMIT_INLINE Reply policy_pairs_of(std::int64_t packed, const std::vector<std
   pairs.reserve(2 * limits.size());
   std::int64_t rest = packed;
   for (std::size_t i = 0; i < limits.size(); ++i) {
-    const std::int64_t radix = limits[i] + 1, P = intervals[i].count();
-    if (limits[i] < 1 || P < 1 || windows[i].count() % P != 0) {
+    const std::int64_t radix = limits[i] + 1, P = intervals[i].count(), w = windows[i].count();
+    if (limits[i] < 1 || P < 1 || w < P || w % P != 0 || w > INT64_MAX - P) {
       throw ReplyError(message("policy limit {} cannot read a packed admission", i + 1));
     }
-    const std::int64_t b = now / P, n = windows[i].count() / P;
+    // (b + n + 1) * P - now, with b * P = now - now % P and n * P = w: no product to overflow
     pairs.push_back(Reply::make_integer(rest % radix));
-    pairs.push_back(Reply::make_integer((b + n + 1) * P - now));
+    pairs.push_back(Reply::make_integer(w + P - now % P));
     rest /= radix;
   }
   if (rest != 0) throw ReplyError(message("the integer {} is past the digits of the policy's limits", packed));
