@@ -130,7 +130,7 @@ TEST_F(BatchTest, ABatchOfDistinctSubjectsSendsMode4AndARepeatMode1) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   std::vector<std::string> modes;
-  EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly([&](const Argv& c) {
+  EXPECT_CALL(*mock, command(_)).Times(4).WillRepeatedly([&](const Argv& c) {
     const std::size_t n = std::stoul(c.at(2));
     modes.push_back(c.at(3 + n + 1).substr(0, 1));  // the head's first word
     std::vector<Reply> ds(n, decision_reply(1, 4, 0, 1));
@@ -138,7 +138,15 @@ TEST_F(BatchTest, ABatchOfDistinctSubjectsSendsMode4AndARepeatMode1) {
   });
   fw.consume_many({{"a", 1}, {"b", 1}, {"c", 1}});
   fw.consume_many({{"a", 1}, {"b", 1}, {"a", 1}});
-  EXPECT_EQ(modes, (std::vector<std::string>{"4", "1"}));
+  // A call's most (kMaxPerCall): all distinct, then with its first subject again as its last.
+  std::vector<std::string> names;
+  for (int i = 0; i < 256; ++i) names.push_back("user-" + std::to_string(i));
+  std::vector<Request> many;
+  for (const auto& name : names) many.push_back({name, 1});
+  fw.consume_many(many);
+  many.back() = many.front();
+  fw.consume_many(many);
+  EXPECT_EQ(modes, (std::vector<std::string>{"4", "1", "4", "1"}));
 }
 
 // Requests that all cost what the first does send no costs after the head (prologue.lua):
