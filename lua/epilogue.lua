@@ -2,8 +2,8 @@
 -- (cmake/embed_lua.cmake). Runs the call's n requests through decide(), in order, and returns their
 -- decisions. What the script sets before this:
 --   decide(key, cost, value) -> allowed, remaining, retry_after, reset_after, delay, deciding
---       limit, new value, ttl_ms, each, packed: judges one request (as values, not a table: a batch makes
---       no garbage per request). A string state gets its current value (nil when missing) and
+--       limit, new value, ttl_ms, each, packed: judges one request (as values, not a table: a
+--       batch makes no garbage per request). A string state gets its current value (nil when missing) and
 --       returns what to write: a new value with its TTL (0: the key's TTL still holds, keep it),
 --       false to delete the key, nil to leave it;
 --       other states read and write their own keys. `each` (policies only): every limit's own

@@ -3,6 +3,7 @@
 // reading of `now` are script_lookup.cpp's.
 #include "memory_scripts.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 #include <unordered_map>
@@ -14,13 +15,40 @@ namespace redlimit::detail::memory {
 
 namespace {
 
+// A policy's consume admitted alone in its call, as the one integer policy.lua answers (packable):
+// the limits' remaining as the digits of a mixed radix, limit i's of radix limit_i + 1, the first
+// the lowest; when the time is the client's, the radixes' product is below 2^53 and every limit's
+// reset is its current bucket's end, (b + n + 1) * P - now. Nothing otherwise (the pairs go).
+std::optional<std::int64_t> policy_integer(const PolicyTwin& policy, const Decided& d) {
+  __extension__ using i128 = __int128;
+  const i128 two53 = static_cast<i128>(1) << 53;
+  const Call& c = policy.call();
+  const auto& limits = policy.limits();
+  if (!c.record || c.arg(1) == "redis" || limits.size() < 2 || d.each.size() != 2 * limits.size()) {
+    return std::nullopt;
+  }
+  i128 radix = 1;  // policy.lua computes it in doubles, which round a product past 2^53 to 2^53 or more
+  for (const auto& l : limits) radix = std::min(radix * (l.limit + 1), two53);
+  if (radix >= two53) return std::nullopt;
+  std::int64_t packed = 0, scale = 1;
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    const auto& l = limits[i];
+    const std::int64_t rem = d.each[2 * i];
+    if (d.each[2 * i + 1] != (l.b + l.n + 1) * l.P - c.now || rem > l.limit) return std::nullopt;
+    packed += rem * scale;
+    scale *= l.limit + 1;
+  }
+  return packed;
+}
+
 // The decisions of a call as the reply, in epilogue.lua's forms (reply): an admission that waits
 // for nothing goes short, alone in a call of one request the integer reset_after * (L + 1) +
 // remaining (L: the strategy's limit, `most`) when that is below 2^53, else {remaining,
 // reset_after}; in a batch {2, remaining} when its reset_after is the previous decision's, else
 // {3, remaining, reset_after}; a policy's of several limits (width 6 + 2m) as its limits' pairs,
-// after a 2 in a batch, or alone in its call as one integer when policy.lua packs it (pack_with). A Lua table becomes a
-// Redis array up to its first nil: a policy of no limits has a nil remaining, which ends the reply after its `allowed`.
+// after a 2 in a batch, or alone in its call as one integer when policy.lua packs it (pack_with,
+// policy_integer). A Lua table becomes a Redis array up to its first nil: a policy of no limits
+// has a nil remaining, which ends the reply after its `allowed`.
 class Out {
  public:
   Out(std::size_t n, int width, std::int64_t most) : width_(width), one_(n == 1), most_(most) {
@@ -32,7 +60,7 @@ class Out {
     if (!admission || width_ == 6) {  // (6: a policy of no limits)
       add_whole(d);
     } else if (width_ > 6) {
-      if (one_ && policy_ != nullptr) integer_ = policy_->packed_admission(d);
+      if (one_ && policy_ != nullptr) integer_ = policy_integer(*policy_, d);
       if (integer_) return;
       if (!one_) push(2);
       for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
@@ -54,7 +82,7 @@ class Out {
     last_reset_ = d.reset_after;
   }
   Reply done() { return integer_ ? Reply::make_integer(*integer_) : Reply::make_array(std::move(items_)); }
-  // A policy's call: its admission alone may answer as one integer (PolicyTwin::packed_admission).
+  // A policy's call: its admission alone may answer as one integer (policy_integer).
   void pack_with(const PolicyTwin* policy) { policy_ = policy; }
 
  private:

@@ -136,26 +136,6 @@ std::int64_t PolicyTwin::most_cost() const {
   return least;
 }
 
-std::optional<std::int64_t> PolicyTwin::packed_admission(const Decided& d) const {
-  __extension__ using i128 = __int128;
-  const i128 two53 = static_cast<i128>(1) << 53;
-  if (!c_.record || c_.arg(1) == "redis" || limits_.size() < 2 || d.each.size() != 2 * limits_.size()) {
-    return std::nullopt;
-  }
-  i128 radix = 1;  // policy.lua computes it in doubles, which round a product past 2^53 to 2^53 or more
-  for (const Limit& l : limits_) radix = std::min(radix * (l.limit + 1), two53);
-  if (radix >= two53) return std::nullopt;
-  std::int64_t packed = 0, scale = 1;
-  for (std::size_t i = 0; i < limits_.size(); ++i) {
-    const Limit& l = limits_[i];
-    const std::int64_t rem = d.each[2 * i];
-    if (d.each[2 * i + 1] != (l.b + l.n + 1) * l.P - c_.now || rem > l.limit) return std::nullopt;
-    packed += rem * scale;
-    scale *= l.limit + 1;
-  }
-  return packed;
-}
-
 PolicyTwin::PolicyTwin(const Call& c) : c_(c) {
   const std::int64_t m = c.num(4);
   limits_.resize(static_cast<std::size_t>(std::max<std::int64_t>(0, m)));

@@ -209,10 +209,6 @@ class PolicyTwin {
   int width() const { return limits_.size() == 1 ? 5 : 6 + 2 * static_cast<int>(limits_.size()); }
   // The least of the limits (policy.lua's most_cost; params checked: at least one limit).
   std::int64_t most_cost() const;
-  // A consume's admission alone in its call as one integer, when policy.lua packs it (packable):
-  // the limits' remaining in a mixed radix, every limit's reset its current bucket's end, the time
-  // the client's; nothing otherwise.
-  std::optional<std::int64_t> packed_admission(const Decided& d) const;
 
   // One limit of the policy: its parameters (P = precision, n = buckets a window, r = now mod P,
   // b = the current bucket), then what decide() learns of it for the request at hand.
@@ -230,6 +226,10 @@ class PolicyTwin {
     std::int64_t count_at(std::int64_t idx) const;
     std::int64_t& count_ref(std::int64_t idx);
   };
+
+  // The call and the limits in place for it (memory_scripts.cpp's reply forms read them).
+  const Call& call() const { return c_; }
+  const std::vector<Limit>& limits() const { return limits_; }
 
  private:
   void read(KeyRef& key, std::vector<std::string>& stale);

@@ -33,13 +33,14 @@ Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& li
 std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits,
                                        const std::vector<std::chrono::microseconds>& windows = {});
 
-// A policy's admission alone in its call, as the one integer lua/policy.lua's admission_integer
-// packs (the limits' remaining as the digits of a mixed radix, limit i's of radix limits[i] + 1,
+// A policy's admission alone in its call, as the one integer lua/policy.lua packs (packable: the
+// limits' remaining as the digits of a mixed radix, limit i's of radix limits[i] + 1,
 // the first the lowest), turned into the pairs {remaining_i, reset_after_i} it stands for, which
 // decode_decision reads: each limit's reset_after is the end of its current bucket's weight,
 // (b + n + 1) * P - now, with P = intervals[i], n = windows[i] / P and b = now / P, `now` the time
 // the call sent (its ARGV[1]). Throws ReplyError for a negative integer, one past the limits' digits,
-// a call that sent no time of its own ("redis"), or a strategy of fewer than two limits.
+// a call that sent no time of its own ("redis") or one outside [0, 2^53), or a strategy of fewer
+// than two limits.
 Reply policy_pairs_of(std::int64_t packed, const std::vector<std::int64_t>& limits,
                       const std::vector<std::chrono::microseconds>& windows,
                       const std::vector<std::chrono::microseconds>& intervals, std::string_view now);
