@@ -38,9 +38,9 @@ struct Context;
 class RateLimiter {
  public:
   // Connects to redis://, rediss:// (a build with TLS), unix://, redis-cluster://, rediss-cluster://
-  // (a build with TLS) or redis-sentinel:// (docs/connecting.md). Throws InvalidArgument for a malformed URL or options;
-  // ConnectionError if the server is unreachable (under OnFailure::raise); AuthError for refused
-  // credentials whatever the policy.
+  // (a build with TLS), redis-sentinel:// or rediss-sentinel:// (a build with TLS) (docs/connecting.md). Throws
+  // InvalidArgument for a malformed URL or options; ConnectionError if the server is unreachable (under
+  // OnFailure::raise); AuthError for refused credentials whatever the policy.
   static RateLimiter connect(std::string_view url, Options options = {});
 
   // Over any Connection (a mock in unit tests, a custom transport).

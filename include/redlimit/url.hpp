@@ -5,7 +5,8 @@
 // docs/connecting.md). Any URL takes ?db=, ?user= and ?password= too, and ?password_env=NAME: the
 // password read from the environment variable NAME when the URL is parsed (InvalidArgument naming
 // the variable when it is not set). Sentinel: redis-sentinel://[user:password@]host[:port][,host[:port]...]
-// /master-name[/db][?sentinel_user=U&sentinel_password=P&...] (SentinelEndpoint, below).
+// /master-name[/db][?sentinel_user=U&sentinel_password=P&...] (SentinelEndpoint, below), and
+// rediss-sentinel:// the same over TLS (the tls_* parameters, for the sentinels and the master alike).
 #include "redlimit/detail/config.hpp"
 #include <string>
 #include <string_view>
@@ -40,6 +41,7 @@ struct Endpoint {
 // to ask for the master called master_name (docs/connecting.md). The userinfo and ?user=, ?password=,
 // ?password_env=, ?db= are the data connection's (the master's); ?sentinel_user=, ?sentinel_password=
 // and ?sentinel_password_env= are the sentinels' own (Redis Sentinel has ACLs of its own).
+// rediss-sentinel://: the tls_* parameters go to master.tls and to every sentinel's tls alike.
 struct SentinelEndpoint {
   std::vector<Endpoint> sentinels;  // host, port (default 26379) and the sentinels' credentials
   std::string master_name;

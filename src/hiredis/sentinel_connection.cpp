@@ -8,6 +8,7 @@
 #include "call_deadline.hpp"
 #include "redlimit/errors.hpp"
 #include "sentinel_discovery.hpp"
+#include "tls.hpp"
 
 namespace redlimit {
 
@@ -33,6 +34,13 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
       pool_options_(options.pool) {
   if (endpoint_.sentinels.empty()) throw InvalidArgument("a Sentinel URL needs at least one sentinel");
   if (endpoint_.master_name.empty()) throw InvalidArgument("a Sentinel URL needs a master name");
+  // rediss-sentinel:// options this build cannot use (no TLS; a CA, certificate or key that cannot
+  // be read) are an InvalidArgument now, before any I/O, whatever the failure policy: the sentinels
+  // and the master share them (parse_sentinel_url).
+  for (const Endpoint& s : endpoint_.sentinels) {
+    if (s.tls.enabled) hiredis_detail::Tls::make(s);
+  }
+  hiredis_detail::Tls::make(endpoint_.master);
   // One master at a time; the library is replicated with the data, so a promoted replica has it.
   set_script_path(ScriptPath::probe);
 }

@@ -20,6 +20,7 @@ struct Pass {
   std::size_t answered = 0;        // sentinels that answered the question (an address or nil)
   std::size_t unknown = 0;         // of those, the ones that know no master of that name
   std::size_t refused = 0;         // sentinels that refused our sentinel credentials
+  std::size_t tls_refused = 0;     // of those, the ones whose certificate we refused (rediss-sentinel://)
 };
 
 using hiredis_detail::describe;
@@ -53,6 +54,7 @@ bool ask_sentinel(const SentinelEndpoint& endpoint, const Endpoint& sentinel, Ti
     r = conn.command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", endpoint.master_name});
   } catch (const AuthError& e) {
     ++pass.refused;
+    if (dynamic_cast<const TlsError*>(&e) != nullptr) ++pass.tls_refused;
     pass.notes.push_back(std::string(short_what(e)));
     return false;
   } catch (const ConnectionError& e) {
@@ -116,6 +118,9 @@ bool confirm_master(const SentinelEndpoint& endpoint, const FoundMaster& found, 
   // Every sentinel answered, and none can help whatever the time: configuration.
   if (pass.unknown + pass.refused == endpoint.sentinels.size()) {
     if (pass.refused == 0) throw AuthError(fmt::format("no sentinel knows a master named \"{}\" ({})", name, notes));
+    if (pass.tls_refused == pass.refused && pass.unknown == 0) {
+      throw TlsError(fmt::format("every sentinel's certificate was refused ({})", notes));
+    }
     throw AuthError(fmt::format("the sentinels refused our sentinel credentials ({})", notes));
   }
   throw ConnectionError(fmt::format("no master \"{}\" confirmed by the sentinels ({})", name, notes));

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
@@ -194,17 +196,28 @@ redlimit::Reply Process::command(const std::vector<std::string>& argv) const {
 
 namespace {
 
-std::vector<std::string> data_server_args(int port, const std::string& dir, const DeploymentOptions& o,
+// The TLS settings of a server or sentinel listening with TLS on `tls_port` (DeploymentOptions).
+std::vector<std::pair<std::string, std::string>> tls_settings(const DeploymentOptions& o, int tls_port) {
+  return {{"tls-port", std::to_string(tls_port)}, {"tls-cert-file", o.tls_cert}, {"tls-key-file", o.tls_key},
+          {"tls-ca-cert-file", o.tls_ca},         {"tls-auth-clients", "no"},    {"tls-replication", "yes"}};
+}
+
+// `master_port`: the master's port to replicate from (its TLS port with TLS), 0 for the master.
+std::vector<std::string> data_server_args(int port, int tls_port, const std::string& dir, const DeploymentOptions& o,
                                           int master_port) {
   std::vector<std::string> args = {
       server_binary(), "--port", std::to_string(port),     "--bind", "127.0.0.1", "--dir", dir, "--save", "",
       "--appendonly",  "no",     "--enable-debug-command", "local"};
   if (!o.requirepass.empty()) args.insert(args.end(), {"--requirepass", o.requirepass, "--masterauth", o.requirepass});
   if (master_port > 0) args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(master_port)});
+  if (tls_port > 0) {
+    for (const auto& [name, value] : tls_settings(o, tls_port)) args.insert(args.end(), {"--" + name, value});
+  }
   return args;
 }
 
-std::vector<std::string> sentinel_args(int port, const std::string& dir, const DeploymentOptions& o, int master_port) {
+std::vector<std::string> sentinel_args(int port, int tls_port, const std::string& dir, const DeploymentOptions& o,
+                                       int master_port) {
   const std::string conf = dir + "/sentinel.conf";
   const std::string& name = o.master_name;
   std::ofstream out(conf);
@@ -216,6 +229,9 @@ std::vector<std::string> sentinel_args(int port, const std::string& dir, const D
   if (!o.requirepass.empty()) out << "sentinel auth-pass " << name << " " << o.requirepass << "\n";
   if (!o.sentinel_password.empty()) {
     out << "requirepass " << o.sentinel_password << "\nsentinel sentinel-pass " << o.sentinel_password << "\n";
+  }
+  if (tls_port > 0) {
+    for (const auto& [name, value] : tls_settings(o, tls_port)) out << name << " " << value << "\n";
   }
   out.close();
   const std::string own = env_or("REDIS_SENTINEL", "");
@@ -235,16 +251,21 @@ std::string sentinel_field(const redlimit::Reply& r, const std::string& field) {
 
 Deployment::Deployment(DeploymentOptions options) : options_(std::move(options)) {
   const DeploymentOptions& o = options_;
+  // Each start attempt (Process retries on a taken port) picks a TLS port of its own too.
+  const auto tls_port = [&](std::size_t i) { return tls_ports_[i] = o.tls_cert.empty() ? 0 : free_port(); };
   master_ = std::make_unique<Process>(
-      "master", [&](int port, const std::string& dir) { return data_server_args(port, dir, o, 0); }, o.requirepass);
-  const int master_port = master_->port();
-  replica_ = std::make_unique<Process>(
-      "replica", [&](int port, const std::string& dir) { return data_server_args(port, dir, o, master_port); },
+      "master", [&](int port, const std::string& dir) { return data_server_args(port, tls_port(0), dir, o, 0); },
       o.requirepass);
-  for (int i = 0; i < 3; ++i) {
+  // With TLS the replica and the sentinels reach the master on its TLS port (tls-replication).
+  const int master_port = o.tls_cert.empty() ? master_->port() : tls_ports_[0];
+  replica_ = std::make_unique<Process>(
+      "replica",
+      [&](int port, const std::string& dir) { return data_server_args(port, tls_port(1), dir, o, master_port); },
+      o.requirepass);
+  for (std::size_t i = 0; i < 3; ++i) {
     sentinels_.push_back(std::make_unique<Process>(
         "sentinel " + std::to_string(i),
-        [&](int port, const std::string& dir) { return sentinel_args(port, dir, o, master_port); },
+        [&, i](int port, const std::string& dir) { return sentinel_args(port, tls_port(2 + i), dir, o, master_port); },
         o.sentinel_password));
   }
   wait_until_ready();
@@ -276,6 +297,13 @@ std::string Deployment::url(const std::string& userinfo, const std::string& quer
   for (const auto& s : sentinels_)
     hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(s->port());
   return "redis-sentinel://" + userinfo + hosts + "/" + options_.master_name + query;
+}
+
+std::string Deployment::tls_url(const std::string& query) const {
+  std::string hosts;
+  for (std::size_t i = 0; i < sentinels_.size(); ++i)
+    hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(sentinel_tls_port(i));
+  return "rediss-sentinel://" + hosts + "/" + options_.master_name + "?" + query;
 }
 
 std::string Deployment::master_address() const {

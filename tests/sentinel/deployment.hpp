@@ -56,6 +56,12 @@ struct DeploymentOptions {
   std::string sentinel_password;  // the sentinels' own requirepass ("": none)
   int down_after_ms = 500;
   int failover_timeout_ms = 2000;
+  // TLS (tests/tls): PEM files of the servers' certificate, its key and the CA. With tls_cert set,
+  // every server also listens with TLS on a port of its own (tls_port()), and the replica and the
+  // sentinels reach the data servers over TLS (tls-replication), so the sentinels name TLS ports;
+  // the harness's own connections stay on the clear ports. No server asks its clients for a
+  // certificate (tls-auth-clients no): a server's own certificate is no client certificate.
+  std::string tls_cert, tls_key, tls_ca;
 };
 
 class Deployment {
@@ -68,6 +74,13 @@ class Deployment {
   // redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/<master-name>; `userinfo` ("u:p@") and
   // `query` ("?...") as given.
   std::string url(const std::string& userinfo = {}, const std::string& query = {}) const;
+  // rediss-sentinel://127.0.0.1:T1,127.0.0.1:T2,127.0.0.1:T3/<master-name>?<query>: the sentinels'
+  // TLS ports (DeploymentOptions::tls_cert).
+  std::string tls_url(const std::string& query) const;
+  // The TLS port of the master, the replica, sentinel i (0 without TLS).
+  int master_tls_port() const { return tls_ports_[0]; }
+  int replica_tls_port() const { return tls_ports_[1]; }
+  int sentinel_tls_port(std::size_t i) const { return tls_ports_.at(2 + i); }
   const DeploymentOptions& options() const { return options_; }
   Process& master() { return *master_; }
   Process& replica() { return *replica_; }
@@ -84,6 +97,7 @@ class Deployment {
   std::unique_ptr<Process> master_;
   std::unique_ptr<Process> replica_;
   std::vector<std::unique_ptr<Process>> sentinels_;
+  std::vector<int> tls_ports_ = std::vector<int>(5, 0);  // master, replica, the three sentinels
 };
 
 // The units the fixed window's state `key` on `server` holds in its latest window (a hash:

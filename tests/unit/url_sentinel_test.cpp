@@ -6,6 +6,8 @@
 #include <string>
 
 #include "redlimit/errors.hpp"
+#include "redlimit/rate_limiter.hpp"
+#include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
 
 namespace {
@@ -69,6 +71,43 @@ TEST(SentinelUrl, DataAndSentinelCredentialsAreSeparate) {
   EXPECT_TRUE(plain.sentinels[0].password.empty());  // the data password is not the sentinels'
 }
 
+// rediss-sentinel://: TLS to the sentinels and to the master they name, with the same tls_*
+// options (one CA, one client certificate); each server's name is checked against its own host
+// unless tls_server_name gives one.
+TEST(SentinelUrl, TlsGoesToTheSentinelsAndTheMasterAlike) {
+  const SentinelEndpoint s = parse_sentinel_url(
+      "rediss-sentinel://s1,s2:26380/cache/1?tls_ca_file=/ca.crt&tls_cert_file=/c.crt&tls_key_file=/c.key");
+  EXPECT_TRUE(s.master.tls.enabled);
+  EXPECT_EQ(s.master.tls.ca_file, "/ca.crt");
+  EXPECT_EQ(s.master.db, 1);
+  ASSERT_EQ(s.sentinels.size(), 2u);
+  for (const Endpoint& e : s.sentinels) {
+    EXPECT_TRUE(e.tls.enabled);
+    EXPECT_EQ(e.tls.ca_file, "/ca.crt");
+    EXPECT_EQ(e.tls.cert_file, "/c.crt");
+    EXPECT_EQ(e.tls.key_file, "/c.key");
+    EXPECT_TRUE(e.tls.server_name.empty());  // its own host
+  }
+  EXPECT_EQ(parse_sentinel_url("REDISS-SENTINEL://s1/m?tls_server_name=redis.internal").sentinels[0].tls.server_name,
+            "redis.internal");
+  EXPECT_TRUE(parse_sentinel_url("rediss-sentinel://s1/m").sentinels[0].tls.enabled);  // the system's CAs
+}
+
+// Before any I/O, whatever the failure policy (a policy that starts during an outage must not
+// hide a configuration this build cannot serve): a build without TLS says so, a build with TLS
+// names the CA file it could not read. Port 1 is never asked.
+TEST(SentinelUrl, RedissSentinelIsRefusedOrPreparedBeforeAnyIo) {
+  redlimit::Options o;
+  o.on_failure = redlimit::OnFailure::fail_open;
+  const std::string what = sentinel_error_of(
+      [&] { redlimit::RateLimiter::connect("rediss-sentinel://127.0.0.1:1/m?tls_ca_file=/nonexistent/ca.pem", o); });
+  if (redlimit::RedisConnection::has_tls()) {
+    EXPECT_NE(what.find("cannot load the CA file \"/nonexistent/ca.pem\""), std::string::npos) << what;
+  } else {
+    EXPECT_NE(what.find("TLS (rediss://) is not supported by this hiredis build"), std::string::npos) << what;
+  }
+}
+
 TEST(SentinelUrl, CheckInterval) {
   EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m").check_interval_ms, 1000);
   EXPECT_EQ(parse_sentinel_url("redis-sentinel://s1/m?sentinel_check_ms=250").check_interval_ms, 250);
@@ -94,16 +133,19 @@ TEST(SentinelUrl, MistakesAreInvalidArgumentsThatSayWhat) {
   says("redis-sentinel://s1:0/m", "port must be");
   says("redis-sentinel://s1/m/x", "db must be");
   says("redis-sentinel://s1/m/1/2", "db must be");
-  says("redis-sentinel://s1/m?tls_ca_file=/x", "TLS is not supported on redis-sentinel://");
+  says("redis-sentinel://s1/m?tls_ca_file=/x", "tls_ca_file needs a rediss-sentinel:// URL");
+  says("rediss-sentinel://s1/m?tls_nope=1", "unknown TLS parameter");
   says("redis-sentinel://s1/m?nope=1", "unknown query parameter");
   says("redis-sentinel://s1/m?sentinel_user=u", "sentinel_user needs a sentinel password");
-  says("sentinel://s1/m", "scheme must be redis-sentinel://");
+  says("sentinel://s1/m", "scheme must be redis-sentinel:// or rediss-sentinel://");
   EXPECT_NE(sentinel_error_of([] { parse_url("redis://h?sentinel_password=x"); }).find("needs a redis-sentinel:// URL"),
             std::string::npos);
   // A Sentinel URL written with another scheme: the master name is not a db.
   EXPECT_NE(sentinel_error_of([] { parse_url("redis://s1:26379/mymaster"); }).find("db must be"), std::string::npos);
   // A single connection cannot take a URL of several servers.
   EXPECT_NE(sentinel_error_of([] { parse_url("redis-sentinel://s1/m"); }).find("names several servers"),
+            std::string::npos);
+  EXPECT_NE(sentinel_error_of([] { parse_url("rediss-sentinel://s1/m"); }).find("names several servers"),
             std::string::npos);
 }
 

@@ -105,7 +105,7 @@ REDLIMIT_INLINE RateLimiter RateLimiter::connect(std::string_view url, Options o
     auto cluster = std::make_shared<ClusterConnection>(parse_cluster_url(url), options);
     return RateLimiter(std::move(cluster), std::move(options));
   }
-  if (has_scheme(url, "redis-sentinel://")) {
+  if (has_scheme(url, "redis-sentinel://") || has_scheme(url, "rediss-sentinel://")) {
     auto sentinel = std::make_shared<SentinelConnection>(parse_sentinel_url(url), options);
     sentinel->on_connect(rate_limiter_impl::eviction_watch(options));
     rate_limiter_impl::first_ping(*sentinel, options.on_failure != OnFailure::raise);  // finds the master

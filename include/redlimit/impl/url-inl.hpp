@@ -182,8 +182,8 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
       if (q.password_env.empty()) bad(url, "password_env must name an environment variable");
     } else if (name == "user" || name == "username") {
       e.username = decode(url, value);
-    } else if (q.sentinel && name.substr(0, 4) == "tls_") {
-      bad(url, "TLS is not supported on redis-sentinel:// URLs yet");
+    } else if (q.sentinel && !e.tls.enabled && name.substr(0, 4) == "tls_") {
+      bad(url, detail::message("{} needs a rediss-sentinel:// URL", detail::printable(name)));
     } else if (parse_tls_parameter(url, name, value, e.tls) || parse_sentinel_parameter(url, name, value, q)) {
     } else {
       bad(url, detail::message("unknown query parameter \"{}\"", detail::printable(name)));
@@ -347,8 +347,8 @@ REDLIMIT_INLINE Endpoint parse_url(std::string_view url) {
   // Whether this build can speak TLS is the transport's to say (RedisConnection throws before any
   // I/O when it cannot): the URL itself is valid either way.
   if (has_scheme(url, "rediss://")) return url_impl::parse_tcp(url, url.substr(9), true);
-  if (has_scheme(url, "redis-sentinel://") || has_scheme(url, "redis-cluster://") ||
-      has_scheme(url, "rediss-cluster://")) {
+  if (has_scheme(url, "redis-sentinel://") || has_scheme(url, "rediss-sentinel://") ||
+      has_scheme(url, "redis-cluster://") || has_scheme(url, "rediss-cluster://")) {
     url_impl::bad(url, "this URL names several servers: RateLimiter::connect takes it, a single connection does not");
   }
   url_impl::bad(url, "scheme must be redis://, rediss:// or unix://");

@@ -43,8 +43,10 @@ REDLIMIT_INLINE void parse_sentinel_path(std::string_view url, std::string_view 
   given.push_back("db");
 }
 
-REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::string_view rest) {
+// `tls`: rediss-sentinel://, whose tls_* parameters are the sentinels' and the master's alike.
+REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::string_view rest, bool tls) {
   SentinelEndpoint out;
+  out.master.tls.enabled = tls;
   const std::string_view query = split_query(url, rest);
   const std::size_t slash = rest.find('/');
   if (slash == std::string_view::npos) {
@@ -68,6 +70,7 @@ REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::strin
   for (auto& s : out.sentinels) {
     s.username = q.sentinel_user;
     s.password = q.sentinel_password;
+    s.tls = out.master.tls;  // each verified under its own host name, unless tls_server_name says one
   }
   out.master.host.clear();
   out.master.port = 0;
@@ -78,9 +81,10 @@ REDLIMIT_INLINE SentinelEndpoint parse_sentinel(std::string_view url, std::strin
 
 REDLIMIT_INLINE SentinelEndpoint parse_sentinel_url(std::string_view url) {
   if (url_impl::has_control_byte(url)) url_impl::bad(url, "control bytes are not allowed in a URL");
-  constexpr std::string_view kScheme = "redis-sentinel://";
-  if (!has_scheme(url, kScheme)) url_impl::bad(url, "scheme must be redis-sentinel://");
-  return url_impl::parse_sentinel(url, url.substr(kScheme.size()));
+  constexpr std::string_view kPlain = "redis-sentinel://", kTls = "rediss-sentinel://";
+  const bool tls = has_scheme(url, kTls);
+  if (!tls && !has_scheme(url, kPlain)) url_impl::bad(url, "scheme must be redis-sentinel:// or rediss-sentinel://");
+  return url_impl::parse_sentinel(url, url.substr(tls ? kTls.size() : kPlain.size()), tls);
 }
 
 }  // namespace redlimit

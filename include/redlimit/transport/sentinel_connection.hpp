@@ -1,5 +1,6 @@
 #pragma once
-// A Connection to the master of a Redis Sentinel deployment (redis-sentinel://, docs/connecting.md).
+// A Connection to the master of a Redis Sentinel deployment (redis-sentinel://, or
+// rediss-sentinel:// with TLS to the sentinels and the master; docs/connecting.md).
 //
 // Discovery: the sentinels are asked in turn (starting with the one that answered last) for the
 // address of the master (SENTINEL GET-MASTER-ADDR-BY-NAME); the address a sentinel gives is
