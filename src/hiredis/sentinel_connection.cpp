@@ -37,9 +37,8 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
   // rediss-sentinel:// options this build cannot use (no TLS; a CA, certificate or key that cannot
   // be read) are an InvalidArgument now, before any I/O, whatever the failure policy: the sentinels
   // and the master share them (parse_sentinel_url).
-  for (const Endpoint& s : endpoint_.sentinels) {
-    if (s.tls.enabled) hiredis_detail::Tls::make(s);
-  }
+  // (Null, and no work, for an endpoint without TLS.)
+  for (const Endpoint& s : endpoint_.sentinels) hiredis_detail::Tls::make(s);
   hiredis_detail::Tls::make(endpoint_.master);
   // One master at a time; the library is replicated with the data, so a promoted replica has it.
   set_script_path(ScriptPath::probe);

@@ -292,18 +292,21 @@ void Deployment::wait_until_ready() {
                            sentinels_[0]->log());
 }
 
-std::string Deployment::url(const std::string& userinfo, const std::string& query) const {
+std::string Deployment::sentinel_hosts(bool tls) const {
   std::string hosts;
-  for (const auto& s : sentinels_)
-    hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(s->port());
-  return "redis-sentinel://" + userinfo + hosts + "/" + options_.master_name + query;
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    const int port = tls ? sentinel_tls_port(i) : sentinels_[i]->port();
+    hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(port);
+  }
+  return hosts;
+}
+
+std::string Deployment::url(const std::string& userinfo, const std::string& query) const {
+  return "redis-sentinel://" + userinfo + sentinel_hosts(false) + "/" + options_.master_name + query;
 }
 
 std::string Deployment::tls_url(const std::string& query) const {
-  std::string hosts;
-  for (std::size_t i = 0; i < sentinels_.size(); ++i)
-    hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(sentinel_tls_port(i));
-  return "rediss-sentinel://" + hosts + "/" + options_.master_name + "?" + query;
+  return "rediss-sentinel://" + sentinel_hosts(true) + "/" + options_.master_name + "?" + query;
 }
 
 std::string Deployment::master_address() const {

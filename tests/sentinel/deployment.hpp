@@ -92,6 +92,8 @@ class Deployment {
 
  private:
   void wait_until_ready();
+  // "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3": the sentinels' clear or TLS ports.
+  std::string sentinel_hosts(bool tls) const;
 
   DeploymentOptions options_;
   std::unique_ptr<Process> master_;

@@ -83,11 +83,12 @@ REDLIMIT_INLINE bool parse_bool(std::string_view url, std::string_view name, std
   bad(url, detail::message("{} must be true or false", detail::printable(name)));
 }
 
-// tls_* parameters; false if `name` is not one.
+// tls_* parameters; false if `name` is not one. `tls_scheme`: the scheme that takes them, named
+// when the URL's does not ("rediss://", "rediss-sentinel://").
 REDLIMIT_INLINE bool parse_tls_parameter(std::string_view url, std::string_view name, std::string_view value,
-                                         TlsOptions& tls) {
+                                         TlsOptions& tls, std::string_view tls_scheme) {
   if (name.substr(0, 4) != "tls_") return false;
-  if (!tls.enabled) bad(url, detail::message("{} needs a rediss:// URL", detail::printable(name)));
+  if (!tls.enabled) bad(url, detail::message("{} needs a {} URL", detail::printable(name), tls_scheme));
   std::string* field = nullptr;
   if (name == "tls_ca_file") field = &tls.ca_file;
   if (name == "tls_ca_dir") field = &tls.ca_dir;
@@ -182,9 +183,8 @@ REDLIMIT_INLINE void parse_query(std::string_view url, std::string_view query, E
       if (q.password_env.empty()) bad(url, "password_env must name an environment variable");
     } else if (name == "user" || name == "username") {
       e.username = decode(url, value);
-    } else if (q.sentinel && !e.tls.enabled && name.substr(0, 4) == "tls_") {
-      bad(url, detail::message("{} needs a rediss-sentinel:// URL", detail::printable(name)));
-    } else if (parse_tls_parameter(url, name, value, e.tls) || parse_sentinel_parameter(url, name, value, q)) {
+    } else if (parse_tls_parameter(url, name, value, e.tls, q.sentinel ? "rediss-sentinel://" : "rediss://") ||
+               parse_sentinel_parameter(url, name, value, q)) {
     } else {
       bad(url, detail::message("unknown query parameter \"{}\"", detail::printable(name)));
     }
