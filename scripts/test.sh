@@ -269,7 +269,11 @@ report_failures() {
 # pkg-config; each builds and runs a small program. Plain pass only.
 if [[ -z "$SANITIZE" ]]; then
   step "Consumer tests (tests/consumer/run.sh)"
-  JOBS="${JOBS:-2}" bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR" || status=1
+  # With --hiredis1 the installed programs load hiredis 1.2 from where it was unpacked, as a user
+  # of a hiredis outside the loader's path does (PKG_CONFIG_PATH already leads there).
+  consumer_env=("JOBS=${JOBS:-2}")
+  [[ $HIREDIS1 -eq 0 ]] || consumer_env+=("LD_LIBRARY_PATH=$HIREDIS1_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  env "${consumer_env[@]}" bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR" || status=1
 fi
 
 # ---- 5. Fuzz (bounded) ---------------------------------------------------------------------------

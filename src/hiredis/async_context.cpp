@@ -39,7 +39,7 @@ void AsyncRedis::Core::send(Item& item, std::exception_ptr& connect_error) {
   if (!issue(*conn, item.argv, pending.get())) {
     const std::string why = conn->ac && conn->ac->errstr ? conn->ac->errstr : "context unusable";
     fail(pending->on_error,
-         std::make_exception_ptr(ConnectionError(fmt::format("sending to {}: {}", describe(endpoint_), why))));
+         std::make_exception_ptr(ConnectionError(fmt::format("sending to {}: {}", describe(target_), why))));
     return;
   }
   pending.release();  // hiredis owns it now, until its callback (on_reply takes it back)
@@ -87,12 +87,11 @@ void AsyncRedis::Core::forget(Conn& conn, const Pending* pending) {
 AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   if (conn_) return conn_.get();
   auto conn = std::make_unique<Conn>(*this);
-  redisAsyncContext* raw = endpoint_.unix_path.empty()
-                               ? redisAsyncConnect(endpoint_.host.c_str(), endpoint_.port)
-                               : redisAsyncConnectUnix(endpoint_.unix_path.c_str());
-  if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
+  redisAsyncContext* raw = target_.unix_path.empty() ? redisAsyncConnect(target_.host.c_str(), target_.port)
+                                                     : redisAsyncConnectUnix(target_.unix_path.c_str());
+  if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(target_)));
   conn->ac.reset(raw);
-  if (raw->err) throw ConnectionError(fmt::format("connecting to {}: {}", describe(endpoint_), raw->errstr));
+  if (raw->err) throw ConnectionError(fmt::format("connecting to {}: {}", describe(target_), raw->errstr));
   if (tls_) {
     // Only begun here (the socket is still connecting): hiredis's SSL read and write handlers finish
     // the handshake, and a refused certificate shows as a broken connection (reply_error says why).
@@ -101,15 +100,15 @@ AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
     std::string why;
     const auto started = tls_->start(raw->c, why, &conn->ssl);
     if (started == hiredis_detail::Tls::Start::refused) {
-      throw TlsError(fmt::format("handshake with {}: {}", describe(endpoint_), why));
+      throw TlsError(fmt::format("handshake with {}: {}", describe(target_), why));
     }
     if (started != hiredis_detail::Tls::Start::ok) {
-      throw ConnectionError(fmt::format("TLS with {}: {}", describe(endpoint_), why));
+      throw ConnectionError(fmt::format("TLS with {}: {}", describe(target_), why));
     }
   }
   raw->data = conn.get();
   if (!attach(raw)) {
-    throw ConnectionError(fmt::format("cannot attach the connection to {} to the event loop", describe(endpoint_)));
+    throw ConnectionError(fmt::format("cannot attach the connection to {} to the event loop", describe(target_)));
   }
   redisAsyncSetConnectCallback(raw, &Core::on_connect);
   redisAsyncSetDisconnectCallback(raw, &Core::on_disconnect);
@@ -136,19 +135,19 @@ AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
 // replied(), which drops the connection if one fails.
 void AsyncRedis::Core::queue_setup(Conn& conn) {
   std::vector<std::pair<const char*, std::vector<std::string>>> setup;
-  if (!endpoint_.password.empty()) {
-    if (endpoint_.username.empty()) {
-      setup.push_back({"AUTH", {"AUTH", endpoint_.password}});
+  if (!target_.password.empty()) {
+    if (target_.username.empty()) {
+      setup.push_back({"AUTH", {"AUTH", target_.password}});
     } else {
-      setup.push_back({"AUTH", {"AUTH", endpoint_.username, endpoint_.password}});
+      setup.push_back({"AUTH", {"AUTH", target_.username, target_.password}});
     }
   }
-  if (endpoint_.db != 0) setup.push_back({"SELECT", {"SELECT", std::to_string(endpoint_.db)}});
+  if (target_.db != 0) setup.push_back({"SELECT", {"SELECT", std::to_string(target_.db)}});
   for (const auto& [what, argv] : setup) {
     auto pending = std::make_unique<Pending>();
     pending->setup = what;
     if (!issue(conn, argv, pending.get())) {
-      throw ConnectionError(fmt::format("cannot send {} to {}", what, describe(endpoint_)));
+      throw ConnectionError(fmt::format("cannot send {} to {}", what, describe(target_)));
     }
     pending.release();  // hiredis owns it now, until its callback
   }
@@ -157,6 +156,7 @@ void AsyncRedis::Core::queue_setup(Conn& conn) {
 // Drops the current connection from a top-level handler: every pending command fails now.
 void AsyncRedis::Core::drop(std::string why, bool timed_out) {
   std::unique_ptr<Conn> conn = std::move(conn_);
+  if (watch_) need_master_ = true;  // as in retire()
   conn->failure = std::move(why);
   conn->timed_out = timed_out;
   conn->ac.reset();  // redisAsyncFree: the pending callbacks run with a null reply
@@ -164,7 +164,10 @@ void AsyncRedis::Core::drop(std::string why, bool timed_out) {
 
 // Inside a hiredis callback: `conn` stops being current; it is freed at the next top-level handler.
 void AsyncRedis::Core::retire(Conn& conn) {
-  if (conn_.get() == &conn) graveyard_.push_back(std::move(conn_));
+  if (conn_.get() == &conn) {
+    graveyard_.push_back(std::move(conn_));
+    if (watch_) need_master_ = true;  // a master's connection ended: the sentinels are asked first
+  }
   arm(SteadyClock::now());
 }
 
@@ -190,16 +193,17 @@ void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const re
       // The commands queued behind it must not run unauthenticated or on the wrong db.
       // The ACL user is named, never the password (as RedisConnection does).
       const std::string who = std::string_view(p->setup) != "AUTH" ? std::string()
-                              : endpoint_.username.empty()
+                              : target_.username.empty()
                                   ? std::string(" as user \"default\"")
-                                  : fmt::format(" as user \"{}\"", detail::printable(endpoint_.username));
+                                  : fmt::format(" as user \"{}\"", detail::printable(target_.username));
       conn.failure =
-          fmt::format("{}{} on {} failed: {}", p->setup, who, describe(endpoint_), std::string(reply->str, reply->len));
+          fmt::format("{}{} on {} failed: {}", p->setup, who, describe(target_), std::string(reply->str, reply->len));
       retire(conn);
     }
     return;
   }
   const std::exception_ptr error = reply_error(conn, ac, reply);
+  if (watch_ && !error) leave_if_not_served(conn, reply);  // before the callback: its next call waits
   try {
     if (error) {
       p->on_error(error);
@@ -221,16 +225,16 @@ std::exception_ptr AsyncRedis::Core::reply_error(const Conn& conn, const redisAs
   if (reply != nullptr) return nullptr;
   if (conn.ssl != nullptr) {  // alive until hiredis frees the context, after these callbacks
     if (const std::string refused = hiredis_detail::Tls::refusal(*conn.ssl); !refused.empty()) {
-      return std::make_exception_ptr(TlsError(fmt::format("handshake with {}: {}", describe(endpoint_), refused)));
+      return std::make_exception_ptr(TlsError(fmt::format("handshake with {}: {}", describe(target_), refused)));
     }
   }
   const std::string why = ac->err ? ac->errstr : "connection closed";
 #ifdef REDIS_ERR_TIMEOUT
   if (ac->err == REDIS_ERR_TIMEOUT) {
-    return std::make_exception_ptr(TimeoutError(fmt::format("{}: {}", describe(endpoint_), why)));
+    return std::make_exception_ptr(TimeoutError(fmt::format("{}: {}", describe(target_), why)));
   }
 #endif
-  return std::make_exception_ptr(ConnectionError(fmt::format("{}: {}", describe(endpoint_), why)));
+  return std::make_exception_ptr(ConnectionError(fmt::format("{}: {}", describe(target_), why)));
 }
 
 void AsyncRedis::Core::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
@@ -246,7 +250,7 @@ void AsyncRedis::Core::on_connect(const redisAsyncContext* ac, int status) {
     // Refused, as RedisConnection does (self_connect.hpp). The commands hiredis writes next come
     // back as "replies": conn.failure makes each an error instead, and the context is freed at the
     // next top-level handler.
-    conn->failure = hiredis_detail::reached_itself(describe(conn->core.endpoint_));
+    conn->failure = hiredis_detail::reached_itself(describe(conn->core.target_));
     conn->core.retire(*conn);
     return;
   }

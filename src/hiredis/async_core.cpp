@@ -25,20 +25,23 @@ using hiredis_detail::describe;
 
 namespace {
 
-std::exception_ptr closed_error(const Endpoint& e) {
-  return std::make_exception_ptr(ConnectionError(fmt::format("AsyncRedis to {} is closed", describe(e))));
+std::exception_ptr closed_error(const std::string& where) {
+  return std::make_exception_ptr(ConnectionError(fmt::format("AsyncRedis to {} is closed", where)));
 }
 
 }  // namespace
 
 AsyncRedis::Core::Core(Endpoint endpoint, AsyncOptions options)
-    : endpoint_(std::move(endpoint)), options_(options), tls_(hiredis_detail::Tls::make(endpoint_)) {}
+    : endpoint_(std::move(endpoint)),
+      options_(options),
+      tls_(hiredis_detail::Tls::make(endpoint_)),
+      target_(endpoint_) {}
 
 void AsyncRedis::Core::submit(Item item) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (released_) {
     lock.unlock();
-    run_inline(item);
+    run_inline(item);  // (an urgent item is dropped: nothing waits for it any more)
     return;
   }
   if (item.close) {
@@ -63,6 +66,7 @@ AsyncRedis::Stats AsyncRedis::Core::stats() const {
   s.commands = commands_.load();
   s.max_in_flight = max_in_flight_.load();
   s.wakeups = wakeups_.load();
+  s.discoveries = discoveries_.load();
   return s;
 }
 
@@ -95,12 +99,18 @@ bool AsyncRedis::Core::take_queue() {
   // A call left in the backlog (behind max_in_flight) is bounded by its deadline there too.
   std::optional<TimePoint> earliest;
   const TimePoint now = SteadyClock::now();
+  std::vector<std::function<void()>> urgent;
   for (Item& item : batch) {
+    if (item.urgent) {
+      urgent.push_back(std::move(item.task));
+      continue;
+    }
     if (keep_for_later(item, now)) continue;
     if (has_deadline(item.deadline) && (!earliest || item.deadline < *earliest)) earliest = item.deadline;
     backlog_.push_back(std::move(item));
   }
   if (earliest) arm_by(*earliest);
+  for (const auto& task : urgent) run_task(task);  // after the commands they may fail are in the backlog
   return !batch.empty();
 }
 
@@ -131,6 +141,7 @@ void AsyncRedis::Core::finished() {
 }
 
 void AsyncRedis::Core::run_inline(Item& item) {
+  if (item.urgent) return;
   if (item.task) {
     run_task(item.task);
   } else if (!item.close) {
@@ -163,6 +174,7 @@ void AsyncRedis::Core::pump(bool in_callback) {
     Item& front = backlog_.front();
     const bool command = !front.task && !front.close;
     if (command && !shutting_down_ && at_capacity()) return;  // resumed by replied()
+    if (command && !shutting_down_ && watch_ && waiting_for_master(now)) return;  // resumed by apply()
     if (front.close && in_callback) return;  // on_wake runs it, at the top level (async_core.hpp)
     Item item = std::move(front);
     backlog_.pop_front();
@@ -171,7 +183,7 @@ void AsyncRedis::Core::pump(bool in_callback) {
     } else if (item.close) {
       begin_shutdown();
     } else if (shutting_down_) {
-      fail(item.on_error, closed_error(endpoint_));
+      fail(item.on_error, closed_error(where()));
     } else if (overdue(item, now)) {
       fail(item.on_error, deadline_error(false));  // its call's time is up: never sent
     } else {
@@ -197,7 +209,7 @@ void AsyncRedis::Core::begin_shutdown() {
   shutting_down_ = true;
   if (!conn_) return;
   if (conn_->inflight.empty()) {
-    drop(fmt::format("AsyncRedis to {} is closed", describe(endpoint_)), false);
+    drop(fmt::format("AsyncRedis to {} is closed", where()), false);
   } else {
     // Let what was sent be answered (the command deadlines still hold); hiredis frees the
     // context after the last reply and tells on_disconnect.

@@ -12,6 +12,8 @@
 //   async_core.cpp      the cross-thread queue, the backlog and the shutdown
 //   async_deadline.cpp  each call's deadline, the connect and health deadlines, and the timer
 //   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
+//   async_sentinel.cpp  following a Sentinel deployment's master (the SentinelEndpoint factories):
+//                       when to ask the sentinels, and what their answer changes
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop from other threads, an event
 //                       activated in-process from its own callbacks, an evtimer) and attach_libevent
 //   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_idle_t for wake-ups from its own
@@ -57,6 +59,7 @@
 #include <vector>
 
 #include "endpoint_text.hpp"
+#include "master_watch.hpp"
 #include "redlimit/transport/redis_async.hpp"
 #include "tls.hpp"
 
@@ -98,6 +101,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     std::function<void()> task;
     TimePoint not_before{};  // a task's (post_after): it waits in later_ until then
     bool close = false;
+    // A Sentinel search's outcome (its task): run when taken from the queue, ahead of the backlog,
+    // whose commands may be waiting for it; dropped once the Core has let its loop go.
+    bool urgent = false;
   };
 
   // A rediss:// endpoint makes its TLS context here: InvalidArgument, before any I/O, when this build
@@ -107,6 +113,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
+  // Before start(): connections go to the master the sentinels name (async_sentinel.cpp), not to
+  // the endpoint given, which only lends its credentials, db and TLS options.
+  void follow(const SentinelEndpoint& sentinels);
   // From here on the Core keeps itself alive until its loop resources are released.
   void start() { self_ = shared_from_this(); }
 
@@ -118,6 +127,8 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   TimePoint call_deadline() const;
   const Endpoint& endpoint() const { return endpoint_; }
   Stats stats() const;
+  // Sentinel: "host:port" of the master in use ("" before the first one is found, or for one server).
+  std::string master() const;
 
  protected:
   // The adapter's side. wake() is called with mutex_ held, from any thread; the others on the loop.
@@ -221,6 +232,18 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   void arm_by(TimePoint at);
   void arm(TimePoint at);
 
+  // async_sentinel.cpp: following the master.
+  bool waiting_for_master(TimePoint now);
+  void check_master_now_and_then(TimePoint now);
+  void search(bool check);
+  void deliver(hiredis_detail::MasterWatch::Outcome outcome);
+  void apply(const hiredis_detail::MasterWatch::Outcome& outcome);
+  void found_master(const std::string& host, int port);
+  void fail_waiting(const std::exception_ptr& error);
+  void leave_if_not_served(Conn& conn, const redisReply* reply);
+  // The server named in messages: target_, or the Sentinel master still being looked for.
+  std::string where() const;
+
   // async_context.cpp: the hiredis context.
   void send(Item& item, std::exception_ptr& connect_error);
   bool issue(Conn& conn, const std::vector<std::string>& args, Pending* pending);
@@ -238,10 +261,21 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
 
   const Endpoint endpoint_;
   const AsyncOptions options_;
-  std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss:// only
+  std::shared_ptr<const hiredis_detail::Tls> tls_;  // rediss:// only; made again for each master found
+
+  // Sentinel (async_sentinel.cpp); loop thread only, but for what is said otherwise.
+  std::unique_ptr<hiredis_detail::MasterWatch> watch_;  // null: one server (endpoint_)
+  std::string master_name_;
+  int check_interval_ms_ = 0;
+  Endpoint target_;           // where connections go: endpoint_, or the master found
+  bool need_master_ = false;  // ask the sentinels before the next connection
+  bool searching_ = false;    // a search or check is out (MasterWatch)
+  TimePoint checked_{};       // the last search or check started
+  std::string master_;        // target_ as "host:port" once found; under mutex_
+  std::atomic<std::uint64_t> discoveries_{0};
 
   // Shared with other threads, under mutex_.
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<Item> queue_;
   bool wake_pending_ = false;
   bool closing_ = false;

@@ -65,10 +65,10 @@ void AsyncRedis::Core::expire_calls(TimePoint now) {
 
 std::exception_ptr AsyncRedis::Core::deadline_error(bool sent) const {
   return std::make_exception_ptr(
-      TimeoutError(sent ? fmt::format("no reply from {} within the call's deadline", describe(endpoint_))
+      TimeoutError(sent ? fmt::format("no reply from {} within the call's deadline", where())
                         : fmt::format("the call's deadline passed before it could be sent to {} (connection busy "
                                       "or connecting)",
-                                      describe(endpoint_))));
+                                      where())));
 }
 
 // The connection's own deadlines: connecting, and the health rule. Either drops the connection, and
@@ -77,10 +77,9 @@ std::exception_ptr AsyncRedis::Core::deadline_error(bool sent) const {
 void AsyncRedis::Core::check_connection(TimePoint now) {
   if (!conn_) return;
   if (!conn_->connected && conn_->connect_deadline && now >= *conn_->connect_deadline) {
-    drop(fmt::format("connecting to {} took longer than {} ms", describe(endpoint_), options_.connect_timeout.count()),
-         true);
+    drop(fmt::format("connecting to {} took longer than {} ms", where(), options_.connect_timeout.count()), true);
   } else if (const auto due = reply_due(*conn_); due && *due <= now) {
-    drop(fmt::format("no reply from {} within {} ms", describe(endpoint_), options_.command_timeout.count()), true);
+    drop(fmt::format("no reply from {} within {} ms", where(), options_.command_timeout.count()), true);
   }
 }
 

@@ -1,11 +1,11 @@
 // AsyncRedis over libevent: the adapter half of AsyncRedis::Core (wake-up, timer, release of the
 // loop resources) and AsyncRedis::attach_libevent. Without REDLIMIT_HAVE_LIBEVENT only the factory
 // is left, and it throws.
-#include "async_core.hpp"
-
 #include <fmt/format.h>
 
+#include "async_core.hpp"
 #include "redlimit/errors.hpp"
+#include "sentinel_discovery.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
 #include <event2/event.h>
@@ -137,12 +137,25 @@ std::shared_ptr<AsyncRedis> AsyncRedis::attach_libevent(event_base* base, const 
 #ifdef REDLIMIT_HAVE_LIBEVENT
   async_detail::check_options(options);
   if (base == nullptr) throw InvalidArgument("event_base must not be null");
-  auto core = std::make_shared<LibeventCore>(base, endpoint, options);
-  core->start();
-  return std::shared_ptr<AsyncRedis>(new AsyncRedis(std::move(core)));
+  return begin(std::make_shared<LibeventCore>(base, endpoint, options), nullptr);
 #else
   (void)base;
   (void)endpoint;
+  (void)options;
+  throw Error("this redlimit was built without libevent (install libevent-dev and rebuild)");
+#endif
+}
+
+std::shared_ptr<AsyncRedis> AsyncRedis::attach_libevent(event_base* base, const SentinelEndpoint& sentinels,
+                                                        AsyncOptions options) {
+#ifdef REDLIMIT_HAVE_LIBEVENT
+  async_detail::check_options(options);
+  if (base == nullptr) throw InvalidArgument("event_base must not be null");
+  hiredis_detail::check_sentinel_endpoint(sentinels);
+  return begin(std::make_shared<LibeventCore>(base, sentinels.master, options), &sentinels);
+#else
+  (void)base;
+  (void)sentinels;
   (void)options;
   throw Error("this redlimit was built without libevent (install libevent-dev and rebuild)");
 #endif

@@ -1,11 +1,11 @@
 // AsyncRedis over libuv: the adapter half of AsyncRedis::Core (wake-up, timer, release of the loop
 // resources), our own hiredis adapter for libuv, and AsyncRedis::attach_libuv. Without
 // REDLIMIT_HAVE_LIBUV only the factory is left, and it throws.
-#include "async_core.hpp"
-
 #include <fmt/format.h>
 
+#include "async_core.hpp"
 #include "redlimit/errors.hpp"
+#include "sentinel_discovery.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBUV
 #include <uv.h>
@@ -147,12 +147,25 @@ std::shared_ptr<AsyncRedis> AsyncRedis::attach_libuv(uv_loop_s* loop, const Endp
 #ifdef REDLIMIT_HAVE_LIBUV
   async_detail::check_options(options);
   if (loop == nullptr) throw InvalidArgument("uv loop must not be null");
-  auto core = std::make_shared<LibuvCore>(loop, endpoint, options);
-  core->start();
-  return std::shared_ptr<AsyncRedis>(new AsyncRedis(std::move(core)));
+  return begin(std::make_shared<LibuvCore>(loop, endpoint, options), nullptr);
 #else
   (void)loop;
   (void)endpoint;
+  (void)options;
+  throw Error("this redlimit was built without libuv (install libuv1-dev and rebuild)");
+#endif
+}
+
+std::shared_ptr<AsyncRedis> AsyncRedis::attach_libuv(uv_loop_s* loop, const SentinelEndpoint& sentinels,
+                                                     AsyncOptions options) {
+#ifdef REDLIMIT_HAVE_LIBUV
+  async_detail::check_options(options);
+  if (loop == nullptr) throw InvalidArgument("uv loop must not be null");
+  hiredis_detail::check_sentinel_endpoint(sentinels);
+  return begin(std::make_shared<LibuvCore>(loop, sentinels.master, options), &sentinels);
+#else
+  (void)loop;
+  (void)sentinels;
   (void)options;
   throw Error("this redlimit was built without libuv (install libuv1-dev and rebuild)");
 #endif

@@ -65,6 +65,14 @@ void AsyncRedis::close() {
 
 const Endpoint& AsyncRedis::endpoint() const { return core_->endpoint(); }
 
+std::string AsyncRedis::master() const { return core_->master(); }
+
+std::shared_ptr<AsyncRedis> AsyncRedis::begin(std::shared_ptr<Core> core, const SentinelEndpoint* sentinels) {
+  if (sentinels != nullptr) core->follow(*sentinels);
+  core->start();
+  return std::shared_ptr<AsyncRedis>(new AsyncRedis(std::move(core)));
+}
+
 AsyncRedis::Stats AsyncRedis::stats() const { return core_->stats(); }
 
 }  // namespace redlimit

@@ -8,14 +8,10 @@
 #include "call_deadline.hpp"
 #include "redlimit/errors.hpp"
 #include "sentinel_discovery.hpp"
-#include "tls.hpp"
 
 namespace redlimit {
 
 namespace {
-
-// The pause between two discovery passes that found no master (a failover in progress).
-constexpr std::chrono::milliseconds kPause{100};
 
 bool starts_with(const std::string& s, std::string_view p) { return s.compare(0, p.size(), p) == 0; }
 
@@ -32,14 +28,9 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
       connect_timeout_(options.connect_timeout),
       command_timeout_(options.command_timeout),
       pool_options_(options.pool) {
-  if (endpoint_.sentinels.empty()) throw InvalidArgument("a Sentinel URL needs at least one sentinel");
-  if (endpoint_.master_name.empty()) throw InvalidArgument("a Sentinel URL needs a master name");
-  // rediss-sentinel:// options this build cannot use (no TLS; a CA, certificate or key that cannot
-  // be read) are an InvalidArgument now, before any I/O, whatever the failure policy: the sentinels
-  // and the master share them (parse_sentinel_url).
-  // (Null, and no work, for an endpoint without TLS.)
-  for (const Endpoint& s : endpoint_.sentinels) hiredis_detail::Tls::make(s);
-  hiredis_detail::Tls::make(endpoint_.master);
+  // rediss-sentinel:// options this build cannot use are an InvalidArgument now, before any I/O,
+  // whatever the failure policy.
+  hiredis_detail::check_sentinel_endpoint(endpoint_);
   // One master at a time; the library is replicated with the data, so a promoted replica has it.
   set_script_path(ScriptPath::probe);
 }
@@ -114,18 +105,8 @@ std::shared_ptr<ConnectionPool> SentinelConnection::rediscover() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (pool_ && !stale_) return pool_;  // found by another thread meanwhile
   }
-  hiredis_detail::FoundMaster found;
-  for (int round = 1;; ++round) {
-    try {
-      found = hiredis_detail::find_master(endpoint_, next_sentinel_, connect_timeout_, command_timeout_);
-      break;
-    } catch (const AuthError&) {
-      throw;  // configuration: another pass cannot help
-    } catch (const ConnectionError&) {
-      if (round >= max_rounds() || hiredis_detail::left_in_call(command_timeout_) <= kPause) throw;
-      std::this_thread::sleep_for(kPause);
-    }
-  }
+  const hiredis_detail::FoundMaster found = hiredis_detail::find_master_patiently(
+      endpoint_, next_sentinel_, connect_timeout_, command_timeout_, max_rounds(), hiredis_detail::kSentinelPause);
   next_sentinel_ = found.sentinel;  // ask it first next time
   const std::string address = fmt::format("{}:{}", found.host, found.port);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <string_view>
+#include <thread>
 #include <vector>
 
+#include "call_deadline.hpp"
 #include "endpoint_text.hpp"
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
+#include "tls.hpp"
 
 namespace redlimit::hiredis_detail {
 
@@ -154,6 +157,29 @@ FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std
     return found;
   }
   missed_master(endpoint, pass);
+}
+
+FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t first,
+                                  std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout,
+                                  int rounds, std::chrono::milliseconds pause) {
+  for (int round = 1;; ++round) {
+    try {
+      return find_master(endpoint, first, connect_timeout, command_timeout);
+    } catch (const AuthError&) {
+      throw;  // configuration: another pass cannot help
+    } catch (const ConnectionError&) {
+      if (round >= rounds || left_in_call(command_timeout) <= pause) throw;
+      std::this_thread::sleep_for(pause);
+    }
+  }
+}
+
+void check_sentinel_endpoint(const SentinelEndpoint& endpoint) {
+  if (endpoint.sentinels.empty()) throw InvalidArgument("a Sentinel URL needs at least one sentinel");
+  if (endpoint.master_name.empty()) throw InvalidArgument("a Sentinel URL needs a master name");
+  // (Null, and no work, for an endpoint without TLS.)
+  for (const Endpoint& s : endpoint.sentinels) Tls::make(s);
+  Tls::make(endpoint.master);
 }
 
 }  // namespace redlimit::hiredis_detail

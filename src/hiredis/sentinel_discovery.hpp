@@ -24,6 +24,22 @@ struct FoundMaster {
 FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std::chrono::milliseconds connect_timeout,
                         std::chrono::milliseconds command_timeout);
 
+// The pause between two discovery passes that found no master (a failover in progress).
+constexpr std::chrono::milliseconds kSentinelPause{100};
+
+// find_master, pass after pass while none is confirmed (a failover in progress): after a pause of
+// `pause`, while the call (call_deadline.hpp) has more than that left, `rounds` passes at most.
+// AuthError (configuration) ends it at once. Used by SentinelConnection (a call's own deadline) and
+// MasterWatch (a call of its own, on its thread).
+FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t first,
+                                  std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout,
+                                  int rounds, std::chrono::milliseconds pause);
+
+// What a Sentinel transport checks before any I/O: a sentinel and a master name, and TLS options
+// this build can use (InvalidArgument otherwise: no TLS in this hiredis; a CA, certificate or key
+// that cannot be read). The sentinels and the master share them (parse_sentinel_url).
+void check_sentinel_endpoint(const SentinelEndpoint& endpoint);
+
 // "host:port" that sentinel `index` names as the master now; "" when it cannot say (down, refusing,
 // not knowing the name). The periodic check of a master in use: no ROLE, no error.
 std::string master_named_by(const SentinelEndpoint& endpoint, std::size_t index,

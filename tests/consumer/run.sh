@@ -17,7 +17,8 @@
 # tree's include/ nor a redlimit in /usr or /usr/local may stand in for a broken package. Prints one
 # line per consumer; exits non-zero if any fails (its log is printed). Works in a directory under /tmp,
 # removed at exit. Uses the build tree's compiler (and its compiler launcher, e.g. ccache), Ninja.
-# Env: CONSUMERS (a subset, e.g. "find_package pkg_config"), JOBS (default 2).
+# Env: CONSUMERS (a subset, e.g. "find_package pkg_config"), JOBS (default 2); PKG_CONFIG_PATH and
+# LD_LIBRARY_PATH where redlimit's dependencies are not the system's (scripts/test.sh --hiredis1).
 set -euo pipefail
 
 usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
@@ -121,7 +122,9 @@ consume_pkg_config() {
   pc="$(find "$PREFIX" -name redlimit.pc -path '*/pkgconfig/*' | head -n 1)"
   [[ -n "$pc" ]] || { echo "consumer: no redlimit.pc under $PREFIX" >&2; return 1; }
   mkdir -p "$dir"
-  flags="$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs --static redlimit)" || return 1
+  # The caller's path after ours: a hiredis of its own (scripts/test.sh --hiredis1) is found there.
+  flags="$(PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" pkg-config --cflags --libs \
+    --static redlimit)" || return 1
   echo "pkg-config --cflags --libs --static redlimit: $flags"
   # shellcheck disable=SC2086  # the flags are words
   (set -x && "$CXX" -std=c++17 -O2 -MD -MF "$dir/main.d" "$HERE/main.cpp" -o "$dir/consumer" $flags)

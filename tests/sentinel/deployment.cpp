@@ -333,4 +333,18 @@ bool Deployment::wait_for_master(const std::string& address, std::chrono::millis
   return false;
 }
 
+int refused_port() {
+  const char* server = std::getenv("REDIS_SERVER");
+  Process gone("scratch", [server](int port, const std::string&) {
+    return std::vector<std::string>{server != nullptr ? server : "redis-server",
+                                    "--port",
+                                    std::to_string(port),
+                                    "--bind",
+                                    "127.0.0.1",
+                                    "--save",
+                                    ""};
+  });
+  return gone.port();
+}  // stopped here: its port refuses connections
+
 }  // namespace redlimit_sentinel

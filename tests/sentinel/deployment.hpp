@@ -108,6 +108,10 @@ std::int64_t used_of(Process& server, const std::string& key);
 // The key of the fixed-window state whose name holds `pattern` on `server` ("" when none).
 std::string state_key(Process& server, const std::string& pattern);
 
+// A loopback port where nothing listens now (a sentinel of a deployment that is down): a
+// redis-server of ours was started there and stopped again.
+int refused_port();
+
 // The value of `field` in an INFO reply ("" when missing).
 std::string info_field(const std::string& info, const std::string& field);
 

@@ -123,18 +123,8 @@ TEST_F(SentinelDiscovery, AMasterNameNoSentinelKnowsIsAClearAuthErrorWhateverThe
 TEST_F(SentinelDiscovery, EverySentinelDownIsAClearConnectionErrorAndTheFailurePolicyAnswers) {
   // Three ports where nothing listens (the sentinels of a deployment that is down).
   std::string hosts;
-  for (int i = 0; i < 3; ++i) {
-    redlimit_sentinel::Process gone("scratch", [](int port, const std::string&) {
-      return std::vector<std::string>{std::getenv("REDIS_SERVER") ? std::getenv("REDIS_SERVER") : "redis-server",
-                                      "--port",
-                                      std::to_string(port),
-                                      "--bind",
-                                      "127.0.0.1",
-                                      "--save",
-                                      ""};
-    });
-    hosts += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(gone.port());
-  }  // each stopped again here: its port refuses connections
+  for (int i = 0; i < 3; ++i)
+    hosts += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(redlimit_sentinel::refused_port());
   const std::string url = "redis-sentinel://" + hosts + "/mymaster";
   const auto started = std::chrono::steady_clock::now();
   const std::string e = error_of([&] { RateLimiter::connect(url, quick()); });

@@ -6,13 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "redlimit/redlimit.hpp"
+#include "redlimit/transport/redis_async.hpp"
 #include "sentinel/deployment.hpp"
 #include "tls/certificates.hpp"
+
+#ifdef REDLIMIT_HAVE_LIBEVENT
+#include <event2/event.h>
+#endif
 
 namespace {
 
@@ -53,6 +60,32 @@ TEST_F(TlsSentinelTest, FindsTheMasterOverTlsAndDecidesThere) {
   EXPECT_FALSE(fw.consume("u").allowed);
   // The state is on the master (read by the harness on its clear port), replicated over TLS.
   EXPECT_EQ(redlimit_sentinel::used_of(d->master(), redlimit_sentinel::state_key(d->master(), "tls-sentinel")), 2);
+#ifdef REDLIMIT_HAVE_LIBEVENT
+  // The async client too: the sentinels asked over TLS off the loop, the master's certificate
+  // verified for the address they name.
+  event_base* base = event_base_new();
+  auto async = redlimit::AsyncRedis::attach_libevent(base, redlimit::parse_sentinel_url(d->tls_url(ca())));
+  std::thread loop([base] { event_base_dispatch(base); });
+  {
+    rl.attach_async(async);
+    auto afw = rl.fixed_window("tls-sentinel-async", Limit::per_minute(2));
+    std::vector<std::future<redlimit::Decision>> calls;
+    for (int i = 0; i < 3; ++i) calls.push_back(afw.consume_future("u"));
+    int admitted = 0;
+    for (auto& f : calls) {
+      ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+      admitted += f.get().allowed ? 1 : 0;
+    }
+    EXPECT_EQ(admitted, 2);
+    EXPECT_EQ(async->master(), "127.0.0.1:" + std::to_string(d->master_tls_port()));
+    EXPECT_EQ(redlimit_sentinel::used_of(d->master(), redlimit_sentinel::state_key(d->master(), "tls-sentinel-async")),
+              2);
+  }
+  rl.attach_async(nullptr);
+  async.reset();
+  loop.join();
+  event_base_free(base);
+#endif
 }
 
 // Every sentinel presents a certificate our CA did not sign: a TlsError from connect(), whatever the

@@ -77,6 +77,22 @@ class AsyncRedis final : public AsyncConnection {
   // same, with REDLIMIT_HAVE_LIBUV.
   static std::shared_ptr<AsyncRedis> attach_libuv(uv_loop_s* loop, const Endpoint& endpoint,
                                                   AsyncOptions options = {});
+  // The master of a Sentinel deployment (redis-sentinel://, rediss-sentinel://; parse_sentinel_url),
+  // on either loop. The first command has the sentinels asked which server is the master (confirmed
+  // with ROLE, as SentinelConnection does); commands wait for the answer in the queue, bounded by
+  // their deadlines. The sentinels are asked again before the next connection whenever one ends (a
+  // failure in transit, a refused connect, the health rule), after a -READONLY or -LOADING reply
+  // (the connection is let go: the command's reply goes to its caller, the commands behind it fail
+  // with ConnectionError, none is re-sent), and every check_interval_ms one sentinel is asked
+  // whether the master is still the one in use (another: the connection is let go as above). The
+  // sentinels are asked on a thread of the AsyncRedis's own, never on the loop: the loop's only wait
+  // is in close() or the destructor, for a search in progress (at most command_timeout). Throws
+  // InvalidArgument, before any I/O, for no sentinel or master name, or TLS options this build
+  // cannot use. The Endpoint it reports (endpoint()) is the URL's master part: credentials and db.
+  static std::shared_ptr<AsyncRedis> attach_libevent(event_base* base, const SentinelEndpoint& sentinels,
+                                                     AsyncOptions options = {});
+  static std::shared_ptr<AsyncRedis> attach_libuv(uv_loop_s* loop, const SentinelEndpoint& sentinels,
+                                                  AsyncOptions options = {});
   // Whether this build of redlimit has each adapter.
   static bool has_libevent();
   static bool has_libuv();
@@ -120,6 +136,8 @@ class AsyncRedis final : public AsyncConnection {
   void close();
 
   const Endpoint& endpoint() const;
+  // A Sentinel master's "host:port" in use: "" before the first one is found, and for one server.
+  std::string master() const;
 
   struct Stats {
     std::uint64_t connections = 0;     // connections opened (the first one and every reconnect)
@@ -130,6 +148,7 @@ class AsyncRedis final : public AsyncConnection {
     // callback) wakes it without one (libevent: event_active, or past 16 in one turn a timer of no
     // delay, so that the turn ends; libuv: an idle handle, at the next turn), uncounted.
     std::uint64_t wakeups = 0;
+    std::uint64_t discoveries = 0;  // Sentinel: times the sentinels named a master confirmed with ROLE
   };
   Stats stats() const;
 
@@ -137,6 +156,8 @@ class AsyncRedis final : public AsyncConnection {
 
  private:
   explicit AsyncRedis(std::shared_ptr<Core> core);
+  // The factories' end: the Core follows `sentinels` (when given), starts, and gets its handle.
+  static std::shared_ptr<AsyncRedis> begin(std::shared_ptr<Core> core, const SentinelEndpoint* sentinels);
 
   std::shared_ptr<Core> core_;
 };
