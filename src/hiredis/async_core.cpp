@@ -164,6 +164,22 @@ void AsyncRedis::Core::fail(const ErrorCallback& on_error, std::exception_ptr er
   }
 }
 
+std::vector<AsyncConnection::ErrorCallback> AsyncRedis::Core::take_commands(
+    const std::function<bool(const Item&)>& chosen) {
+  std::vector<ErrorCallback> taken;
+  auto kept = backlog_.begin();
+  for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
+    if (!it->task && !it->close && chosen(*it)) {
+      taken.push_back(std::move(it->on_error));
+    } else {
+      if (kept != it) *kept = std::move(*it);
+      ++kept;
+    }
+  }
+  backlog_.erase(kept, backlog_.end());
+  return taken;
+}
+
 // Runs the backlog in order: tasks, the close marker, and commands, which go to hiredis while fewer
 // than max_in_flight wait for replies (hiredis 0.14 moves its whole output buffer after each
 // partial write: an unbounded flood would cost it quadratic time).

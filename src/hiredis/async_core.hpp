@@ -207,6 +207,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   static void run_inline(Item& item);
   static void run_task(const std::function<void()>& task);
   static void fail(const ErrorCallback& on_error, std::exception_ptr error);
+  // Takes the commands of the backlog that `chosen` picks out, and returns their error callbacks;
+  // everything else (tasks, the close marker, the commands left) keeps its place and order.
+  std::vector<ErrorCallback> take_commands(const std::function<bool(const Item&)>& chosen);
   // `in_callback`: called inside a hiredis callback (send_now), where the close marker must not be
   // run: with nothing in flight it frees the context whose callback is running (drop). It stays at
   // the backlog's front, for the wake-up its submit() scheduled.

@@ -38,7 +38,6 @@ bool AsyncRedis::Core::overdue(const Item& item, TimePoint now) {
 // by hiredis's order, so a slow call need not cost the calls queued behind it.
 void AsyncRedis::Core::expire_calls(TimePoint now) {
   std::vector<ErrorCallback> sent;
-  std::vector<ErrorCallback> unsent;
   if (conn_) {
     for (const Sent& s : conn_->inflight) {
       Pending& p = *s.pending;
@@ -48,16 +47,7 @@ void AsyncRedis::Core::expire_calls(TimePoint now) {
       p.on_reply = nullptr;  // lets go of what the call holds now, not at the late reply
     }
   }
-  auto kept = backlog_.begin();  // keeps the order of everything else (tasks, the close marker)
-  for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
-    if (overdue(*it, now)) {
-      unsent.push_back(std::move(it->on_error));
-    } else {
-      if (kept != it) *kept = std::move(*it);
-      ++kept;
-    }
-  }
-  backlog_.erase(kept, backlog_.end());
+  const std::vector<ErrorCallback> unsent = take_commands([now](const Item& item) { return overdue(item, now); });
   // Last: a callback may queue more work (never run it here: submit() only wakes the loop).
   for (const ErrorCallback& on_error : sent) fail(on_error, deadline_error(true));
   for (const ErrorCallback& on_error : unsent) fail(on_error, deadline_error(false));

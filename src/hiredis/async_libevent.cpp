@@ -132,12 +132,15 @@ class LibeventCore final : public AsyncRedis::Core {
 
 #endif  // REDLIMIT_HAVE_LIBEVENT
 
-std::shared_ptr<AsyncRedis> AsyncRedis::attach_libevent(event_base* base, const Endpoint& endpoint,
-                                                        AsyncOptions options) {
+namespace {
+
+// Both attach_libevent overloads: the checks every endpoint needs, and the Core.
+std::shared_ptr<AsyncRedis::Core> libevent_core(event_base* base, const Endpoint& endpoint,
+                                                const AsyncOptions& options) {
 #ifdef REDLIMIT_HAVE_LIBEVENT
   async_detail::check_options(options);
   if (base == nullptr) throw InvalidArgument("event_base must not be null");
-  return begin(std::make_shared<LibeventCore>(base, endpoint, options), nullptr);
+  return std::make_shared<LibeventCore>(base, endpoint, options);
 #else
   (void)base;
   (void)endpoint;
@@ -146,19 +149,18 @@ std::shared_ptr<AsyncRedis> AsyncRedis::attach_libevent(event_base* base, const 
 #endif
 }
 
+}  // namespace
+
+std::shared_ptr<AsyncRedis> AsyncRedis::attach_libevent(event_base* base, const Endpoint& endpoint,
+                                                        AsyncOptions options) {
+  return begin(libevent_core(base, endpoint, options), nullptr);
+}
+
 std::shared_ptr<AsyncRedis> AsyncRedis::attach_libevent(event_base* base, const SentinelEndpoint& sentinels,
                                                         AsyncOptions options) {
-#ifdef REDLIMIT_HAVE_LIBEVENT
-  async_detail::check_options(options);
-  if (base == nullptr) throw InvalidArgument("event_base must not be null");
+  auto core = libevent_core(base, sentinels.master, options);
   hiredis_detail::check_sentinel_endpoint(sentinels);
-  return begin(std::make_shared<LibeventCore>(base, sentinels.master, options), &sentinels);
-#else
-  (void)base;
-  (void)sentinels;
-  (void)options;
-  throw Error("this redlimit was built without libevent (install libevent-dev and rebuild)");
-#endif
+  return begin(std::move(core), &sentinels);
 }
 
 bool AsyncRedis::has_libevent() {

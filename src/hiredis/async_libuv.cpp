@@ -143,11 +143,14 @@ class LibuvCore final : public AsyncRedis::Core {
 
 #endif  // REDLIMIT_HAVE_LIBUV
 
-std::shared_ptr<AsyncRedis> AsyncRedis::attach_libuv(uv_loop_s* loop, const Endpoint& endpoint, AsyncOptions options) {
+namespace {
+
+// Both attach_libuv overloads: the checks every endpoint needs, and the Core.
+std::shared_ptr<AsyncRedis::Core> libuv_core(uv_loop_s* loop, const Endpoint& endpoint, const AsyncOptions& options) {
 #ifdef REDLIMIT_HAVE_LIBUV
   async_detail::check_options(options);
   if (loop == nullptr) throw InvalidArgument("uv loop must not be null");
-  return begin(std::make_shared<LibuvCore>(loop, endpoint, options), nullptr);
+  return std::make_shared<LibuvCore>(loop, endpoint, options);
 #else
   (void)loop;
   (void)endpoint;
@@ -156,19 +159,17 @@ std::shared_ptr<AsyncRedis> AsyncRedis::attach_libuv(uv_loop_s* loop, const Endp
 #endif
 }
 
+}  // namespace
+
+std::shared_ptr<AsyncRedis> AsyncRedis::attach_libuv(uv_loop_s* loop, const Endpoint& endpoint, AsyncOptions options) {
+  return begin(libuv_core(loop, endpoint, options), nullptr);
+}
+
 std::shared_ptr<AsyncRedis> AsyncRedis::attach_libuv(uv_loop_s* loop, const SentinelEndpoint& sentinels,
                                                      AsyncOptions options) {
-#ifdef REDLIMIT_HAVE_LIBUV
-  async_detail::check_options(options);
-  if (loop == nullptr) throw InvalidArgument("uv loop must not be null");
+  auto core = libuv_core(loop, sentinels.master, options);
   hiredis_detail::check_sentinel_endpoint(sentinels);
-  return begin(std::make_shared<LibuvCore>(loop, sentinels.master, options), &sentinels);
-#else
-  (void)loop;
-  (void)sentinels;
-  (void)options;
-  throw Error("this redlimit was built without libuv (install libuv1-dev and rebuild)");
-#endif
+  return begin(std::move(core), &sentinels);
 }
 
 bool AsyncRedis::has_libuv() {

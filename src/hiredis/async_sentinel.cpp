@@ -116,18 +116,7 @@ void AsyncRedis::Core::found_master(const std::string& host, int port) {
 // A search found no master: the commands waiting for it fail with its error (the failure policy
 // answers them); the next command starts another search.
 void AsyncRedis::Core::fail_waiting(const std::exception_ptr& error) {
-  std::vector<ErrorCallback> waiting;
-  auto kept = backlog_.begin();  // tasks and the close marker keep their order
-  for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
-    if (!it->task && !it->close) {
-      waiting.push_back(std::move(it->on_error));
-    } else {
-      if (kept != it) *kept = std::move(*it);
-      ++kept;
-    }
-  }
-  backlog_.erase(kept, backlog_.end());
-  for (const ErrorCallback& on_error : waiting) fail(on_error, error);
+  for (const ErrorCallback& on_error : take_commands([](const Item&) { return true; })) fail(on_error, error);
 }
 
 // -READONLY (a master demoted to replica) and -LOADING (a server loading its data) refused the
