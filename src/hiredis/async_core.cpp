@@ -67,6 +67,7 @@ AsyncRedis::Stats AsyncRedis::Core::stats() const {
   s.max_in_flight = max_in_flight_.load();
   s.wakeups = wakeups_.load();
   s.discoveries = discoveries_.load();
+  s.announcements = announcements_.load();
   return s;
 }
 
@@ -223,6 +224,7 @@ bool AsyncRedis::Core::head_expired(const Conn& conn) {
 
 void AsyncRedis::Core::begin_shutdown() {
   shutting_down_ = true;
+  listener_.reset();  // no announcement is wanted now (its thread is woken and joined)
   if (!conn_) return;
   if (conn_->inflight.empty()) {
     drop(fmt::format("AsyncRedis to {} is closed", where()), false);

@@ -56,11 +56,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "endpoint_text.hpp"
 #include "master_watch.hpp"
 #include "redlimit/transport/redis_async.hpp"
+#include "switch_listener.hpp"
 #include "tls.hpp"
 
 namespace redlimit {
@@ -244,6 +246,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   void found_master(const std::string& host, int port);
   void fail_waiting(const std::exception_ptr& error);
   void leave_if_not_served(Conn& conn, const redisReply* reply);
+  void heard_switch(const std::string& host, int port);
   // The server named in messages: target_, or the Sentinel master still being looked for.
   std::string where() const;
 
@@ -276,6 +279,11 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   TimePoint checked_{};       // the last search or check started
   std::string master_;        // target_ as "host:port" once found; under mutex_
   std::atomic<std::uint64_t> discoveries_{0};
+  // +switch-master announcements (switch_listener.hpp): heard on its thread, applied on the loop's;
+  // stopped when the shutdown begins.
+  std::unique_ptr<hiredis_detail::SwitchListener> listener_;
+  std::pair<std::string, int> announced_{};  // host, port: announced since the last search (port 0: none)
+  std::atomic<std::uint64_t> announcements_{0};
 
   // Shared with other threads, under mutex_.
   mutable std::mutex mutex_;

@@ -23,6 +23,17 @@ void AsyncRedis::Core::follow(const SentinelEndpoint& sentinels) {
   master_name_ = sentinels.master_name;
   check_interval_ms_ = sentinels.check_interval_ms;
   need_master_ = true;
+  // Announcements reach the Core as urgent items, as a search's outcome does (deliver).
+  auto heard = [weak = weak_from_this()](const std::string& host, int port) {
+    const auto core = weak.lock();
+    if (!core) return;
+    Item item;
+    item.urgent = true;
+    item.task = [raw = core.get(), host, port] { raw->heard_switch(host, port); };
+    core->submit(std::move(item));
+  };
+  listener_ = std::make_unique<hiredis_detail::SwitchListener>(sentinels, options_.connect_timeout,
+                                                               options_.command_timeout, std::move(heard));
 }
 
 std::string AsyncRedis::Core::master() const {
@@ -61,7 +72,10 @@ void AsyncRedis::Core::search(bool check) {
   auto done = [weak = weak_from_this()](Outcome outcome) {
     if (const auto core = weak.lock()) core->deliver(std::move(outcome));
   };
-  const bool started = check ? watch_->check(master(), std::move(done)) : watch_->find(std::move(done));
+  // A master announced since the last search is confirmed first (sentinel_discovery.hpp).
+  const bool started = check ? watch_->check(master(), std::move(done))
+                             : watch_->find(std::move(done), std::move(announced_.first), announced_.second);
+  if (!check) announced_ = {};
   if (!started) searching_ = false;  // cannot happen: searching_ covers every search out
 }
 
@@ -76,6 +90,12 @@ void AsyncRedis::Core::deliver(Outcome outcome) {
 
 void AsyncRedis::Core::apply(const Outcome& outcome) {
   searching_ = false;
+  if (announced_.second != 0 && !shutting_down_) {
+    // A master was announced while this search was out: its outcome may be older news. The
+    // announced master is confirmed first (heard_switch).
+    search(false);
+    return;
+  }
   switch (outcome.kind) {
     case Outcome::Kind::found:
       try {
@@ -132,6 +152,23 @@ void AsyncRedis::Core::leave_if_not_served(Conn& conn, const redisReply* reply) 
     retire(conn);
     return;
   }
+}
+
+// A sentinel announced that another server is the master now. The connection to the old one is let
+// go (commands on it fail: their outcome is unknown, and they are never re-sent), and a search starts
+// at once (or after the one out): the announced master confirmed with ROLE, else the sentinels asked,
+// so that the next command finds the new master known.
+void AsyncRedis::Core::heard_switch(const std::string& host, int port) {
+  ++announcements_;
+  if (shutting_down_ || (target_.host == host && target_.port == port)) return;
+  if (conn_ && conn_->failure.empty()) {
+    conn_->failure = fmt::format("a sentinel announced {}:{} as the master \"{}\", not {}", host, port,
+                                 detail::printable(master_name_), describe(target_));
+    retire(*conn_);
+  }
+  need_master_ = true;
+  announced_ = {host, port};
+  if (!searching_) search(false);
 }
 
 }  // namespace redlimit

@@ -24,8 +24,11 @@ MasterWatch::~MasterWatch() {
   }
 }
 
-bool MasterWatch::find(Done done) {
-  return launch([this] { return search(); }, std::move(done));
+bool MasterWatch::find(Done done, std::string announced_host, int announced_port) {
+  FoundMaster announced;
+  announced.host = std::move(announced_host);
+  announced.port = announced_port;
+  return launch([this, announced = std::move(announced)] { return search(announced); }, std::move(done));
 }
 
 bool MasterWatch::check(std::string in_use, Done done) {
@@ -45,7 +48,7 @@ bool MasterWatch::check(std::string in_use, Done done) {
       std::move(done));
 }
 
-MasterWatch::Outcome MasterWatch::search() {
+MasterWatch::Outcome MasterWatch::search(const FoundMaster& announced) {
   std::size_t first = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -55,13 +58,18 @@ MasterWatch::Outcome MasterWatch::search() {
   // One call's deadline over the whole search, as SentinelConnection's caller gives it one.
   begin_call(command_timeout_, DeadlineClock::now());
   try {
-    const FoundMaster found = find_master_patiently(endpoint_, first, connect_timeout_, command_timeout_,
-                                                    SentinelConnection::max_rounds(), kSentinelPause);
     out.kind = Outcome::Kind::found;
-    out.host = found.host;
-    out.port = found.port;
-    std::lock_guard<std::mutex> lock(mutex_);
-    next_sentinel_ = found.sentinel;  // asked first next time
+    if (announced.port > 0 && confirm_announced(endpoint_, announced, connect_timeout_, command_timeout_)) {
+      out.host = announced.host;
+      out.port = announced.port;
+    } else {
+      const FoundMaster found = find_master_patiently(endpoint_, first, connect_timeout_, command_timeout_,
+                                                      SentinelConnection::max_rounds(), kSentinelPause);
+      out.host = found.host;
+      out.port = found.port;
+      std::lock_guard<std::mutex> lock(mutex_);
+      next_sentinel_ = found.sentinel;  // asked first next time
+    }
   } catch (...) {
     out.kind = Outcome::Kind::failed;
     out.error = std::current_exception();

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "redlimit/url.hpp"
+#include "sentinel_discovery.hpp"
 
 namespace redlimit::hiredis_detail {
 
@@ -43,16 +44,17 @@ class MasterWatch {
 
   // Starts a search on a thread of its own and returns true; false, starting nothing, while one runs.
   // `done` runs on that thread, once, as the search's last touch of this object.
-  //   find():  passes over the sentinels until a master is confirmed, within command_timeout
-  //            (find_master_patiently) -> found or failed;
+  //   find():  the master a sentinel announced, if given (port > 0), confirmed with ROLE; else (or
+  //            when it is not a master) passes over the sentinels until a master is confirmed,
+  //            within command_timeout (find_master_patiently) -> found or failed;
   //   check(): asks the sentinel that answered last which master it names, and compares that with
   //            `in_use` ("host:port") -> same or moved.
-  bool find(Done done);
+  bool find(Done done, std::string announced_host = {}, int announced_port = 0);
   bool check(std::string in_use, Done done);
 
  private:
   bool launch(std::function<Outcome()> work, Done done);
-  Outcome search();
+  Outcome search(const FoundMaster& announced);
 
   const SentinelEndpoint endpoint_;
   const std::chrono::milliseconds connect_timeout_;

@@ -318,6 +318,29 @@ void RedisConnection::receive(std::size_t count, std::vector<Reply>& replies) {
   read_replies(*ctx_, count, replies);
 }
 
+// Polls rather than letting hiredis's socket timeout wait: a timeout of hiredis's own breaks the
+// context, and a quiet subscription is no broken connection.
+bool RedisConnection::await_push(std::chrono::milliseconds wait, Reply& out, int wake_fd) {
+  if (!ctx_) throw ConnectionError(fmt::format("no connection to {} to read from", describe(endpoint_)));
+  redisContext& c = *ctx_;
+  void* raw = nullptr;
+  if (redisGetReplyFromReader(&c, &raw) != REDIS_OK) fail("reading from");
+  if (raw == nullptr) {
+    pollfd fds[2] = {{c.fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int ready = ::poll(fds, wake_fd >= 0 ? 2 : 1, static_cast<int>(wait.count()));
+    if (ready < 0 && errno != EINTR) fail("waiting for a message from", std::strerror(errno));
+    if (ready <= 0 || fds[0].revents == 0) return false;
+    // A message begun is read to its end within command_timeout (the context's socket timeout).
+    CallScope call(*this);
+    while (raw == nullptr) {
+      if (redisBufferRead(&c) != REDIS_OK || redisGetReplyFromReader(&c, &raw) != REDIS_OK) fail("reading from");
+    }
+  }
+  ReplyPtr reply(static_cast<redisReply*>(raw));
+  out = detail::from_hiredis(*reply);
+  return true;
+}
+
 void RedisConnection::disconnect() noexcept { ctx_.reset(); }
 
 void RedisConnection::rearm_deadline(redisContext& c) {

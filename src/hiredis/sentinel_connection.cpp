@@ -8,6 +8,7 @@
 #include "call_deadline.hpp"
 #include "redlimit/errors.hpp"
 #include "sentinel_discovery.hpp"
+#include "switch_listener.hpp"
 
 namespace redlimit {
 
@@ -33,6 +34,21 @@ SentinelConnection::SentinelConnection(SentinelEndpoint endpoint, const Options&
   hiredis_detail::check_sentinel_endpoint(endpoint_);
   // One master at a time; the library is replicated with the data, so a promoted replica has it.
   set_script_path(ScriptPath::probe);
+  listener_ = std::make_unique<hiredis_detail::SwitchListener>(
+      endpoint_, connect_timeout_, command_timeout_,
+      [this](const std::string& host, int port) { heard_switch(host, port); });
+}
+
+SentinelConnection::~SentinelConnection() = default;
+
+void SentinelConnection::heard_switch(const std::string& host, int port) {
+  ++announcements_;
+  const std::string address = fmt::format("{}:{}", host, port);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!pool_ || master_ == address) return;
+  stale_ = true;  // current() confirms the announced master with ROLE (else asks the sentinels)
+  announced_.host = host;
+  announced_.port = port;
 }
 
 void SentinelConnection::begin_call(std::chrono::steady_clock::time_point started) {
@@ -101,13 +117,19 @@ void SentinelConnection::lock_for_discovery(std::unique_lock<std::mutex>& lock) 
 std::shared_ptr<ConnectionPool> SentinelConnection::rediscover() {
   std::unique_lock<std::mutex> one_at_a_time(discovery_mutex_, std::defer_lock);
   lock_for_discovery(one_at_a_time);
+  hiredis_detail::FoundMaster found;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (pool_ && !stale_) return pool_;  // found by another thread meanwhile
+    found.host = std::move(announced_.host);
+    found.port = announced_.port;
+    announced_ = {};
   }
-  const hiredis_detail::FoundMaster found = hiredis_detail::find_master_patiently(
-      endpoint_, next_sentinel_, connect_timeout_, command_timeout_, max_rounds(), hiredis_detail::kSentinelPause);
-  next_sentinel_ = found.sentinel;  // ask it first next time
+  if (found.port == 0 || !hiredis_detail::confirm_announced(endpoint_, found, connect_timeout_, command_timeout_)) {
+    found = hiredis_detail::find_master_patiently(endpoint_, next_sentinel_, connect_timeout_, command_timeout_,
+                                                  max_rounds(), hiredis_detail::kSentinelPause);
+    next_sentinel_ = found.sentinel;  // ask it first next time
+  }
   const std::string address = fmt::format("{}:{}", found.host, found.port);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!pool_ || master_ != address) {

@@ -174,6 +174,13 @@ FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t 
   }
 }
 
+bool confirm_announced(const SentinelEndpoint& endpoint, const FoundMaster& announced,
+                       std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout) {
+  Pass pass;  // its notes name the sentinel; no error is made of them here
+  return confirm_master(endpoint, announced, endpoint.sentinels.front(), Timeouts{connect_timeout, command_timeout},
+                        pass);
+}
+
 void check_sentinel_endpoint(const SentinelEndpoint& endpoint) {
   if (endpoint.sentinels.empty()) throw InvalidArgument("a Sentinel URL needs at least one sentinel");
   if (endpoint.master_name.empty()) throw InvalidArgument("a Sentinel URL needs a master name");

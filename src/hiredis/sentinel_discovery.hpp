@@ -35,6 +35,13 @@ FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t 
                                   std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout,
                                   int rounds, std::chrono::milliseconds pause);
 
+// The master a sentinel announced (+switch-master, switch_listener.hpp; its `sentinel` unused),
+// confirmed with ROLE: true when it says "master". Tried before the sentinels are asked after an
+// announcement: one that has not heard of the failover yet still names the old master, which may
+// still be up and a master. AuthError when it refuses the data credentials (as find_master).
+bool confirm_announced(const SentinelEndpoint& endpoint, const FoundMaster& announced,
+                       std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout);
+
 // What a Sentinel transport checks before any I/O: a sentinel and a master name, and TLS options
 // this build can use (InvalidArgument otherwise: no TLS in this hiredis; a CA, certificate or key
 // that cannot be read). The sentinels and the master share them (parse_sentinel_url).

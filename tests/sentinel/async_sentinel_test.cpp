@@ -1,7 +1,8 @@
 // Sentinel with the async client: AsyncRedis::attach_libevent / attach_libuv over a SentinelEndpoint
 // (redis_async.hpp), against a real deployment (deployment.hpp): the master found by asking the
 // sentinels (off the loop) and decided on, a kill -9 of the master followed to the promoted replica,
-// a SENTINEL FAILOVER (the old master alive, demoted) followed, no sentinel answering failing the
+// a SENTINEL FAILOVER (the old master alive, demoted) followed, a failover's +switch-master
+// announcement followed with no call made, no sentinel answering failing the
 // waiting calls with a ConnectionError, and bad input refused before any I/O.
 #include <gtest/gtest.h>
 
@@ -247,6 +248,38 @@ TEST(AsyncSentinel, FollowsAManualFailover) {
   EXPECT_LE(held, admitted);
   EXPECT_LE(admitted - held, in_window + 5);
   EXPECT_LE(errors, 10);
+}
+
+// +switch-master: with the periodic check off (sentinel_check_ms=0) and no call made after the
+// failover, the sentinels' announcement alone moves the client to the promoted replica, and the
+// next call is decided there.
+TEST(AsyncSentinel, HearsTheSwitchAnnouncedWithNoCallMade) {
+  Deployment d;
+  SentinelLoop loop(d.url({}, "?sentinel_check_ms=0"), false);
+  auto limiter = RateLimiter::connect(d.url(), raise_options());
+  limiter.attach_async(loop.redis());
+  auto window = limiter.fixed_window("async-announced", Limit::per_hour(1000000));
+  auto first = window.consume_future("hot");
+  std::string error;
+  ASSERT_TRUE(decided(first, error)) << error;
+  ASSERT_EQ(loop.redis()->master(), address(d.master()));
+  ASSERT_TRUE(d.wait_for_subscriber(10s)) << "no subscription on any sentinel within 10 s";
+  EXPECT_EQ(loop.redis()->stats().announcements, 0u);
+
+  const std::string promoted = address(d.replica());
+  ASSERT_EQ(d.sentinel(0).command({"SENTINEL", "FAILOVER", d.options().master_name}).str, "OK");
+  const auto t0 = Steady::now();
+  while (loop.redis()->master() != promoted && Steady::now() < t0 + 20s) std::this_thread::sleep_for(5ms);
+  const double followed_ms = std::chrono::duration<double, std::milli>(Steady::now() - t0).count();
+  std::printf("async, SENTINEL FAILOVER announced: followed after %.0f ms with no call made (%llu announcements)\n",
+              followed_ms, static_cast<unsigned long long>(loop.redis()->stats().announcements));
+  ASSERT_EQ(loop.redis()->master(), promoted);
+  EXPECT_GE(loop.redis()->stats().announcements, 1u);
+  EXPECT_EQ(loop.redis()->stats().discoveries, 2u);  // the first search, and the one the announcement started
+
+  auto next = window.consume_future("hot");
+  ASSERT_TRUE(decided(next, error)) << error;
+  EXPECT_EQ(used_of(d.replica(), state_key(d.replica(), "hot")), 2);  // the replica had the first by replication
 }
 
 // No sentinel answers: the calls waiting for the master fail with a ConnectionError that says so,

@@ -333,6 +333,17 @@ bool Deployment::wait_for_master(const std::string& address, std::chrono::millis
   return false;
 }
 
+bool Deployment::wait_for_subscriber(std::chrono::milliseconds limit) const {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    for (const auto& s : sentinels_) {
+      if (s->running() && s->command({"CLIENT", "LIST"}).str.find(" sub=1 ") != std::string::npos) return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
 int refused_port() {
   const char* server = std::getenv("REDIS_SERVER");
   Process gone("scratch", [server](int port, const std::string&) {

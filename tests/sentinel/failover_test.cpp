@@ -328,4 +328,39 @@ TEST(SentinelFailover, AManualFailoverIsFollowed) {
   EXPECT_LE(errors, 10);
 }
 
+// +switch-master, sync: with the periodic check off (sentinel_check_ms=0), the first call after the
+// announcement asks the sentinels and is decided on the promoted replica, though the old master may
+// still be up and a master (Sentinel demotes it afterwards): without the announcement that call
+// would have been decided on the old master, and lost with it.
+TEST(SentinelFailover, TheAnnouncedSwitchSendsTheNextCallToTheNewMaster) {
+  Deployment d;
+  HourClock clock;
+  Options o = failover_options(clock.clock());
+  auto conn = std::make_shared<redlimit::SentinelConnection>(
+      redlimit::parse_sentinel_url(d.url({}, "?sentinel_check_ms=0")), o);
+  RateLimiter limiter(conn, o);
+  auto window = limiter.fixed_window("announced-failover", redlimit::Limit::per_hour(1000000));
+  ASSERT_TRUE(window.consume("hot").allowed);
+  ASSERT_TRUE(d.wait_for_subscriber(10s)) << "no subscription on any sentinel within 10 s";
+  EXPECT_EQ(conn->announcements(), 0u);
+  const std::string promoted = "127.0.0.1:" + std::to_string(d.replica().port());
+
+  ASSERT_EQ(d.sentinel(0).command({"SENTINEL", "FAILOVER", d.options().master_name}).str, "OK");
+  const auto t0 = Steady::now();
+  while (conn->announcements() == 0 && Steady::now() < t0 + 20s) std::this_thread::sleep_for(2ms);
+  const double heard_ms = ms(Steady::now() - t0);
+  std::string old_role = "unknown";
+  try {  // the harness's own question; a server switching roles may drop it
+    old_role = d.master().command({"ROLE"}).elements.at(0).str;
+  } catch (const redlimit::Error&) {
+  }
+  ASSERT_EQ(conn->announcements(), 1u) << "no announcement within 20 s";
+  ASSERT_TRUE(window.consume("hot").allowed);
+  std::printf("SENTINEL FAILOVER announced after %.0f ms; the old master's ROLE then: %s; the next call went to %s\n",
+              heard_ms, old_role.c_str(), conn->master().c_str());
+  EXPECT_EQ(conn->master(), promoted);
+  EXPECT_EQ(conn->discoveries(), 2u);  // the first call's, and the one the announcement asked for
+  EXPECT_EQ(used_of(d.replica(), state_key(d.replica(), "hot")), 2);  // the first one by replication
+}
+
 }  // namespace

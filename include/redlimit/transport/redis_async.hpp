@@ -149,6 +149,9 @@ class AsyncRedis final : public AsyncConnection {
     // delay, so that the turn ends; libuv: an idle handle, at the next turn), uncounted.
     std::uint64_t wakeups = 0;
     std::uint64_t discoveries = 0;  // Sentinel: times the sentinels named a master confirmed with ROLE
+    // Sentinel: +switch-master announcements heard for this master name (a sentinel promoted a
+    // replica); each one not naming the master in use let its connection go and asked the sentinels.
+    std::uint64_t announcements = 0;
   };
   Stats stats() const;
 

@@ -52,6 +52,10 @@ class RedisConnection final : public Connection {
   void send(const std::vector<const std::vector<std::string>*>& commands);
   void receive(std::size_t count, std::vector<Reply>& replies);
   void disconnect() noexcept;
+  // A subscriber's read (after SUBSCRIBE through command()): waits up to `wait` for a message the
+  // server sends unasked and reads it into `out`. False when none came in that time, or when
+  // `wake_fd` (if >= 0) became readable first: the connection stays up either way.
+  bool await_push(std::chrono::milliseconds wait, Reply& out, int wake_fd = -1);
   void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 

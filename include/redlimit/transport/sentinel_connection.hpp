@@ -24,6 +24,11 @@
 //     not seen otherwise until Sentinel demotes it, some 10 s later, and meanwhile it takes
 //     writes the new master never sees (Sentinel's own split-brain window; min-replicas-to-write
 //     on the server narrows it).
+//   - when a sentinel announces a failover: a thread of the connection's own stays subscribed to
+//     +switch-master on one sentinel (the next one when that connection ends), and an announcement
+//     naming another master for our name makes the next call ask the sentinels first (with ROLE).
+//     A failover whose old master stays up is then followed as soon as Sentinel completes it, not
+//     at the next check; sentinels that all refuse SUBSCRIBE (an ACL) leave the check to do it.
 // The same address found again keeps its pool (its connections reconnect by themselves).
 #include <atomic>
 #include <chrono>
@@ -41,14 +46,20 @@
 
 namespace redlimit {
 
+namespace hiredis_detail {
+class SwitchListener;
+}
+
 class SentinelConnection final : public Connection {
  public:
-  // No I/O: the first command finds the master (RateLimiter::connect's first PING, which follows
+  // No I/O on the caller's thread (the +switch-master subscription starts on a thread of its own;
+  // the destructor stops it): the first command finds the master (RateLimiter::connect's first PING, which follows
   // the failure policy). Discovery throws ConnectionError when no sentinel answered or no master
   // could be confirmed within the call, and AuthError (configuration, thrown by connect() whatever
   // the policy) when every sentinel refused our sentinel credentials or knows no master of that
   // name, or the master refused the data credentials.
   SentinelConnection(SentinelEndpoint endpoint, const Options& options);
+  ~SentinelConnection() override;
 
   Reply command(const std::vector<std::string>& argv) override;
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
@@ -63,6 +74,8 @@ class SentinelConnection final : public Connection {
   std::string master() const;
   // Times the sentinels were asked and a master confirmed.
   std::uint64_t discoveries() const { return discoveries_.load(); }
+  // +switch-master announcements heard for our master name (a sentinel completed a failover).
+  std::uint64_t announcements() const { return announcements_.load(); }
   // Discovery passes over the sentinels in one call, at most.
   static constexpr int max_rounds() { return 5; }
 
@@ -78,6 +91,8 @@ class SentinelConnection final : public Connection {
   // The periodic check (check_interval_ms): asks one sentinel, at most once per interval, by one
   // thread (the others go on); marks the pool stale when the sentinel names another master.
   void check_now_and_then();
+  // On the listener's thread: an announced master other than the one in use makes the pool stale.
+  void heard_switch(const std::string& host, int port);
 
   SentinelEndpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
@@ -85,15 +100,22 @@ class SentinelConnection final : public Connection {
   PoolOptions pool_options_;
   ConnectionPool::ConnectHook hook_;
 
-  mutable std::mutex mutex_;  // guards the three below
+  mutable std::mutex mutex_;  // guards the four below
   std::shared_ptr<ConnectionPool> pool_;
   std::string master_;                               // pool_'s address
   bool stale_ = true;                                // pool_ failed: ask the sentinels before the next command
   std::chrono::steady_clock::time_point checked_{};  // the last discovery or check
+  struct Announced {
+    std::string host;
+    int port = 0;  // 0: none
+  } announced_;    // the master a sentinel announced since the last discovery: confirmed first
 
   std::mutex discovery_mutex_;  // one discovery at a time; guards next_sentinel_
   std::size_t next_sentinel_ = 0;
   std::atomic<std::uint64_t> discoveries_{0};
+  std::atomic<std::uint64_t> announcements_{0};
+  // Last: destroyed (its thread stopped) before anything its callback touches.
+  std::unique_ptr<hiredis_detail::SwitchListener> listener_;
 };
 
 }  // namespace redlimit
