@@ -56,7 +56,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "endpoint_text.hpp"
@@ -282,7 +281,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   // +switch-master announcements (switch_listener.hpp): heard on its thread, applied on the loop's;
   // stopped when the shutdown begins.
   std::unique_ptr<hiredis_detail::SwitchListener> listener_;
-  std::pair<std::string, int> announced_{};  // host, port: announced since the last search (port 0: none)
+  hiredis_detail::FoundMaster announced_;  // announced since the last search (port 0: none)
   std::atomic<std::uint64_t> announcements_{0};
 
   // Shared with other threads, under mutex_.

@@ -73,8 +73,8 @@ void AsyncRedis::Core::search(bool check) {
     if (const auto core = weak.lock()) core->deliver(std::move(outcome));
   };
   // A master announced since the last search is confirmed first (sentinel_discovery.hpp).
-  const bool started = check ? watch_->check(master(), std::move(done))
-                             : watch_->find(std::move(done), std::move(announced_.first), announced_.second);
+  const bool started =
+      check ? watch_->check(master(), std::move(done)) : watch_->find(std::move(done), std::move(announced_));
   if (!check) announced_ = {};
   if (!started) searching_ = false;  // cannot happen: searching_ covers every search out
 }
@@ -90,7 +90,7 @@ void AsyncRedis::Core::deliver(Outcome outcome) {
 
 void AsyncRedis::Core::apply(const Outcome& outcome) {
   searching_ = false;
-  if (announced_.second != 0 && !shutting_down_) {
+  if (announced_.port != 0 && !shutting_down_) {
     // A master was announced while this search was out: its outcome may be older news. The
     // announced master is confirmed first (heard_switch).
     search(false);
@@ -167,7 +167,8 @@ void AsyncRedis::Core::heard_switch(const std::string& host, int port) {
     retire(*conn_);
   }
   need_master_ = true;
-  announced_ = {host, port};
+  announced_.host = host;
+  announced_.port = port;
   if (!searching_) search(false);
 }
 

@@ -24,10 +24,7 @@ MasterWatch::~MasterWatch() {
   }
 }
 
-bool MasterWatch::find(Done done, std::string announced_host, int announced_port) {
-  FoundMaster announced;
-  announced.host = std::move(announced_host);
-  announced.port = announced_port;
+bool MasterWatch::find(Done done, FoundMaster announced) {
   return launch([this, announced = std::move(announced)] { return search(announced); }, std::move(done));
 }
 

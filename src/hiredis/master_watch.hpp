@@ -49,7 +49,7 @@ class MasterWatch {
   //            within command_timeout (find_master_patiently) -> found or failed;
   //   check(): asks the sentinel that answered last which master it names, and compares that with
   //            `in_use` ("host:port") -> same or moved.
-  bool find(Done done, std::string announced_host = {}, int announced_port = 0);
+  bool find(Done done, FoundMaster announced = {});
   bool check(std::string in_use, Done done);
 
  private:

@@ -49,7 +49,6 @@ struct SwitchListener::State {
   const std::chrono::milliseconds command_timeout;
   const Heard heard;
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> subscriptions{0};
   int wake[2] = {-1, -1};  // written by the destructor: ends any wait of the thread at once
 };
 
@@ -80,7 +79,6 @@ bool SwitchListener::State::listen_on(const Endpoint& sentinel) {
   RedisConnection conn(sentinel, connect_timeout, command_timeout);
   const Reply confirmed = conn.command({"SUBSCRIBE", std::string(kChannel)});
   if (confirmed.is_error()) return false;
-  ++subscriptions;
   Reply reply;
   while (!stop) {
     if (conn.await_push(kQuietPing, reply, wake[0])) {
@@ -136,7 +134,5 @@ SwitchListener::~SwitchListener() {
     thread_.join();
   }
 }
-
-std::uint64_t SwitchListener::subscriptions() const { return state_->subscriptions.load(); }
 
 }  // namespace redlimit::hiredis_detail

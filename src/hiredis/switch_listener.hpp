@@ -11,7 +11,6 @@
 // A sentinel that refuses SUBSCRIBE (an ACL without it) or our credentials is not asked again; once
 // all have, nothing is listened to: the other ways of following a failover still hold.
 #include <chrono>
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,9 +35,6 @@ class SwitchListener {
   ~SwitchListener();
   SwitchListener(const SwitchListener&) = delete;
   SwitchListener& operator=(const SwitchListener&) = delete;
-
-  // Subscriptions made so far (the first and every one after a lost connection).
-  std::uint64_t subscriptions() const;
 
  private:
   struct State;

@@ -333,12 +333,16 @@ bool Deployment::wait_for_master(const std::string& address, std::chrono::millis
   return false;
 }
 
-bool Deployment::wait_for_subscriber(std::chrono::milliseconds limit) const {
+bool Deployment::wait_for_subscribers(std::size_t count, std::chrono::milliseconds limit) const {
   const auto until = Clock::now() + limit;
   while (Clock::now() < until) {
+    std::size_t seen = 0;
     for (const auto& s : sentinels_) {
-      if (s->running() && s->command({"CLIENT", "LIST"}).str.find(" sub=1 ") != std::string::npos) return true;
+      if (!s->running()) continue;
+      const std::string clients = s->command({"CLIENT", "LIST"}).str;
+      for (auto at = clients.find(" sub=1 "); at != std::string::npos; at = clients.find(" sub=1 ", at + 1)) ++seen;
     }
+    if (seen >= count) return true;
     std::this_thread::sleep_for(20ms);
   }
   return false;

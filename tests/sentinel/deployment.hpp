@@ -89,10 +89,10 @@ class Deployment {
   std::string master_address() const;
   // Waits (at most `limit`) until every live sentinel names `address` as the master.
   bool wait_for_master(const std::string& address, std::chrono::milliseconds limit) const;
-  // Waits (at most `limit`) until a client of a live sentinel is subscribed to a channel: a client's
-  // +switch-master listener (sentinels subscribe to nothing on each other; their hello channel is
-  // on the Redis servers).
-  bool wait_for_subscriber(std::chrono::milliseconds limit) const;
+  // Waits (at most `limit`) until `count` clients of the live sentinels are subscribed to a channel:
+  // clients' +switch-master listeners (sentinels subscribe to nothing on each other; their hello
+  // channel is on the Redis servers).
+  bool wait_for_subscribers(std::size_t count, std::chrono::milliseconds limit) const;
 
  private:
   void wait_until_ready();

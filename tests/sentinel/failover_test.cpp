@@ -329,7 +329,7 @@ TEST(SentinelFailover, AManualFailoverIsFollowed) {
 }
 
 // +switch-master, sync: with the periodic check off (sentinel_check_ms=0), the first call after the
-// announcement asks the sentinels and is decided on the promoted replica, though the old master may
+// announcement confirms the announced master and is decided on the promoted replica, though the old master may
 // still be up and a master (Sentinel demotes it afterwards): without the announcement that call
 // would have been decided on the old master, and lost with it.
 TEST(SentinelFailover, TheAnnouncedSwitchSendsTheNextCallToTheNewMaster) {
@@ -341,7 +341,7 @@ TEST(SentinelFailover, TheAnnouncedSwitchSendsTheNextCallToTheNewMaster) {
   RateLimiter limiter(conn, o);
   auto window = limiter.fixed_window("announced-failover", redlimit::Limit::per_hour(1000000));
   ASSERT_TRUE(window.consume("hot").allowed);
-  ASSERT_TRUE(d.wait_for_subscriber(10s)) << "no subscription on any sentinel within 10 s";
+  ASSERT_TRUE(d.wait_for_subscribers(1, 10s)) << "no subscription on any sentinel within 10 s";
   EXPECT_EQ(conn->announcements(), 0u);
   const std::string promoted = "127.0.0.1:" + std::to_string(d.replica().port());
 

@@ -150,7 +150,8 @@ class AsyncRedis final : public AsyncConnection {
     std::uint64_t wakeups = 0;
     std::uint64_t discoveries = 0;  // Sentinel: times the sentinels named a master confirmed with ROLE
     // Sentinel: +switch-master announcements heard for this master name (a sentinel promoted a
-    // replica); each one not naming the master in use let its connection go and asked the sentinels.
+    // replica); each one not naming the master in use let its connection go and started a search
+    // (the announced master confirmed with ROLE first).
     std::uint64_t announcements = 0;
   };
   Stats stats() const;

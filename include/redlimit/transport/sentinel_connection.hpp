@@ -26,7 +26,8 @@
 //     on the server narrows it).
 //   - when a sentinel announces a failover: a thread of the connection's own stays subscribed to
 //     +switch-master on one sentinel (the next one when that connection ends), and an announcement
-//     naming another master for our name makes the next call ask the sentinels first (with ROLE).
+//     naming another master for our name makes the next call confirm that master with ROLE (and
+//     ask the sentinels when it is not one).
 //     A failover whose old master stays up is then followed as soon as Sentinel completes it, not
 //     at the next check; sentinels that all refuse SUBSCRIBE (an ACL) leave the check to do it.
 // The same address found again keeps its pool (its connections reconnect by themselves).
@@ -53,8 +54,8 @@ class SwitchListener;
 class SentinelConnection final : public Connection {
  public:
   // No I/O on the caller's thread (the +switch-master subscription starts on a thread of its own;
-  // the destructor stops it): the first command finds the master (RateLimiter::connect's first PING, which follows
-  // the failure policy). Discovery throws ConnectionError when no sentinel answered or no master
+  // the destructor stops it): the first command finds the master (RateLimiter::connect's first
+  // PING, which follows the failure policy). Discovery throws ConnectionError when no sentinel answered or no master
   // could be confirmed within the call, and AuthError (configuration, thrown by connect() whatever
   // the policy) when every sentinel refused our sentinel credentials or knows no master of that
   // name, or the master refused the data credentials.
@@ -100,7 +101,7 @@ class SentinelConnection final : public Connection {
   PoolOptions pool_options_;
   ConnectionPool::ConnectHook hook_;
 
-  mutable std::mutex mutex_;  // guards the four below
+  mutable std::mutex mutex_;  // guards the five below
   std::shared_ptr<ConnectionPool> pool_;
   std::string master_;                               // pool_'s address
   bool stale_ = true;                                // pool_ failed: ask the sentinels before the next command
