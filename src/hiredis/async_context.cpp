@@ -42,6 +42,7 @@ void AsyncRedis::Core::send(Item& item, std::exception_ptr& connect_error) {
          std::make_exception_ptr(ConnectionError(fmt::format("sending to {}: {}", describe(target_), why))));
     return;
   }
+  if (watch_ && !item.resent) pending->argv = std::move(item.argv);  // (send_again)
   pending.release();  // hiredis owns it now, until its callback (on_reply takes it back)
   ++commands_;
   if (conn->inflight.size() > max_in_flight_.load(std::memory_order_relaxed)) {
@@ -187,7 +188,12 @@ void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const re
       !(timer_armed_ && timer_at_ == TimePoint{})) {
     arm(TimePoint{});  // room again: the timer (at the top level) sends more of the backlog
   }
-  if (p->expired) return;  // failed at its deadline already (expire_calls): its outcome stays unknown
+  // Sentinel: a refusal of any command (an expired one's too) tells that this server no longer serves us.
+  const bool refused = watch_ && reply != nullptr && refused_by(conn, reply);
+  if (p->expired) {  // failed at its deadline already (expire_calls): its outcome stays unknown
+    leave_when_drained(conn);
+    return;
+  }
   if (p->setup != nullptr) {
     if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && conn.failure.empty()) {
       // The commands queued behind it must not run unauthenticated or on the wrong db.
@@ -202,9 +208,12 @@ void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const re
     }
     return;
   }
+  if (refused && send_again(*p)) {
+    leave_when_drained(conn);
+    return;
+  }
   const std::exception_ptr error = reply_error(conn, ac, reply);
-  if (watch_ && !error) leave_if_not_served(conn, reply);  // before the callback: its next call waits
-  try {
+  try {  // a call its callback makes waits for the next master when this one refused (refused_by)
     if (error) {
       p->on_error(error);
     } else {
@@ -212,6 +221,7 @@ void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const re
     }
   } catch (...) {  // must not unwind through hiredis
   }
+  leave_when_drained(conn);
 }
 
 // Why a command got no reply of its own: the connection was dropped (conn.failure), or hiredis freed

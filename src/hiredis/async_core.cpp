@@ -68,6 +68,7 @@ AsyncRedis::Stats AsyncRedis::Core::stats() const {
   s.wakeups = wakeups_.load();
   s.discoveries = discoveries_.load();
   s.announcements = announcements_.load();
+  s.resent = resent_.load();
   return s;
 }
 

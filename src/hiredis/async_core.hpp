@@ -105,6 +105,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     // A Sentinel search's outcome (its task): run when taken from the queue, ahead of the backlog,
     // whose commands may be waiting for it; dropped once the Core has let its loop go.
     bool urgent = false;
+    // Sentinel: a command sent once and refused with -READONLY or -LOADING, queued again for the
+    // master found next (send_again); never sent a third time.
+    bool resent = false;
   };
 
   // A rediss:// endpoint makes its TLS context here: InvalidArgument, before any I/O, when this build
@@ -177,6 +180,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     TimePoint deadline{};         // the call's; none for setup commands
     bool expired = false;         // failed at its deadline already: what hiredis hands back is dropped
     const char* setup = nullptr;  // "AUTH" / "SELECT": internal, no user callbacks
+    // Sentinel: the command itself, kept to send it once more when the server refuses it (-READONLY,
+    // -LOADING: it ran nothing); empty otherwise, and once it has been sent again.
+    std::vector<std::string> argv;
   };
 
   // A command hiredis holds: when it was sent, and its Pending (owned by hiredis until its callback).
@@ -199,6 +205,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     TimePoint last_reply{};          // when the last reply arrived
     std::string failure;             // set when we drop it: the pending commands fail with this
     bool timed_out = false;
+    // Sentinel: the server answered -READONLY or -LOADING. Nothing more is sent on it; it is let go
+    // once every command on it has answered (each refused one is queued again: send_again).
+    bool refused = false;
     async_detail::ContextPtr ac;     // null once hiredis has freed the context itself
     ssl_st* ssl = nullptr;           // rediss://: the context's SSL object (hiredis owns it)
   };
@@ -244,7 +253,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   void apply(const hiredis_detail::MasterWatch::Outcome& outcome);
   void found_master(const std::string& host, int port);
   void fail_waiting(const std::exception_ptr& error);
-  void leave_if_not_served(Conn& conn, const redisReply* reply);
+  bool refused_by(Conn& conn, const redisReply* reply);
+  bool send_again(Pending& p);
+  void leave_when_drained(Conn& conn);
   void heard_switch(const std::string& host, int port);
   // The server named in messages: target_, or the Sentinel master still being looked for.
   std::string where() const;
@@ -283,6 +294,7 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   std::unique_ptr<hiredis_detail::SwitchListener> listener_;
   hiredis_detail::FoundMaster announced_;  // announced since the last search (port 0: none)
   std::atomic<std::uint64_t> announcements_{0};
+  std::atomic<std::uint64_t> resent_{0};
 
   // Shared with other threads, under mutex_.
   mutable std::mutex mutex_;

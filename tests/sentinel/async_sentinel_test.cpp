@@ -2,8 +2,9 @@
 // (redis_async.hpp), against a real deployment (deployment.hpp): the master found by asking the
 // sentinels (off the loop) and decided on, a kill -9 of the master followed to the promoted replica,
 // a SENTINEL FAILOVER (the old master alive, demoted) followed, a failover's +switch-master
-// announcement followed with no call made, no sentinel answering failing the
-// waiting calls with a ConnectionError, and bad input refused before any I/O.
+// announcement followed with no call made, the calls a demoted master refused sent again to the new
+// one, no sentinel answering failing the waiting calls with a ConnectionError, and bad input refused
+// before any I/O.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -281,6 +282,57 @@ TEST(AsyncSentinel, HearsTheSwitchAnnouncedWithNoCallMade) {
   auto next = window.consume_future("hot");
   ASSERT_TRUE(decided(next, error)) << error;
   EXPECT_EQ(used_of(d.replica(), state_key(d.replica(), "hot")), 2);  // the replica had the first by replication
+}
+
+// A master demoted under the connection while calls are in flight, the sentinels naming the new
+// master already and no announcement heard (the sentinels refuse SUBSCRIBE; the periodic check is
+// off): each call the old master refuses with -READONLY (or -LOADING, while it loads the new
+// master's data) ran nothing there, and is sent once more to the master the sentinels name. No call
+// fails, and none is counted twice.
+TEST(AsyncSentinel, CallsADemotedMasterRefusesAreSentAgainToTheNewOne) {
+  Deployment d;
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(d.sentinel(i).command({"ACL", "SETUSER", "default", "-subscribe", "-psubscribe"}).str, "OK");
+  }
+  SentinelLoop loop(d.url({}, "?sentinel_check_ms=0"), false);
+  auto limiter = RateLimiter::connect(d.url(), raise_options());
+  limiter.attach_async(loop.redis());
+  auto window = limiter.fixed_window("async-refused", Limit::per_hour(1000000));
+  int admitted = 0, errors = 0;
+  std::string first_error;
+  auto wave = [&] {  // 64 calls in flight at once, then their outcomes
+    std::vector<std::future<Decision>> calls;
+    for (int i = 0; i < 64; ++i) calls.push_back(window.consume_future("hot"));
+    for (auto& f : calls) {
+      std::string error;
+      if (decided(f, error)) ++admitted;
+      if (!error.empty() && errors++ == 0) first_error = error;
+    }
+  };
+  wave();
+  ASSERT_EQ(loop.redis()->master(), address(d.master()));
+  const std::string promoted = address(d.replica());
+  ASSERT_EQ(d.sentinel(0).command({"SENTINEL", "FAILOVER", d.options().master_name}).str, "OK");
+  const auto t0 = Steady::now();
+  while (!d.wait_for_master(promoted, 10ms) && Steady::now() < t0 + 20s) wave();  // split brain: on the old one
+  ASSERT_TRUE(d.wait_for_master(promoted, 1s));
+  EXPECT_EQ(loop.redis()->stats().announcements, 0u);  // nothing told the client
+  const int before = admitted;
+  std::thread demote([&d] { d.master().command({"REPLICAOF", "127.0.0.1", std::to_string(d.replica().port())}); });
+  const auto t1 = Steady::now();
+  while (Steady::now() < t1 + 1500ms) wave();
+  demote.join();
+  const std::int64_t held = used_of(d.replica(), state_key(d.replica(), "hot"));
+  std::printf(
+      "async, master demoted under 64 calls in flight: %d admitted after the demotion began, %d failed (%s), "
+      "%llu sent again, %llu searches; the new master holds %lld of %d\n",
+      admitted - before, errors, first_error.c_str(), static_cast<unsigned long long>(loop.redis()->stats().resent),
+      static_cast<unsigned long long>(loop.redis()->stats().discoveries), static_cast<long long>(held), admitted);
+  EXPECT_EQ(errors, 0) << first_error;
+  EXPECT_GE(loop.redis()->stats().resent, 1u);
+  EXPECT_EQ(loop.redis()->master(), promoted);
+  EXPECT_GT(held, 0);
+  EXPECT_LE(held, admitted);  // nothing counted twice (the split brain's writes on the old master are lost)
 }
 
 // No sentinel answers: the calls waiting for the master fail with a ConnectionError that says so,

@@ -153,6 +153,9 @@ class AsyncRedis final : public AsyncConnection {
     // replica); each one not naming the master in use let its connection go and started a search
     // (the announced master confirmed with ROLE first).
     std::uint64_t announcements = 0;
+    // Sentinel: commands sent once more because the server refused them with -READONLY or -LOADING
+    // (a master demoted under the connection, or loading): they ran nothing there.
+    std::uint64_t resent = 0;
   };
   Stats stats() const;
 
