@@ -45,6 +45,8 @@ bool refusal(const std::string& error) {
 }
 
 struct Timeouts {
+  Timeouts(std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout)
+      : connect(sentinel_step(connect_timeout)), command(sentinel_step(command_timeout)) {}
   std::chrono::milliseconds connect, command;
 };
 

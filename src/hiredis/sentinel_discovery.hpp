@@ -1,7 +1,8 @@
 #pragma once
 // Sentinel discovery (SentinelConnection's internals): one pass over the sentinels, asking each
 // for the master's address and confirming it with ROLE. Every connection is a RedisConnection of
-// its own, bounded by connect_timeout and by the deadline of the call in progress (call_deadline.hpp).
+// its own, bounded by connect_timeout and by the deadline of the call in progress (call_deadline.hpp),
+// and each of its steps by sentinel_step (below) when the caller's timeouts are 0.
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -23,6 +24,16 @@ struct FoundMaster {
 //     master they name down or not a master yet: a failover in progress).
 FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std::chrono::milliseconds connect_timeout,
                         std::chrono::milliseconds command_timeout);
+
+// A timeout for one step of the Sentinel code's own I/O (a sentinel's connect or round trip, the
+// ROLE confirmation, the +switch-master subscription): the caller's, or kSentinelStep when that is
+// 0 (none). Even a call without a deadline must not wait for ever on one sentinel that hangs (a
+// process stopped, a host gone with the connection open, packets dropped) when the next one would
+// answer; nor may the listener, which would then never hear an announcement.
+constexpr std::chrono::milliseconds kSentinelStep{1000};
+inline std::chrono::milliseconds sentinel_step(std::chrono::milliseconds timeout) {
+  return timeout.count() > 0 ? timeout : kSentinelStep;
+}
 
 // The pause between two discovery passes that found no master (a failover in progress).
 constexpr std::chrono::milliseconds kSentinelPause{100};

@@ -12,6 +12,7 @@
 
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
+#include "sentinel_discovery.hpp"
 
 namespace redlimit::hiredis_detail {
 
@@ -29,7 +30,10 @@ constexpr std::chrono::milliseconds kQuietPing{5000};
 
 struct SwitchListener::State {
   State(SentinelEndpoint e, std::chrono::milliseconds connect, std::chrono::milliseconds command, Heard h)
-      : endpoint(std::move(e)), connect_timeout(connect), command_timeout(command), heard(std::move(h)) {
+      : endpoint(std::move(e)),
+        connect_timeout(sentinel_step(connect)),
+        command_timeout(sentinel_step(command)),
+        heard(std::move(h)) {
     if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("cannot make a pipe for the Sentinel listener");
   }
   ~State() {

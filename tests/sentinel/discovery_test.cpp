@@ -7,12 +7,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
 #include "sentinel/deployment.hpp"
+#include "support/hung_node.hpp"
 
 namespace {
 
@@ -140,6 +143,36 @@ TEST_F(SentinelDiscovery, EverySentinelDownIsAClearConnectionErrorAndTheFailureP
   const redlimit::Decision dec = open.fixed_window("down", redlimit::Limit::per_minute(1)).consume("u");
   EXPECT_TRUE(dec.allowed);
   EXPECT_EQ(dec.source, redlimit::Source::failure_policy);
+}
+
+// A call with no deadline (command_timeout and connect_timeout 0): a sentinel first in the URL that
+// accepts the connection and never answers is passed over after one step's bound (kSentinelStep,
+// sentinel_discovery.hpp: 1 s), and the next one names the master. Without that bound the search
+// (and the +switch-master listener) waited on it for ever.
+TEST_F(SentinelDiscovery, AHungSentinelIsPassedOverInACallWithNoDeadline) {
+  redlimit_test::HungNode hung;
+  std::string url = good_url();
+  url.insert(url.find('@') + 1, "127.0.0.1:" + std::to_string(hung.port()) + ",");
+  Options o = quick();
+  o.connect_timeout = 0ms;
+  o.command_timeout = 0ms;
+  // On a thread of its own, so that a wait for ever fails this test instead of hanging the suite.
+  auto outcome = std::make_shared<std::promise<std::string>>();
+  auto result = outcome->get_future();
+  const auto started = std::chrono::steady_clock::now();
+  std::thread([url, o, outcome] {
+    outcome->set_value(error_of([&] {
+      auto limiter = RateLimiter::connect(url, o);
+      if (!limiter.fixed_window("hung-first", redlimit::Limit::per_minute(10)).consume("u").allowed) {
+        throw redlimit::Error("rejected");
+      }
+    }));
+  }).detach();
+  ASSERT_EQ(result.wait_for(30s), std::future_status::ready) << "still waiting on the hung sentinel after 30 s";
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::printf("a hung sentinel first, no deadline: decided after %lld ms\n", static_cast<long long>(took.count()));
+  EXPECT_EQ(result.get(), "(no error)");
+  EXPECT_GE(took, 900ms);  // the hung sentinel was asked first, and waited for
 }
 
 TEST_F(SentinelDiscovery, WrongSentinelCredentialsAreNamedNeverShown) {
