@@ -38,6 +38,10 @@ bool MasterWatch::check(std::string in_use, Done done) {
         }
         Outcome out;
         const std::string named = master_named_by(endpoint_, first, connect_timeout_, command_timeout_);
+        if (named.empty()) {  // it could not say: the next check asks another sentinel
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (next_sentinel_ == first) next_sentinel_ = (first + 1) % endpoint_.sentinels.size();
+        }
         out.kind = named.empty() || named == in_use ? Outcome::Kind::same : Outcome::Kind::moved;
         out.host = named;
         return out;

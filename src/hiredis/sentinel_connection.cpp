@@ -88,7 +88,11 @@ void SentinelConnection::check_now_and_then() {
   }
   const std::string named =
       hiredis_detail::master_named_by(endpoint_, next_sentinel_, connect_timeout_, command_timeout_);
-  if (named.empty() || named == in_use) return;  // no answer: the master in use stays
+  if (named.empty()) {  // no answer: the master in use stays, and the next check asks another sentinel
+    next_sentinel_ = (next_sentinel_ + 1) % endpoint_.sentinels.size();
+    return;
+  }
+  if (named == in_use) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (master_ == in_use) stale_ = true;  // current() asks the sentinels again, and checks ROLE
 }

@@ -17,7 +17,8 @@ struct FoundMaster {
   std::size_t sentinel = 0;  // the index of the sentinel that named it
 };
 
-// One pass over the sentinels, starting at `first`. Throws:
+// One pass over the sentinels, starting at `first`, each sentinel within its share of the call's
+// time left (share_of_call, in the .cpp: a sentinel that hangs costs its share, not the call). Throws:
 //   - AuthError: every sentinel that answered refused our sentinel credentials or knows no master
 //     named so, or the master refused the data credentials (configuration: retrying cannot help);
 //   - ConnectionError naming each sentinel's answer when no master was confirmed (sentinels down, the
@@ -59,7 +60,9 @@ bool confirm_announced(const SentinelEndpoint& endpoint, const FoundMaster& anno
 void check_sentinel_endpoint(const SentinelEndpoint& endpoint);
 
 // "host:port" that sentinel `index` names as the master now; "" when it cannot say (down, refusing,
-// not knowing the name). The periodic check of a master in use: no ROLE, no error.
+// not knowing the name, or no answer within half the time the call has left: the call's own command
+// needs the rest). The periodic check of a master in use: no ROLE, no error. A caller that got ""
+// asks the next sentinel next time.
 std::string master_named_by(const SentinelEndpoint& endpoint, std::size_t index,
                             std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout);
 

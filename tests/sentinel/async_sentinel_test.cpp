@@ -264,6 +264,7 @@ TEST(AsyncSentinel, HearsTheSwitchAnnouncedWithNoCallMade) {
   std::string error;
   ASSERT_TRUE(decided(first, error)) << error;
   ASSERT_EQ(loop.redis()->master(), address(d.master()));
+  ASSERT_TRUE(redlimit_sentinel::wait_for_units(d.replica(), "hot", 1, 10s)) << "not replicated within 10 s";
   // Two listeners: the limiter's SentinelConnection's, and the AsyncRedis's under test.
   ASSERT_TRUE(d.wait_for_subscribers(2, 10s)) << "not both subscriptions on the sentinels within 10 s";
   EXPECT_EQ(loop.redis()->stats().announcements, 0u);

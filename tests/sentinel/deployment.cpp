@@ -108,6 +108,16 @@ std::int64_t used_of(Process& server, const std::string& key) {
   return used;
 }
 
+bool wait_for_units(Process& server, const std::string& pattern, std::int64_t units, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    const std::string key = state_key(server, pattern);
+    if (!key.empty() && used_of(server, key) == units) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 std::string state_key(Process& server, const std::string& pattern) {
   const redlimit::Reply keys = server.command({"KEYS", "*" + pattern + "*:fw"});
   for (const auto& k : keys.elements) {
@@ -181,6 +191,14 @@ void Process::kill9() {
   pid_ = -1;
   if (!pid_file_.empty()) ::unlink(pid_file_.c_str());
   pid_file_.clear();
+}
+
+void Process::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void Process::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 std::string Process::log() const { return read_file(dir_ + "/log"); }

@@ -36,6 +36,9 @@ class Process {
   const std::string& dir() const { return dir_; }
   bool running() const { return pid_ > 0; }
   void kill9();  // SIGKILL and reap; idempotent
+  // SIGSTOP / SIGCONT: a process that hangs (its connections stay open, nothing answers).
+  void pause();
+  void resume();
   std::string log() const;
   // One command on a fresh connection of the harness's own (with the server's password).
   redlimit::Reply command(const std::vector<std::string>& argv) const;
@@ -111,6 +114,10 @@ class Deployment {
 std::int64_t used_of(Process& server, const std::string& key);
 // The key of the fixed-window state whose name holds `pattern` on `server` ("" when none).
 std::string state_key(Process& server, const std::string& pattern);
+// Waits (at most `limit`) until that state on `server` holds `units`: a write replicated to a
+// replica before a test fails over to it (replication is asynchronous: a replica promoted while it
+// still lags loses what it had not read, which on a loaded machine can be a test's last write).
+bool wait_for_units(Process& server, const std::string& pattern, std::int64_t units, std::chrono::milliseconds limit);
 
 // A loopback port where nothing listens now (a sentinel of a deployment that is down): a
 // redis-server of ours was started there and stopped again.

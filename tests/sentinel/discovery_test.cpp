@@ -4,6 +4,7 @@
 // and passwords from the environment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -173,6 +174,61 @@ TEST_F(SentinelDiscovery, AHungSentinelIsPassedOverInACallWithNoDeadline) {
   std::printf("a hung sentinel first, no deadline: decided after %lld ms\n", static_cast<long long>(took.count()));
   EXPECT_EQ(result.get(), "(no error)");
   EXPECT_GE(took, 900ms);  // the hung sentinel was asked first, and waited for
+}
+
+// The same hung sentinel first under the call's deadline (2 s): it costs its share of the call (an
+// equal share for each sentinel of the pass), not the whole of it, so the next sentinel still names
+// the master within the call; and so does every call after it. Before, it took the whole deadline,
+// and every search, starting with it again, failed: one sentinel of three hung was an outage.
+TEST_F(SentinelDiscovery, AHungSentinelCostsItsShareOfTheCallNotTheWholeOfIt) {
+  redlimit_test::HungNode hung;
+  std::string url = good_url("&sentinel_check_ms=0");
+  url.insert(url.find('@') + 1, "127.0.0.1:" + std::to_string(hung.port()) + ",");
+  for (int i = 0; i < 2; ++i) {  // two limiters: each begins its search with the hung sentinel
+    const auto started = std::chrono::steady_clock::now();
+    std::chrono::milliseconds took{-1};
+    const std::string e = error_of([&] {
+      auto limiter = RateLimiter::connect(url, quick());
+      if (!limiter.fixed_window("hung-share", redlimit::Limit::per_minute(10)).consume("u").allowed) {
+        throw redlimit::Error("rejected");
+      }
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    });  // (the limiter's +switch-master listener, on the hung sentinel too, is waited for at its end)
+    std::printf("a hung sentinel first, a 2 s deadline: %s, decided after %lld ms\n", e.c_str(),
+                static_cast<long long>(took.count()));
+    EXPECT_EQ(e, "(no error)");
+    EXPECT_LT(took, 2000ms);  // within the call that connect() makes
+  }
+}
+
+// The periodic check (sentinel_check_ms) asks the sentinel that answered last, inside a call. That
+// sentinel hangs (SIGSTOP) after the master was found: the check gets half of the call's time (the
+// call's own command the rest) and the next check asks the next sentinel, so no call fails. Before,
+// the check took the whole call, which then failed, and so did one call every check, for as long as
+// that sentinel hung.
+TEST_F(SentinelDiscovery, ASentinelHungAfterAnsweringFailsNoCall) {
+  auto limiter = RateLimiter::connect(good_url("&sentinel_check_ms=100"), quick());
+  auto fw = limiter.fixed_window("hung-check", redlimit::Limit::per_minute(1000000));
+  ASSERT_TRUE(fw.consume("u").allowed);  // found through sentinel 0, the first in the URL
+  d().sentinel(0).pause();
+  int calls = 0, failed = 0;
+  std::string first_error;
+  auto slowest = std::chrono::milliseconds(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < t0 + 3s) {
+    const auto started = std::chrono::steady_clock::now();
+    const std::string e = error_of([&] { fw.consume("u"); });
+    slowest = std::max(
+        slowest, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started));
+    ++calls;
+    if (e != "(no error)" && failed++ == 0) first_error = e;
+    std::this_thread::sleep_for(20ms);
+  }
+  d().sentinel(0).resume();
+  std::printf("a sentinel hung after answering: %d calls, %d failed (%s), the slowest %lld ms\n", calls, failed,
+              first_error.c_str(), static_cast<long long>(slowest.count()));
+  EXPECT_EQ(failed, 0) << first_error;
+  EXPECT_GE(slowest, 900ms);  // one check did wait on the hung sentinel: half of the 2 s call
 }
 
 TEST_F(SentinelDiscovery, WrongSentinelCredentialsAreNamedNeverShown) {

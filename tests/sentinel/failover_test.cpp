@@ -341,6 +341,7 @@ TEST(SentinelFailover, TheAnnouncedSwitchSendsTheNextCallToTheNewMaster) {
   RateLimiter limiter(conn, o);
   auto window = limiter.fixed_window("announced-failover", redlimit::Limit::per_hour(1000000));
   ASSERT_TRUE(window.consume("hot").allowed);
+  ASSERT_TRUE(redlimit_sentinel::wait_for_units(d.replica(), "hot", 1, 10s)) << "not replicated within 10 s";
   ASSERT_TRUE(d.wait_for_subscribers(1, 10s)) << "no subscription on any sentinel within 10 s";
   EXPECT_EQ(conn->announcements(), 0u);
   const std::string promoted = "127.0.0.1:" + std::to_string(d.replica().port());
