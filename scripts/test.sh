@@ -15,7 +15,7 @@
 # On Debian (12) it installs the missing build and test packages with apt-get (as root, or with sudo).
 # The integration tests start their own throwaway redis-server on free loopback ports (never a
 # server someone else runs, never 6379 on purpose); none of them survives this script. The plain
-# pass runs the integration and fault suites a second time on Valkey 8, unpacked from Debian 12's
+# pass runs the integration, fault and Sentinel suites a second time on Valkey 8, unpacked from Debian 12's
 # backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched).
 # --hiredis1 builds against hiredis 1.2 with TLS from Debian 13's packages, unpacked the same way
 # (scripts/lib/hiredis1.sh), which adds the TLS suite (tests/tls) to every other.
