@@ -40,6 +40,13 @@ std::chrono::nanoseconds left_in_call(std::chrono::milliseconds timeout) {
 
 bool in_call() { return open_call.depth > 0; }
 
+DeadlineClock::time_point half_of_call_left() {
+  if (open_call.depth == 0 || open_call.deadline == no_deadline()) return no_deadline();
+  const auto now = DeadlineClock::now();
+  if (open_call.deadline <= now) return open_call.deadline;
+  return now + (open_call.deadline - now) / 2;
+}
+
 NarrowedCall::NarrowedCall(DeadlineClock::time_point until) : previous_(open_call.deadline) {
   if (open_call.depth > 0 && until < open_call.deadline) open_call.deadline = until;
 }

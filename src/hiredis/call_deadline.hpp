@@ -34,6 +34,12 @@ std::chrono::nanoseconds left_in_call(std::chrono::milliseconds timeout);
 // True inside a call (begin_call without its end_call yet) on this thread.
 bool in_call();
 
+// Inside a call with a deadline: now + half the time it has left (no_deadline() otherwise). For a
+// step that may be tried elsewhere after it (the next sentinel, the next cluster node to read the
+// slot map from): a server that hangs (stopped, its host gone with the connection open) costs half
+// the call, not all of it, so the next is still asked in the same call; one slow but alive gets half.
+DeadlineClock::time_point half_of_call_left();
+
 // Inside a call: makes `until` the call's deadline while it lives, when that is sooner (the pool's
 // shared round trip carries other callers' commands, and ends by the earliest of their deadlines).
 class NarrowedCall {

@@ -33,7 +33,12 @@ void ClusterConnection::refresh_avoiding(const std::shared_ptr<Node>& suspect, b
   candidates.insert(candidates.end(), seeds_.seeds.begin(), seeds_.seeds.end());
   std::string last_error = "no node answered";
   std::exception_ptr refused;  // the first AuthError (TlsError): thrown when no node answers
-  for (const auto& ep : candidates) {
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const Endpoint& ep = candidates[i];
+    // Half the call's time left for each but the last: a node that hangs (a master stopped, the
+    // very failover this read may be for) cannot take the whole call while the next would answer.
+    const hiredis_detail::NarrowedCall share(i + 1 < candidates.size() ? hiredis_detail::half_of_call_left()
+                                                                       : hiredis_detail::no_deadline());
     Reply slots;
     try {
       RedisConnection probe(ep, options_.connect_timeout, options_.command_timeout);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdint>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -117,18 +116,6 @@ bool confirm_master(const SentinelEndpoint& endpoint, const FoundMaster& found, 
   return false;
 }
 
-// Within a call with a deadline, the deadline for one sentinel's steps (its answer, and ROLE on the
-// master it names) when `sentinels_left` are still to be asked in this pass: an equal share of the
-// time left, the last one all of it. A sentinel that hangs (stopped, overloaded, its host gone with
-// the connection open) then costs its share, and the next is still asked within the call, where it
-// took the whole call, and every search, starting with it again, failed. no_deadline(): no change.
-DeadlineClock::time_point share_of_call(std::size_t sentinels_left) {
-  if (!in_call()) return no_deadline();
-  const std::chrono::nanoseconds left = left_in_call(std::chrono::milliseconds(0));  // the call's own
-  if (left == std::chrono::nanoseconds::max() || left <= std::chrono::nanoseconds::zero()) return no_deadline();
-  return DeadlineClock::now() + left / static_cast<std::int64_t>(sentinels_left);
-}
-
 [[noreturn]] void missed_master(const SentinelEndpoint& endpoint, const Pass& pass) {
   std::string notes;
   for (const auto& n : pass.notes) notes += (notes.empty() ? "" : "; ") + n;
@@ -149,7 +136,7 @@ DeadlineClock::time_point share_of_call(std::size_t sentinels_left) {
 std::string master_named_by(const SentinelEndpoint& endpoint, std::size_t index,
                             std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout) {
   if (index >= endpoint.sentinels.size()) return {};
-  const NarrowedCall half(share_of_call(2));  // the call's own command needs the rest
+  const NarrowedCall half(half_of_call_left());  // the call's own command needs the rest
   Pass pass;
   FoundMaster found;
   if (!ask_sentinel(endpoint, endpoint.sentinels[index], Timeouts{connect_timeout, command_timeout}, found, pass)) {
@@ -167,7 +154,9 @@ FoundMaster find_master(const SentinelEndpoint& endpoint, std::size_t first, std
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t index = (first + i) % n;
     const Endpoint& sentinel = endpoint.sentinels[index];
-    const NarrowedCall share(share_of_call(n - i));
+    // Half the call's time left for each sentinel but the last (its answer, and ROLE on the master
+    // it names): one that hangs cannot take the whole call, and every search after it.
+    const NarrowedCall share(i + 1 < n ? half_of_call_left() : no_deadline());
     FoundMaster found;
     if (!ask_sentinel(endpoint, sentinel, t, found, pass)) continue;
     if (!confirm_master(endpoint, found, sentinel, t, pass)) continue;

@@ -17,8 +17,8 @@ struct FoundMaster {
   std::size_t sentinel = 0;  // the index of the sentinel that named it
 };
 
-// One pass over the sentinels, starting at `first`, each sentinel within its share of the call's
-// time left (share_of_call, in the .cpp: a sentinel that hangs costs its share, not the call). Throws:
+// One pass over the sentinels, starting at `first`, each but the last within half the call's time
+// left (half_of_call_left, call_deadline.hpp: a sentinel that hangs costs half, not the call). Throws:
 //   - AuthError: every sentinel that answered refused our sentinel credentials or knows no master
 //     named so, or the master refused the data credentials (configuration: retrying cannot help);
 //   - ConnectionError naming each sentinel's answer when no master was confirmed (sentinels down, the

@@ -21,6 +21,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -174,6 +176,41 @@ TEST_F(ClusterRelearn, AReReadAsksTheOtherMastersInTurn) {
 }
 
 using redlimit_test::HungNode;  // support/hung_node.hpp
+
+// A seed that accepts connections and never answers, first in the URL, before the cluster's own: the
+// slot map read at start-up (one call, its deadline 2 s) gives it half of the call's time left and
+// asks the next seed, so connect() succeeds under `raise` and the limiter decides on every master.
+// Before, the hung seed took the whole call and connect() threw: one hung seed of four, an outage.
+TEST_F(ClusterRelearn, AHungSeedFirstCostsHalfOfTheSlotMapRead) {
+  HungNode hung;
+  redlimit::Options o = options();
+  o.on_failure = redlimit::OnFailure::raise;
+  o.command_timeout = 2000ms;
+  const std::string scheme = "redis-cluster://";
+  ASSERT_EQ(cluster().url.compare(0, scheme.size(), scheme), 0) << cluster().url;
+  const std::string url =
+      scheme + "127.0.0.1:" + std::to_string(hung.port()) + "," + cluster().url.substr(scheme.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<redlimit::RateLimiter> rl;
+  try {
+    rl.emplace(redlimit::RateLimiter::connect(url, o));
+  } catch (const redlimit::Error& e) {
+    FAIL() << "connect() failed: " << e.what();
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::printf("[ relearn ] a hung seed first: connect() returned after %lld ms (deadline 2000 ms)\n",
+              static_cast<long long>(took.count()));
+  EXPECT_GE(took, 900ms);  // the hung seed was asked first, and waited for: half the call
+  const auto fw = rl->fixed_window("hung.seed", Limit(1000, 1h));
+  std::set<int> owners;
+  for (int i = 0; owners.size() < 3 && i < 1000; ++i) {
+    const std::string who = "seed" + std::to_string(i);
+    const Decision d = fw.consume(who);
+    EXPECT_EQ(d.source, Source::primary) << d;
+    owners.insert(owner_port(redlimit::detail::key_slot(fw.key_for(who))));
+  }
+  EXPECT_EQ(owners.size(), 3u);  // decided on every master
+}
 
 // A limiter whose slot map is empty (it started while its one seed did not answer: here a seed
 // that accepts connections and never answers, as a hung node) hands that map to the AsyncCluster

@@ -176,11 +176,11 @@ TEST_F(SentinelDiscovery, AHungSentinelIsPassedOverInACallWithNoDeadline) {
   EXPECT_GE(took, 900ms);  // the hung sentinel was asked first, and waited for
 }
 
-// The same hung sentinel first under the call's deadline (2 s): it costs its share of the call (an
-// equal share for each sentinel of the pass), not the whole of it, so the next sentinel still names
-// the master within the call; and so does every call after it. Before, it took the whole deadline,
-// and every search, starting with it again, failed: one sentinel of three hung was an outage.
-TEST_F(SentinelDiscovery, AHungSentinelCostsItsShareOfTheCallNotTheWholeOfIt) {
+// The same hung sentinel first under the call's deadline (2 s): it costs half of the call (each
+// sentinel of a pass but the last gets half the time left), not the whole of it, so the next
+// sentinel still names the master within the call; and so in every limiter after it. Before, it took
+// the whole deadline, and every search, starting with it again, failed: one sentinel hung, an outage.
+TEST_F(SentinelDiscovery, AHungSentinelCostsHalfOfTheCallNotTheWholeOfIt) {
   redlimit_test::HungNode hung;
   std::string url = good_url("&sentinel_check_ms=0");
   url.insert(url.find('@') + 1, "127.0.0.1:" + std::to_string(hung.port()) + ",");
@@ -197,7 +197,7 @@ TEST_F(SentinelDiscovery, AHungSentinelCostsItsShareOfTheCallNotTheWholeOfIt) {
     std::printf("a hung sentinel first, a 2 s deadline: %s, decided after %lld ms\n", e.c_str(),
                 static_cast<long long>(took.count()));
     EXPECT_EQ(e, "(no error)");
-    EXPECT_LT(took, 2000ms);  // within the call that connect() makes
+    EXPECT_LT(took, 2000ms);  // within the call that connect() makes (half of it on the hung sentinel)
   }
 }
 
