@@ -188,8 +188,8 @@ void AsyncRedis::Core::replied(Conn& conn, const redisAsyncContext* ac, const re
       !(timer_armed_ && timer_at_ == TimePoint{})) {
     arm(TimePoint{});  // room again: the timer (at the top level) sends more of the backlog
   }
-  // Sentinel: a refusal of any command (an expired one's too) tells that this server no longer serves us.
-  const bool refused = watch_ && reply != nullptr && refused_by(conn, reply);
+  // A refusal of any command (an expired one's too) tells that this server no longer serves us.
+  const bool refused = reply != nullptr && refused_by(conn, reply);
   if (p->expired) {  // failed at its deadline already (expire_calls): its outcome stays unknown
     leave_when_drained(conn);
     return;
@@ -278,6 +278,68 @@ void AsyncRedis::Core::on_disconnect(const redisAsyncContext* ac, int /*status*/
   (void)conn->ac.release();  // hiredis frees it when we return (a no-op when we are freeing it)
   conn->connected = false;
   conn->core.retire(*conn);
+}
+
+// -READONLY (a master demoted to replica; with Sentinel, -LOADING too: a server loading its data)
+// refused the command before it ran: this server does not serve us now. Nothing more is sent on the
+// connection, and it is let go once its other commands have answered (leave_when_drained); the next
+// one connects again, which for one server resolves its host name again (a managed Redis moves its
+// primary endpoint's name to the promoted replica). With Sentinel the sentinels are asked at once,
+// and each refused command is sent again to the master found (send_again), where letting the
+// connection go at the first refusal would leave the others' outcome unknown and fail them.
+bool AsyncRedis::Core::refused_by(Conn& conn, const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ERROR || conn_.get() != &conn || !conn.failure.empty()) return false;
+  const std::string_view text(reply->str, reply->len);
+  for (std::string_view code : {"READONLY", "LOADING"}) {
+    if (text.compare(0, code.size(), code) != 0 || (code == "LOADING" && !watch_)) continue;
+    if (!conn.refused) {
+      conn.refused = true;
+      if (watch_) {
+        need_master_ = true;
+        if (!searching_) search(false);
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+// pump(), before a command: true while the connection is refused and still draining (resumed by
+// leave_when_drained). A Sentinel search that failed meanwhile is started again.
+bool AsyncRedis::Core::held_by_refusal() {
+  if (!conn_ || !conn_->refused) return false;
+  if (watch_ && need_master_ && !searching_) search(false);
+  return true;
+}
+
+// A refused command (refused_by) goes back to the backlog, behind those refused before it and ahead
+// of everything else, to wait for the master: once, and only while its call has time left and the
+// Core is not closing (a command queued then might outlive the loop). False: its caller gets the
+// refusal, an outage reply for its failure policy.
+bool AsyncRedis::Core::send_again(Pending& p) {
+  if (p.argv.empty() || shutting_down_) return false;
+  if (has_deadline(p.deadline) && SteadyClock::now() >= p.deadline) return false;
+  Item item;
+  item.argv = std::move(p.argv);
+  item.on_reply = std::move(p.on_reply);
+  item.on_error = std::move(p.on_error);
+  item.deadline = p.deadline;
+  item.resent = true;
+  const auto behind = std::find_if(backlog_.begin(), backlog_.end(), [](const Item& i) { return !i.resent; });
+  backlog_.insert(behind, std::move(item));
+  ++resent_;
+  return true;
+}
+
+// A refused connection with no command left on it is let go. Unlike retire(), the sentinels are not
+// asked again for it: the search its refusal started (refused_by) says where the next one goes.
+void AsyncRedis::Core::leave_when_drained(Conn& conn) {
+  if (!conn.refused || !conn.inflight.empty() || conn_.get() != &conn) return;
+  conn.failure = watch_ ? fmt::format("{} refused our commands: not the master \"{}\" now", describe(target_),
+                                      detail::printable(master_name_))
+                        : fmt::format("{} refused our commands: a replica now", describe(target_));
+  graveyard_.push_back(std::move(conn_));
+  arm(SteadyClock::now());  // the backlog goes on at the top level (or waits for the search)
 }
 
 }  // namespace redlimit

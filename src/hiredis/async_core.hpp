@@ -11,7 +11,8 @@
 //   async_core.hpp      this declaration
 //   async_core.cpp      the cross-thread queue, the backlog and the shutdown
 //   async_deadline.cpp  each call's deadline, the connect and health deadlines, and the timer
-//   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it
+//   async_context.cpp   the hiredis context: opening it, sending, its callbacks, freeing it, and
+//                       a server that refuses us (-READONLY): the connection drained, then let go
 //   async_sentinel.cpp  following a Sentinel deployment's master (the SentinelEndpoint factories):
 //                       when to ask the sentinels, and what their answer changes
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop from other threads, an event
@@ -205,8 +206,9 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
     TimePoint last_reply{};          // when the last reply arrived
     std::string failure;             // set when we drop it: the pending commands fail with this
     bool timed_out = false;
-    // Sentinel: the server answered -READONLY or -LOADING. Nothing more is sent on it; it is let go
-    // once every command on it has answered (each refused one is queued again: send_again).
+    // The server answered -READONLY (with Sentinel, or -LOADING): nothing more is sent on it; it is
+    // let go once every command on it has answered (with Sentinel each refused one is queued again:
+    // send_again).
     bool refused = false;
     async_detail::ContextPtr ac;     // null once hiredis has freed the context itself
     ssl_st* ssl = nullptr;           // rediss://: the context's SSL object (hiredis owns it)
@@ -253,9 +255,6 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   void apply(const hiredis_detail::MasterWatch::Outcome& outcome);
   void found_master(const std::string& host, int port);
   void fail_waiting(const std::exception_ptr& error);
-  bool refused_by(Conn& conn, const redisReply* reply);
-  bool send_again(Pending& p);
-  void leave_when_drained(Conn& conn);
   void heard_switch(const std::string& host, int port);
   // The server named in messages: target_, or the Sentinel master still being looked for.
   std::string where() const;
@@ -274,6 +273,11 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
   static void on_connect(const redisAsyncContext* ac, int status);
   static void on_disconnect(const redisAsyncContext* ac, int status);
+  // A server that refuses us (-READONLY; with Sentinel, -LOADING too): the connection drains, then goes.
+  bool refused_by(Conn& conn, const redisReply* reply);
+  bool held_by_refusal();
+  bool send_again(Pending& p);
+  void leave_when_drained(Conn& conn);
 
   const Endpoint endpoint_;
   const AsyncOptions options_;

@@ -5,7 +5,6 @@
 // backlog, where their deadlines still hold (async_deadline.cpp).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <string_view>
 #include <utility>
 
@@ -52,10 +51,6 @@ std::string AsyncRedis::Core::where() const {
 // pump(), before a command: true while it must wait for a search's outcome (one is started when none
 // is out). With a connection up, commands go on, and the master in use is checked now and then.
 bool AsyncRedis::Core::waiting_for_master(TimePoint now) {
-  if (conn_ && conn_->refused) {  // until it is let go (leave_when_drained); a failed search is tried again
-    if (need_master_ && !searching_) search(false);
-    return true;
-  }
   if (conn_) {
     check_master_now_and_then(now);
     return false;
@@ -142,56 +137,6 @@ void AsyncRedis::Core::found_master(const std::string& host, int port) {
 // answers them); the next command starts another search.
 void AsyncRedis::Core::fail_waiting(const std::exception_ptr& error) {
   for (const ErrorCallback& on_error : take_commands([](const Item&) { return true; })) fail(on_error, error);
-}
-
-// -READONLY (a master demoted to replica) and -LOADING (a server loading its data) refused the
-// command before it ran: this server does not serve us now. Nothing more is sent on the connection,
-// the sentinels are asked at once, and the connection is let go once its other commands have
-// answered (leave_when_drained): on a replica they are refused too, and each is sent again to the
-// master found (send_again), where letting the connection go at once would leave their outcome
-// unknown and fail them.
-bool AsyncRedis::Core::refused_by(Conn& conn, const redisReply* reply) {
-  if (reply->type != REDIS_REPLY_ERROR || conn_.get() != &conn || !conn.failure.empty()) return false;
-  const std::string_view text(reply->str, reply->len);
-  for (std::string_view code : {"READONLY", "LOADING"}) {
-    if (text.compare(0, code.size(), code) != 0) continue;
-    if (!conn.refused) {
-      conn.refused = true;
-      need_master_ = true;
-      if (!searching_) search(false);
-    }
-    return true;
-  }
-  return false;
-}
-
-// A refused command (refused_by) goes back to the backlog, behind those refused before it and ahead
-// of everything else, to wait for the master: once, and only while its call has time left and the
-// Core is not closing (a command queued then might outlive the loop). False: its caller gets the
-// refusal, an outage reply for its failure policy.
-bool AsyncRedis::Core::send_again(Pending& p) {
-  if (p.argv.empty() || shutting_down_) return false;
-  if (has_deadline(p.deadline) && SteadyClock::now() >= p.deadline) return false;
-  Item item;
-  item.argv = std::move(p.argv);
-  item.on_reply = std::move(p.on_reply);
-  item.on_error = std::move(p.on_error);
-  item.deadline = p.deadline;
-  item.resent = true;
-  const auto behind = std::find_if(backlog_.begin(), backlog_.end(), [](const Item& i) { return !i.resent; });
-  backlog_.insert(behind, std::move(item));
-  ++resent_;
-  return true;
-}
-
-// A refused connection with no command left on it is let go. Unlike retire(), the sentinels are not
-// asked again for it: the search its refusal started (refused_by) says where the next one goes.
-void AsyncRedis::Core::leave_when_drained(Conn& conn) {
-  if (!conn.refused || !conn.inflight.empty() || conn_.get() != &conn) return;
-  conn.failure = fmt::format("{} refused our commands: not the master \"{}\" now", describe(target_),
-                             detail::printable(master_name_));
-  graveyard_.push_back(std::move(conn_));
-  arm(SteadyClock::now());  // the backlog goes on at the top level (or waits for the search)
 }
 
 // A sentinel announced that another server is the master now. The connection to the old one is let

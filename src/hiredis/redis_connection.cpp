@@ -1,25 +1,33 @@
 #include "redlimit/transport/redis_connection.hpp"
-#include "call_deadline.hpp"
-#include "endpoint_text.hpp"
-#include "hiredis_reply.hpp"
-#include "self_connect.hpp"
-#include "tls.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <poll.h>
-#include <sys/time.h>
+#include <string_view>
 
+#include "call_deadline.hpp"
+#include "endpoint_text.hpp"
+#include "hiredis_reply.hpp"
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
+#include "self_connect.hpp"
+#include "tls.hpp"
 
 namespace redlimit {
 
 namespace {
+
+// -READONLY: the command went to a replica, which refused it before it ran.
+bool refused_by_replica(const redisReply& r) {
+  constexpr std::string_view kReadonly = "READONLY";
+  return r.type == REDIS_REPLY_ERROR && r.len >= static_cast<decltype(r.len)>(kReadonly.size()) &&
+         std::string_view(r.str, kReadonly.size()) == kReadonly;
+}
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -359,6 +367,7 @@ void RedisConnection::rearm_deadline(redisContext& c) {
 void RedisConnection::read_replies(redisContext& c, std::size_t count, std::vector<Reply>& out) {
   out.reserve(out.size() + count);
   bool waited = false;  // a socket read of this round trip made already: the next one is bounded
+  bool refused = false;
   for (std::size_t i = 0; i < count; ++i) {
     void* raw = nullptr;
     if (redisGetReplyFromReader(&c, &raw) != REDIS_OK) fail("reading pipelined replies from");
@@ -371,9 +380,15 @@ void RedisConnection::read_replies(redisContext& c, std::size_t count, std::vect
     }
     ReplyPtr reply(static_cast<redisReply*>(raw));
     unanswered_ = false;
+    refused = refused || refused_by_replica(*reply);
     out.push_back(detail::from_hiredis(*reply));
   }
   disarm_deadline(c);
+  // A replica's refusal: the server this connection reached is no master now (a failover demoted
+  // it). Every reply is read, so the connection is let go and the next command connects again, which
+  // resolves the endpoint's name again: a managed Redis moves its primary endpoint's DNS name to the
+  // promoted replica, and a connection kept to the old node would be refused for as long as it lived.
+  if (refused) disconnect();
 }
 
 }  // namespace redlimit

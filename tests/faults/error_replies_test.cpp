@@ -99,6 +99,33 @@ TEST(ErrorReplies, EveryOutageReplyIsAnsweredByTheFailurePolicy) {
   }
 }
 
+// -READONLY: the server became a replica under the limiter's connection (a failover demoted it).
+// The connection is let go after that reply and the next call connects again, which resolves the
+// URL's host name again: a managed Redis points its primary endpoint's name at the promoted replica,
+// and a connection kept to the old node would be refused for as long as it lived. Seen here as a
+// connection the server received after the refusal (the same host and port, no DNS on loopback).
+TEST(ErrorReplies, AReplicasRefusalMakesTheNextCallConnectAgain) {
+  RestartableServer server;
+  auto admin = raw(server.url());
+  auto limiter = redlimit::RateLimiter::connect(server.url(), fail_open());  // a pool of one connection
+  const auto fw = limiter.fixed_window("reconnect", Limit::per_minute(10));
+  ASSERT_EQ(fw.consume("u").source, Source::primary);
+  auto connections = [&admin] {  // INFO stats' total_connections_received
+    const std::string info = admin.command({"INFO", "stats"}).str, field = "total_connections_received:";
+    const std::size_t at = info.find(field);
+    return at == std::string::npos ? -1LL : std::stoll(info.substr(at + field.size()));
+  };
+  const long long before = connections();
+  must(admin, {"CONFIG", "SET", "replica-serve-stale-data", "yes"});
+  must(admin, {"REPLICAOF", "127.0.0.1", "1"});
+  EXPECT_EQ(fw.consume("u").source, Source::failure_policy);  // -READONLY
+  must(admin, {"REPLICAOF", "NO", "ONE"});
+  const Decision after = fw.consume("u");
+  EXPECT_EQ(after.source, Source::primary);
+  EXPECT_EQ(after.remaining, 10 - 2);
+  EXPECT_EQ(connections(), before + 1) << "the refused connection was used again";
+}
+
 // NOAUTH and "max number of clients reached" come to a connection opened after the change, so the
 // limiter is made after it: connect() starts anyway under fail_open (the PING's answer is an outage).
 TEST(ErrorReplies, RepliesToANewConnectionAreOutagesToo) {

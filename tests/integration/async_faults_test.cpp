@@ -63,6 +63,37 @@ TEST_F(AsyncTest, ServerSideKillFailsPendingCallsAndTheNextCallReconnects) {
   loop.stop();
 }
 
+// -READONLY: the server turned replica under the connection (a failover demotes a master). The call
+// gets the refusal (an outage, for its failure policy); the connection is let go once its commands
+// have answered, and the next call opens a new one, which resolves the host name again (a managed
+// Redis moves its primary endpoint's name to the promoted replica). Before, the connection to the
+// old node stayed, and every call was refused for as long as it lived.
+TEST_F(AsyncTest, AReplicasRefusalMakesTheNextCallConnectAgain) {
+  LibeventLoop loop;
+  {
+    redlimit::Options o = options();
+    o.on_failure = redlimit::OnFailure::fail_open;
+    o.breaker_threshold = 0;  // every call reaches the server
+    auto warmed = warm_fixed_window(loop, "async.readonly", o);
+    const auto before = warmed.redis->stats().connections;
+    struct Master {  // the shared server is a master again whatever happens below
+      RedisServer& s;
+      ~Master() { s.command({"REPLICAOF", "NO", "ONE"}); }
+    } restore{server()};
+    ASSERT_FALSE(server().command({"CONFIG", "SET", "replica-serve-stale-data", "yes"}).is_error());
+    ASSERT_FALSE(server().command({"REPLICAOF", "127.0.0.1", "1"}).is_error());  // no master there: stale
+    auto refused = warmed.fw.consume_future("u");
+    EXPECT_EQ(get_within(refused).source, Source::failure_policy);
+    ASSERT_FALSE(server().command({"REPLICAOF", "NO", "ONE"}).is_error());
+    auto after = warmed.fw.consume_future("u");
+    const Decision d = get_within(after);
+    EXPECT_EQ(d.source, Source::primary) << d;
+    EXPECT_EQ(d.remaining, 1000 - 1) << d;  // the refused call recorded nothing
+    EXPECT_EQ(warmed.redis->stats().connections, before + 1) << "the refused connection was used again";
+  }
+  loop.stop();
+}
+
 // A reply that does not come within command_timeout: TimeoutError for it and for what is queued
 // behind it on the connection, which is dropped; the next call reconnects.
 TEST_F(AsyncTest, CommandTimeoutFailsPendingCallsAndDropsTheConnection) {

@@ -18,7 +18,9 @@
 // Connection. Opened lazily by the first command (AUTH and SELECT from the Endpoint go first). When
 // it breaks (reset, closed, refused), every command waiting for a reply fails at once with
 // ConnectionError, on both loops and whatever the deadlines (its outcome is unknown: nothing is
-// replayed), and the next command opens a new connection. The host name is resolved on the loop's
+// replayed), and the next command opens a new connection. So does a -READONLY reply (the server is a
+// replica now: a failover demoted it): nothing more goes on that connection, it is let go once its
+// commands have answered, and the next connection resolves the host name again. The host name is resolved on the loop's
 // thread (blocking): prefer an address. As with any hiredis client, ignore SIGPIPE in the process: a
 // write to a connection the server just closed would raise it.
 //
@@ -82,9 +84,10 @@ class AsyncRedis final : public AsyncConnection {
   // with ROLE, as SentinelConnection does); commands wait for the answer in the queue, bounded by
   // their deadlines. The sentinels are asked again before the next connection whenever one ends (a
   // failure in transit, a refused connect, the health rule), after a -READONLY or -LOADING reply
-  // (the connection is let go: the command's reply goes to its caller, the commands behind it fail
-  // with ConnectionError, none is re-sent), and every check_interval_ms one sentinel is asked
-  // whether the master is still the one in use (another: the connection is let go as above). The
+  // (nothing more is sent on that connection, which is let go once its commands have answered; each
+  // refused one ran nothing and is sent once more, to the master found, within its deadline), and
+  // every check_interval_ms one sentinel is asked whether the master is still the one in use
+  // (another: the connection is let go, and the commands on it fail with ConnectionError). The
   // sentinels are asked on a thread of the AsyncRedis's own, never on the loop: the loop's only wait
   // is in close() or the destructor, for a search in progress (at most command_timeout). Throws
   // InvalidArgument, before any I/O, for no sentinel or master name, or TLS options this build
