@@ -20,9 +20,9 @@
 // ConnectionError, on both loops and whatever the deadlines (its outcome is unknown: nothing is
 // replayed), and the next command opens a new connection. So does a -READONLY reply (the server is a
 // replica now: a failover demoted it): nothing more goes on that connection, it is let go once its
-// commands have answered, and the next connection resolves the host name again. The host name is resolved on the loop's
-// thread (blocking): prefer an address. As with any hiredis client, ignore SIGPIPE in the process: a
-// write to a connection the server just closed would raise it.
+// commands have answered, and the next connection resolves the host name again. The host name is
+// resolved on the loop's thread (blocking): prefer an address. As with any hiredis client, ignore
+// SIGPIPE in the process: a write to a connection the server just closed would raise it.
 //
 // Deadlines (docs/reliability.md §7). Every call gets one deadline when it is queued: now +
 // command_timeout (see AsyncOptions). A decision's call keeps it across all its commands (the
