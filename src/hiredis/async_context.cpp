@@ -288,20 +288,18 @@ void AsyncRedis::Core::on_disconnect(const redisAsyncContext* ac, int /*status*/
 // and each refused command is sent again to the master found (send_again), where letting the
 // connection go at the first refusal would leave the others' outcome unknown and fail them.
 bool AsyncRedis::Core::refused_by(Conn& conn, const redisReply* reply) {
-  if (reply->type != REDIS_REPLY_ERROR || conn_.get() != &conn || !conn.failure.empty()) return false;
-  const std::string_view text(reply->str, reply->len);
-  for (std::string_view code : {"READONLY", "LOADING"}) {
-    if (text.compare(0, code.size(), code) != 0 || (code == "LOADING" && !watch_)) continue;
-    if (!conn.refused) {
-      conn.refused = true;
-      if (watch_) {
-        need_master_ = true;
-        if (!searching_) search(false);
-      }
-    }
-    return true;
+  if (conn_.get() != &conn || !conn.failure.empty()) return false;
+  if (!detail::is_error_code(*reply, "READONLY") && !(watch_ && detail::is_error_code(*reply, "LOADING"))) {
+    return false;
   }
-  return false;
+  if (!conn.refused) {
+    conn.refused = true;
+    if (watch_) {
+      need_master_ = true;
+      if (!searching_) search(false);
+    }
+  }
+  return true;
 }
 
 // pump(), before a command: true while the connection is refused and still draining (resumed by

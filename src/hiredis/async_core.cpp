@@ -192,8 +192,10 @@ void AsyncRedis::Core::pump(bool in_callback) {
     Item& front = backlog_.front();
     const bool command = !front.task && !front.close;
     if (command && !shutting_down_ && at_capacity()) return;  // resumed by replied()
-    if (command && !shutting_down_ && held_by_refusal()) return;                  // resumed by leave_when_drained()
-    if (command && !shutting_down_ && watch_ && waiting_for_master(now)) return;  // resumed by apply()
+    // A refused connection draining (resumed by leave_when_drained()); a Sentinel master being looked
+    // for (resumed by apply()).
+    if (command && !shutting_down_ && held_by_refusal()) return;
+    if (command && !shutting_down_ && watch_ && waiting_for_master(now)) return;
     if (front.close && in_callback) return;  // on_wake runs it, at the top level (async_core.hpp)
     Item item = std::move(front);
     backlog_.pop_front();

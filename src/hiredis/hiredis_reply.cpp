@@ -5,6 +5,10 @@
 
 namespace redlimit::detail {
 
+bool is_error_code(const redisReply& r, std::string_view code) {
+  return r.type == REDIS_REPLY_ERROR && std::string_view(r.str, r.len).substr(0, code.size()) == code;
+}
+
 Reply from_hiredis(const redisReply& r) {
   switch (r.type) {
     case REDIS_REPLY_STRING:

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <string_view>
 
 #include "call_deadline.hpp"
 #include "endpoint_text.hpp"
@@ -21,13 +20,6 @@
 namespace redlimit {
 
 namespace {
-
-// -READONLY: the command went to a replica, which refused it before it ran.
-bool refused_by_replica(const redisReply& r) {
-  constexpr std::string_view kReadonly = "READONLY";
-  return r.type == REDIS_REPLY_ERROR && r.len >= static_cast<decltype(r.len)>(kReadonly.size()) &&
-         std::string_view(r.str, kReadonly.size()) == kReadonly;
-}
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -380,7 +372,7 @@ void RedisConnection::read_replies(redisContext& c, std::size_t count, std::vect
     }
     ReplyPtr reply(static_cast<redisReply*>(raw));
     unanswered_ = false;
-    refused = refused || refused_by_replica(*reply);
+    refused = refused || detail::is_error_code(*reply, "READONLY");  // a replica: see below
     out.push_back(detail::from_hiredis(*reply));
   }
   disarm_deadline(c);

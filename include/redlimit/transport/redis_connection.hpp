@@ -2,8 +2,9 @@
 // A Connection over one hiredis redisContext. Not thread-safe (neither is redisContext): the
 // RateLimiter serialises access. A broken context is dropped and the next command reconnects, so
 // a reply is never read out of step with its command; so is one answered -READONLY once its round
-// trip's replies are read (a replica now: the next connect resolves the host name again). One call's deadline bounds
-// connecting and every round trip of the call (Connection::begin_call; docs/reliability.md §7).
+// trip's replies are read (a replica now: the next connect resolves the host name again). One call's
+// deadline bounds connecting and every round trip of the call (Connection::begin_call;
+// docs/reliability.md §7).
 #include <chrono>
 #include <cstdint>
 #include <memory>
