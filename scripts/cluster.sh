@@ -5,11 +5,14 @@
 #   scripts/cluster.sh start [STATE_FILE]   # prints the seed URL; writes ports, pids, dir to STATE_FILE
 #   scripts/cluster.sh stop  [STATE_FILE]
 #
-# STATE_FILE defaults to $TMPDIR/redlimit-cluster.state. Env: CLUSTER_NODE_TIMEOUT (ms, default 1000).
+# STATE_FILE defaults to $TMPDIR/redlimit-cluster.state. Env: CLUSTER_NODE_TIMEOUT (ms, default 1000);
+# REDIS_SERVER, the server binary (default: redis-server from PATH; a valkey-server runs the same
+# cluster: the ctest cluster_valkey).
 set -euo pipefail
 
 state=${2:-${TMPDIR:-/tmp}/redlimit-cluster.state}
 node_timeout=${CLUSTER_NODE_TIMEOUT:-1000}
+server=${REDIS_SERVER:-redis-server}
 
 # A free port whose cluster bus port (port + 10000) is free too, both below the kernel's ephemeral
 # range where it leaves room: a client reconnecting to a killed node's port inside that range can
@@ -67,7 +70,7 @@ start() {
     local port
     port=$(free_port "${ports[@]}")
     mkdir -p "$dir/$port"
-    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+    "$server" --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
       --cluster-config-file "$dir/$port/nodes.conf" --cluster-node-timeout "$node_timeout" \
       --dir "$dir/$port" --save "" --appendonly no --daemonize no \
       --enable-debug-command local --logfile "$dir/$port/redis.log" </dev/null >/dev/null 2>&1 &

@@ -94,6 +94,20 @@ class ClusterEnvironment : public ::testing::Environment {
     }
     ASSERT_EQ(g_state.ports.size(), 6u);
     ASSERT_EQ(g_state.pids.size(), 6u);
+    // The nodes run the binary asked for (cluster_valkey names a valkey-server): a cluster.sh that
+    // fell back to another would pass the suite on a server it did not mean to test.
+    if (const char* server = std::getenv("REDIS_SERVER"); server && *server) {
+      char* wanted = ::realpath(server, nullptr);
+      ASSERT_NE(wanted, nullptr) << "REDIS_SERVER=" << server;
+      const std::string want = wanted;
+      std::free(wanted);
+      for (const pid_t pid : g_state.pids) {
+        char exe[4096] = {};
+        const ssize_t n = ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+        ASSERT_GT(n, 0) << "pid " << pid;
+        EXPECT_EQ(std::string(exe, static_cast<std::size_t>(n)), want) << "pid " << pid;
+      }
+    }
     std::cout << "[ cluster ] " << g_state.url << " (dir " << g_state.dir << ")\n";
   }
 
@@ -216,14 +230,17 @@ pid_t restart_node(int port) {
   const std::string dir = g_state.dir + "/" + std::to_string(port);
   const std::string pidfile = dir + "/restarted.pid";
   std::remove(pidfile.c_str());
-  // Daemonized, so that it is not our child (no zombie for cluster.sh stop to wait on).
+  // Daemonized, so that it is not our child (no zombie for cluster.sh stop to wait on). The binary
+  // cluster.sh started: $REDIS_SERVER, else redis-server from PATH.
+  const char* server_env = std::getenv("REDIS_SERVER");
+  const std::string server = server_env && *server_env ? server_env : "redis-server";
   std::string out;
-  const int rc = run("redis-server --port " + std::to_string(port) + " --bind 127.0.0.1 --cluster-enabled yes" +
+  const int rc = run("'" + server + "' --port " + std::to_string(port) + " --bind 127.0.0.1 --cluster-enabled yes" +
                          " --cluster-config-file '" + dir + "/nodes.conf' --cluster-node-timeout " + node_timeout +
                          " --dir '" + dir + "' --save '' --appendonly no --daemonize yes --pidfile '" + pidfile +
                          "' --enable-debug-command local --logfile '" + dir + "/redis.log'",
                      30, &out);
-  if (rc != 0) throw std::runtime_error("redis-server did not start again: " + out);
+  if (rc != 0) throw std::runtime_error(server + " did not start again: " + out);
   pid_t pid = 0;
   poll(std::chrono::seconds(5), std::chrono::milliseconds(25), [&] {
     std::ifstream f(pidfile);
