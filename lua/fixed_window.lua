@@ -148,7 +148,7 @@ local window_end_now -- the current window's end less now: every steady decision
 local function counted(key, cost, used)
   if type_(used) ~= 'number' or used <= cost then
     -- The window's first request on a new key: the TTL, and nothing more to look at.
-    if used == cost and redis.call('PEXPIRE', key, ttl_text(ttl_ms(window_end_now)), 'NX') == 1 then
+    if used == cost and pexpire_nx(key, ttl_text(ttl_ms(window_end_now))) == 1 then
       if cost <= limit then return 1, limit - cost, 0, window_end_now end
       redis.call('DEL', key) -- the key held this request alone
       return 0, limit, window_end_now, 0

@@ -194,6 +194,15 @@ local function ttl_ms(us)
   if r < 0 then r = r + 1000 end
   return (us - r) / 1000 + ((r > 0) and 1 or 0) + 1 + TTL_MARGIN_MS
 end
+-- PEXPIRE key ttl NX: a TTL for a key that has none, 1 when set. NX came with Redis 7.0 (so did
+-- redis.REDIS_VERSION_NUM); an older server runs the scripts without their shebang line
+-- (Script::legacy_source in include/redlimit/detail/script.hpp) and gets the same from PTTL (-1: a
+-- key without a TTL): one command more, on a fixed window's first request of a window only.
+local function pexpire_nx(key, ttl)
+  if redis.REDIS_VERSION_NUM then return redis.call('PEXPIRE', key, ttl, 'NX') end
+  if redis.call('PTTL', key) ~= -1 then return 0 end
+  return redis.call('PEXPIRE', key, ttl)
+end
 -- A TTL as the text redis.call() sends. Given a number, Redis would print it with "%.17g", the C
 -- library's floating-point printer (2-3 times fmt()'s cost); the requests of a batch often share
 -- one TTL, so the last one's text is kept.

@@ -15,8 +15,9 @@
 # On Debian (12) it installs the missing build and test packages with apt-get (as root, or with sudo).
 # The integration tests start their own throwaway redis-server on free loopback ports (never a
 # server someone else runs, never 6379 on purpose); none of them survives this script. The plain
-# pass runs the integration, fault and Sentinel suites a second time on Valkey 8, unpacked from Debian 12's
-# backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources untouched).
+# pass runs the integration, fault, Sentinel and Cluster suites a second time on Valkey 8, unpacked from
+# Debian 12's backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources
+# untouched), and the integration suite on Redis 6.0 from Debian 11 (scripts/lib/redis6.sh).
 # --hiredis1 builds against hiredis 1.2 with TLS from Debian 13's packages, unpacked the same way
 # (scripts/lib/hiredis1.sh), which adds the TLS suite (tests/tls) to every other.
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
@@ -28,7 +29,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,27s/^# \{0,1\}//p' "$0"
+  sed -n '2,28s/^# \{0,1\}//p' "$0"
 }
 
 SANITIZE=""
@@ -117,6 +118,25 @@ else
   VALKEY_ARGS=("-DREDLIMIT_TEST_VALKEY_SERVER=")
 fi
 
+# Redis 6.0 for the plain pass (integration_redis6: servers older than 7.0 take the scripts without
+# their shebang line): Debian 11's, fetched the same way (scripts/lib/redis6.sh).
+REDIS6_ARGS=("-DREDLIMIT_TEST_REDIS6_SERVER=")
+if [[ -z "$SANITIZE" ]]; then
+  redis6_deps="${DEPS_DIR:-$ROOT/build-deps}/redis6"
+  if [[ $INSTALL -eq 1 ]]; then
+    # shellcheck source=SCRIPTDIR/lib/extra_debs.sh
+    source "$ROOT/scripts/lib/extra_debs.sh"
+    # shellcheck source=SCRIPTDIR/lib/redis6.sh
+    source "$ROOT/scripts/lib/redis6.sh"
+    redis6_server "$redis6_deps" >/dev/null || exit 1
+  fi
+  if ! "$redis6_deps/redis-server" --version 2>/dev/null | grep -q ' v=6\.'; then
+    echo "test.sh: no usable Redis 6 at $redis6_deps/redis-server (drop --no-install to fetch it)" >&2
+    exit 1
+  fi
+  REDIS6_ARGS=("-DREDLIMIT_TEST_REDIS6_SERVER=$redis6_deps/redis-server")
+fi
+
 # hiredis 1.2 with TLS (--hiredis1): found through pkg-config files of our own, first on the path.
 HIREDIS1_ARGS=()
 if [[ $HIREDIS1 -eq 1 ]]; then
@@ -180,7 +200,7 @@ else
 fi
 
 step "Configuring in $BUILD_DIR${SANITIZE:+ (sanitizer: $SANITIZE)}"
-cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR_ARGS[@]}" "${CMAKE_ARGS[@]}" "${VALKEY_ARGS[@]}"
+cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR_ARGS[@]}" "${CMAKE_ARGS[@]}" "${VALKEY_ARGS[@]}" "${REDIS6_ARGS[@]}"
 
 step "Building (-j${JOBS:-2})"
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}"

@@ -1,7 +1,7 @@
 #pragma once
 // Where "now" comes from when Options::time_source is TimeSource::client. Time is microseconds since
 // the Unix epoch everywhere in redlimit: Lua numbers are doubles, and microsecond timestamps stay
-// exact in a double until the year 2112.
+// exact in a double (below 2^53) until the year 2255.
 #include "redlimit/detail/config.hpp"
 #include <atomic>
 #include <chrono>

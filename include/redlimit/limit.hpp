@@ -11,7 +11,7 @@ namespace redlimit {
 
 class Limit {
  public:
-  // Throws InvalidArgument unless count >= 1 and 0 < window <= max_window().
+  // Throws InvalidArgument unless 1 <= count <= max_count() and 0 < window <= max_window().
   Limit(std::int64_t count, std::chrono::microseconds window);
 
   static Limit per_second(std::int64_t n) { return Limit(n, std::chrono::seconds(1)); }

@@ -58,17 +58,17 @@ bool equal_hex_nocase(std::string_view a, std::string_view b) {
 
 std::optional<ScriptId> script_by_sha1(std::string_view sha1) {
   for (const auto& k : kKnown) {  // the client sends lowercase: one memcmp a script, most of the time
-    if (k.script().sha1 == sha1) return k.id;
+    if (k.script().sha1 == sha1 || k.script().legacy_sha1 == sha1) return k.id;
   }
   for (const auto& k : kKnown) {
-    if (equal_hex_nocase(k.script().sha1, sha1)) return k.id;
+    if (equal_hex_nocase(k.script().sha1, sha1) || equal_hex_nocase(k.script().legacy_sha1, sha1)) return k.id;
   }
   return std::nullopt;
 }
 
 std::optional<ScriptId> script_by_source(std::string_view source) {
   for (const auto& k : kKnown) {
-    if (k.script().source == source) return k.id;
+    if (k.script().source == source || k.script().legacy_source == source) return k.id;
   }
   return std::nullopt;
 }

@@ -60,7 +60,7 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
     const std::vector<std::string>& keys = c.keys;
     for (const std::string second_cost : {"x", "0", "-1", "1.5", "1e3", "1099511627777", "2"}) {
       SCOPED_TRACE(std::string(c.source.substr(0, 60)) + " / cost " + second_cost);
-      std::vector<std::string> argv = {"EVAL", std::string(c.source), std::to_string(keys.size())};
+      std::vector<std::string> argv = {"EVAL", server().runnable(c.source), std::to_string(keys.size())};
       argv.insert(argv.end(), keys.begin(), keys.end());
       argv.push_back(std::to_string(kT0.count()));
       argv.push_back("1 1 " + std::string(c.params));  // the head: mode, request 1's cost, parameters
@@ -111,7 +111,7 @@ TEST_F(BatchTest, ARawCallWithACostAboveTheLimitFailsWholeAndWritesNothing) {
         keys.push_back(std::string("raw:{") + s + "}:s");
         if (c.marker) keys.push_back(std::string("raw:{") + s + "}:b");
       }
-      std::vector<std::string> argv = {"EVAL", std::string(c.source), std::to_string(keys.size())};
+      std::vector<std::string> argv = {"EVAL", server().runnable(c.source), std::to_string(keys.size())};
       argv.insert(argv.end(), keys.begin(), keys.end());
       argv.push_back(std::to_string(kT0.count()));
       argv.push_back("1 " + costs.front() + " " + c.params);
@@ -151,8 +151,8 @@ TEST_F(BatchTest, ARawCallWithAMalformedHeadFailsAndWritesNothing) {
   redlimit::MemoryConnection memory(clock);
   for (const auto& [head, bad] : heads) {
     SCOPED_TRACE("head \"" + head + "\"");
-    const std::vector<std::string> argv = {"EVAL",      std::string(lua::fixed_window), "1",
-                                           "raw:{a}:s", std::to_string(kT0.count()),    head};
+    const std::vector<std::string> argv = {"EVAL",      server().runnable(lua::fixed_window), "1",
+                                           "raw:{a}:s", std::to_string(kT0.count()),          head};
     const Reply on_redis = server().command(argv);
     EXPECT_EQ(on_redis.type == Reply::Type::error, bad) << on_redis.str;
     EXPECT_EQ(server().integer({"DEL", "raw:{a}:s"}), bad ? 0 : 1) << "keys written on Redis";

@@ -33,7 +33,8 @@ using redlimit::Reply;
 
 // A Connection to the suite's server that runs every redlimit script (its exact source) inside
 //   local redis = <redis, with PEXPIRE and PSETEX recording the TTL instead of setting it, and
-//                  PEXPIRE NX taking every key that held anything before the call for one with a TTL>
+//                  PEXPIRE NX taking every key that held anything before the call for one with a TTL
+//                  (and so does PTTL on a server older than 7.0, which the scripts ask instead)>
 //   local function script() <the script's source> end
 //   return {script(), <TTL recorded for KEYS[1]>, <for the first request's block marker>}
 // where the TTL reported is the one the script set, -1 when it set none, -2 when the key does not
@@ -49,6 +50,9 @@ class RecordingRedis final : public redlimit::Connection {
                           &scripts::token_bucket(), &scripts::leaky_bucket(), &scripts::block()}) {
       wrapped_[s->sha1] = wrap(s->source, scripts::keys_per_request(*s));
       by_source_[std::string(s->source)] = scripts::keys_per_request(*s);
+      // The text without its shebang, as a server older than 7.0 is sent it (Script::legacy_source).
+      wrapped_[s->legacy_sha1] = wrap(s->legacy_source, scripts::keys_per_request(*s));
+      by_source_[std::string(s->legacy_source)] = scripts::keys_per_request(*s);
     }
   }
 
@@ -121,6 +125,13 @@ local redis = setmetatable({
       if real_redis.call('EXISTS', a[2]) == 0 or existed[a[2]] or recorded_ttl[a[2]] then return 0 end
       recorded_ttl[a[2]] = tonumber(a[3])
       return 1
+    end
+    if verb == 'PTTL' and not real_redis.REDIS_VERSION_NUM then
+      -- A server older than 7.0 has no PEXPIRE NX: the scripts ask PTTL instead (helpers.lua,
+      -- pexpire_nx), which answers as NX above takes it: a key that held anything has a TTL.
+      if real_redis.call('EXISTS', a[2]) == 0 then return -2 end
+      if existed[a[2]] or recorded_ttl[a[2]] then return recorded_ttl[a[2]] or 1 end
+      return -1
     end
     if verb == 'PEXPIRE' and #a == 3 then
       if real_redis.call('EXISTS', a[2]) == 0 then return 0 end

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlimit/reply.hpp"
@@ -56,6 +57,11 @@ class RedisServer {
   std::string url(int db = 0) const;
   // "unix:///tmp/redlimit-test-XXXXXX/redis.sock" (db 0).
   std::string unix_url() const;
+  // The binary's major version (6 for Redis 6.0; Valkey 8 answers 7, the Redis it speaks as).
+  int major_version() const;
+  // A script's text as this server takes it: without its `#!lua` first line on a server older
+  // than 7.0 (redlimit's Script::legacy_source), as it is otherwise.
+  std::string runnable(std::string_view source) const;
 
   // Runs one raw command on a connection of the harness's own (db 0), for assertions. Error replies
   // are returned, not thrown. Thread-safe.

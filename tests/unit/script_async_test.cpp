@@ -93,6 +93,63 @@ TEST_F(ScriptAsync, ASecondNoscriptFallsBackToEval) {
   EXPECT_EQ(o.errors, 0);
 }
 
+// A server older than 7.0, met on the EVALSHA path of a connection that did not know it: its
+// SCRIPT LOAD refuses the `#!lua` line, which teaches the connection before the EVALSHAs behind the
+// LOAD come back; each then goes once more with the text without that line, behind one LOAD of it.
+// No call sends a whole script as EVAL.
+TEST_F(ScriptAsync, AShebangRefusedByTheLoadSendsTheLegacyTextBehindOneLoadOfIt) {
+  script = Script{"t", "#!lua\nreturn 1"};
+  const Reply refused =
+      Reply::make_error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'");
+  std::vector<ScriptOutcome> out(2);
+  for (auto& o : out) send(o);
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // queues SCRIPT LOAD (with the shebang) + EVALSHA
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");
+  EXPECT_EQ(conn->sent.front().argv[2], "#!lua\nreturn 1");
+  EXPECT_EQ(conn->answer(refused), "SCRIPT LOAD");
+  EXPECT_TRUE(conn->script_path_state().server_before_7());
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");  // now: one LOAD of the legacy text, EVALSHA of it
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");
+  ASSERT_EQ(conn->sent.size(), 3u);
+  EXPECT_EQ(conn->sent[0].argv[0], "SCRIPT");
+  EXPECT_EQ(conn->sent[0].argv[2], "return 1");
+  EXPECT_EQ(conn->sent[1].argv[1], script.legacy_sha1);
+  EXPECT_EQ(conn->answer(Reply::make_string(script.legacy_sha1)), "SCRIPT LOAD");
+  EXPECT_EQ(conn->answer(Reply::make_integer(1)), "EVALSHA");
+  EXPECT_EQ(conn->answer(Reply::make_integer(2)), "EVALSHA");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[i].replies, 1);
+    EXPECT_EQ(out[i].errors, 0);
+    EXPECT_EQ(out[i].last.integer, i + 1);
+  }
+  ScriptOutcome later;  // and from then on, the legacy text at once
+  send(later);
+  EXPECT_EQ(conn->sent.front().argv[1], script.legacy_sha1);
+  conn->answer(Reply::make_integer(3));
+  EXPECT_EQ(later.last.integer, 3);
+}
+
+// The same refusal met by the EVAL that ends a call (its LOAD was answered otherwise): the call
+// starts again with the legacy text.
+TEST_F(ScriptAsync, AShebangRefusedByTheEvalStartsTheCallAgainWithTheLegacyText) {
+  script = Script{"t", "#!lua\nreturn 1"};
+  const Reply refused =
+      Reply::make_error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'");
+  ScriptOutcome o;
+  send(o);
+  conn->answer(kNoscript);
+  conn->answer(Reply::make_string(script.sha1));  // a LOAD that says nothing of the sort
+  EXPECT_EQ(conn->answer(kNoscript), "EVALSHA");
+  EXPECT_EQ(conn->answer(refused), "EVAL");
+  EXPECT_TRUE(conn->script_path_state().server_before_7());
+  ASSERT_EQ(conn->sent.size(), 1u);
+  EXPECT_EQ(conn->sent.front().argv[1], script.legacy_sha1);
+  EXPECT_EQ(conn->answer(Reply::make_integer(5)), "EVALSHA");
+  EXPECT_EQ(o.replies, 1);
+  EXPECT_EQ(o.errors, 0);
+  EXPECT_EQ(o.last.integer, 5);
+}
+
 TEST_F(ScriptAsync, ARefusedLoadIsNotTheCallsErrorAndNothingLoops) {
   conn->refuse = "SCRIPT";
   ScriptOutcome o;

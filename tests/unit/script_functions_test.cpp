@@ -1,6 +1,7 @@
 // The Functions path of send_script_calls (issue 13), against a mocked connection: what is sent
 // while probing (FCALL first, the library only when it is missing), on a server without FCALL
-// (Redis < 7.0, which no test server here is), for an ACL user denied it, after FUNCTION FLUSH,
+// (Redis < 7.0: the scripts' text without its shebang line, integration_redis6 on a real one), for
+// an ACL user denied it, after FUNCTION FLUSH,
 // and that a broken round trip is never replayed. Real servers: tests/integration/functions_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "redlimit/detail/script.hpp"
 #include "redlimit/detail/scripts.hpp"
+#include "redlimit/detail/sha1.hpp"
 #include "redlimit/errors.hpp"
 #include "unit/mock_connection.hpp"
 
@@ -39,6 +41,7 @@ class ScriptFunctionsTest : public ::testing::Test {
   Argv load() const { return {"FUNCTION", "LOAD", std::string(redlimit::detail::scripts::library())}; }
   Argv fcall() const { return {"FCALL", std::string(script.function), "2", "k", "kb", "1", "1", "1"}; }
   Argv evalsha() const { return {"EVALSHA", script.sha1, "2", "k", "kb", "1", "1", "1"}; }
+  Argv legacy_evalsha() const { return {"EVALSHA", script.legacy_sha1, "2", "k", "kb", "1", "1", "1"}; }
   static Reply ok() { return Reply::make_integer(7); }
   static Reply missing() { return Reply::make_error("ERR Function not found"); }
 };
@@ -73,13 +76,53 @@ TEST_F(ScriptFunctionsTest, ALibraryLoadedMeanwhileByAnotherClientSettlesToo) {
   EXPECT_EQ(conn.script_path(), ScriptPath::functions);
 }
 
-TEST_F(ScriptFunctionsTest, AServerWithoutFcallGoesToEvalshaForGood) {
+// FCALL unknown: a server older than 7.0, which cannot compile the scripts' `#!lua` line either:
+// EVALSHA of the text without it, for good.
+TEST_F(ScriptFunctionsTest, AServerWithoutFcallGoesToEvalshaOfTheLegacyTextForGood) {
   InSequence order;
   EXPECT_CALL(conn, command(fcall()))
-      .WillOnce(Return(Reply::make_error("ERR unknown command 'FCALL', with args beginning with:")));
-  EXPECT_CALL(conn, command(evalsha())).Times(2).WillRepeatedly(Return(ok()));
+      .WillOnce(Return(Reply::make_error("ERR unknown command `fcall`, with args beginning with: ")));
+  EXPECT_CALL(conn, command(legacy_evalsha())).Times(2).WillRepeatedly(Return(ok()));
   EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
   EXPECT_EQ(conn.script_path(), ScriptPath::evalsha);
+  EXPECT_TRUE(conn.script_path_state().server_before_7());
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+}
+
+TEST_F(ScriptFunctionsTest, TheLegacyTextIsTheScriptWithoutItsShebangLine) {
+  ASSERT_EQ(script.source.substr(0, 6), "#!lua\n");
+  EXPECT_EQ(script.legacy_source, script.source.substr(6));
+  EXPECT_EQ(script.legacy_sha1, redlimit::detail::sha1_hex(script.legacy_source));
+  EXPECT_NE(script.legacy_sha1, script.sha1);
+  const redlimit::detail::Script plain{"p", "return 1"};  // no shebang: the same text
+  EXPECT_EQ(plain.legacy_source, plain.source);
+  EXPECT_EQ(plain.legacy_sha1, plain.sha1);
+}
+
+// Functions off (Options::redis_functions = false) on a server older than 7.0: nothing said so
+// before the script met it. Its refusal to compile the shebang line ran nothing; the call goes
+// again with the legacy text, and so does every later one.
+TEST_F(ScriptFunctionsTest, AShebangRefusedOnTheEvalshaPathSendsTheLegacyTextForGood) {
+  conn.set_script_path(ScriptPath::evalsha);
+  const Reply refused =
+      Reply::make_error("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'");
+  const Reply noscript = Reply::make_error("NOSCRIPT No matching script. Please use EVAL.");
+  const Argv args = {"2", "k", "kb", "1", "1", "1"};
+  auto with = [&](Argv head) {
+    head.insert(head.end(), args.begin(), args.end());
+    return head;
+  };
+  InSequence order;
+  EXPECT_CALL(conn, command(evalsha())).WillOnce(Return(noscript));
+  EXPECT_CALL(conn, pipeline(Commands{{"SCRIPT", "LOAD", std::string(script.source)}, evalsha()}))
+      .WillOnce(Return(std::vector<Reply>{refused, noscript}));
+  EXPECT_CALL(conn, command(with({"EVAL", std::string(script.source)}))).WillOnce(Return(refused));
+  EXPECT_CALL(conn, command(legacy_evalsha())).WillOnce(Return(noscript));
+  EXPECT_CALL(conn, pipeline(Commands{{"SCRIPT", "LOAD", std::string(script.legacy_source)}, legacy_evalsha()}))
+      .WillOnce(Return(std::vector<Reply>{Reply::make_string(script.legacy_sha1), ok()}));
+  EXPECT_CALL(conn, command(legacy_evalsha())).WillOnce(Return(ok()));
+  EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
+  EXPECT_TRUE(conn.script_path_state().server_before_7());
   EXPECT_EQ(send_script_calls(conn, script, calls).at(0).integer, 7);
 }
 

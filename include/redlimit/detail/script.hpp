@@ -29,6 +29,12 @@ struct Script {
   std::string_view name;
   std::string_view source;
   std::string sha1;          // lowercase hex of SHA1(source), as Redis computes it
+  // The source without its first line, the `#!lua` shebang, which a server older than Redis 7.0
+  // cannot compile (ScriptPathState::server_before_7), and its SHA1. Such a server runs it as a
+  // script without flags: it meets a replica's or maxmemory's refusal at its first write, before
+  // anything is written (detail::from_hiredis reads that reply as 7.0's refusal).
+  std::string_view legacy_source;
+  std::string legacy_sha1;
   std::string_view function;  // its name in the Functions library (scripts::library()); empty: none
   // The function deciding requests of many slots of one cluster node in one call (ScriptCall::spread);
   // empty when the script has none.
@@ -58,13 +64,18 @@ bool is_function_missing(const Reply& r);
 // ACL user denied FCALL): the call did not run; EVALSHA it instead.
 bool is_fcall_refused(const Reply& r);
 
-// The EVALSHA command for `script` (exposed for pipelining and for unit tests).
+// The EVALSHA command for `script` (exposed for pipelining and for unit tests); `before_7`: of its
+// legacy_source, for a server older than Redis 7.0.
 std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
-                                         const std::vector<std::string>& args);
+                                         const std::vector<std::string>& args, bool before_7 = false);
 
 // The EVAL command for `script`: sent for a call that met NOSCRIPT again behind a SCRIPT LOAD.
 std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
-                                      const std::vector<std::string>& args);
+                                      const std::vector<std::string>& args, bool before_7 = false);
+
+// True for a reply that refused to compile a script for its `#!lua` first line: a server older than
+// Redis 7.0. The script did not run; its legacy_source will.
+bool is_shebang_refused(const Reply& r);
 
 // True for a NOSCRIPT error reply.
 bool is_noscript(const Reply& r);

@@ -19,6 +19,9 @@ REDLIMIT_INLINE Script::Script(std::string_view script_name, std::string_view sc
     : name(script_name),
       source(script_source),
       sha1(sha1_hex(script_source)),
+      legacy_source(script_source.rfind("#!", 0) == 0 ? script_source.substr(script_source.find('\n') + 1)
+                                                      : script_source),
+      legacy_sha1(sha1_hex(legacy_source)),
       function(function_name),
       spread_function(spread_function_name) {}
 
@@ -94,13 +97,19 @@ void resend_behind_load(Connection& conn, std::vector<Reply>& replies, const std
 }  // namespace script_impl
 
 REDLIMIT_INLINE std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
-                                                         const std::vector<std::string>& args) {
-  return script_impl::eval_like("EVALSHA", script.sha1, keys, args);
+                                                         const std::vector<std::string>& args, bool before_7) {
+  return script_impl::eval_like("EVALSHA", before_7 ? script.legacy_sha1 : script.sha1, keys, args);
 }
 
 REDLIMIT_INLINE std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
-                                                      const std::vector<std::string>& args) {
-  return script_impl::eval_like("EVAL", script.source, keys, args);
+                                                      const std::vector<std::string>& args, bool before_7) {
+  return script_impl::eval_like("EVAL", before_7 ? script.legacy_source : script.source, keys, args);
+}
+
+REDLIMIT_INLINE bool is_shebang_refused(const Reply& r) {
+  // Redis 6: "ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'"
+  return r.is_error() && r.str.rfind("ERR Error compiling script", 0) == 0 &&
+         r.str.find("user_script:1:") != std::string::npos && r.str.find("near '#'") != std::string::npos;
 }
 
 REDLIMIT_INLINE std::vector<std::string> fcall_command(const Script& script, const ScriptCall& call) {
@@ -182,8 +191,8 @@ REDLIMIT_INLINE std::vector<std::string> function_load_command() {
   return {"FUNCTION", "LOAD", std::string(scripts::library())};
 }
 
-REDLIMIT_INLINE std::vector<std::string> script_load_command(const Script& script) {
-  return {"SCRIPT", "LOAD", std::string(script.source)};
+REDLIMIT_INLINE std::vector<std::string> script_load_command(const Script& script, bool before_7) {
+  return {"SCRIPT", "LOAD", std::string(before_7 ? script.legacy_source : script.source)};
 }
 
 // Whether a FUNCTION LOAD reply leaves the library on the server: loaded now, or already there
@@ -215,6 +224,14 @@ REDLIMIT_INLINE bool fcall_ran(const Reply& r) {
   return !r.is_error() || (!is_function_missing(r) && !is_fcall_refused(r) && !is_momentary(r));
 }
 
+// A refused FCALL (is_fcall_refused) moves the connection to evalsha for good; an unknown command
+// (not an ACL's refusal) also says the server predates Redis 7.0, which added both FCALL and the
+// scripts' shebang line.
+REDLIMIT_INLINE void settle_refused(ScriptPathState& path, const Reply& refused) {
+  if (refused.str.rfind("ERR unknown command", 0) == 0) path.set_server_before_7();
+  path.set(ScriptPath::evalsha);
+}
+
 // Settles a connection's ScriptPath from a round trip of FCALLs: a refused FCALL moves it to
 // evalsha for good, and one that ran settles a probing connection on functions. "Function not
 // found" settles nothing here: the reload that follows does (reload_missing).
@@ -222,7 +239,7 @@ REDLIMIT_INLINE void settle_path(ScriptPathState& path, const std::vector<Reply>
   bool ran = false;
   for (const Reply& r : fcalls) {
     if (is_fcall_refused(r)) {
-      path.set(ScriptPath::evalsha);
+      settle_refused(path, r);
       return;
     }
     ran = ran || fcall_ran(r);
@@ -272,19 +289,20 @@ REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState
 // sends the LOAD to every master, ahead of its share). A call that meets NOSCRIPT again (the LOAD
 // refused, as to an ACL user who may run scripts but not SCRIPT, or the cache flushed again
 // meanwhile) goes as EVAL, which cannot meet it: three round trips at most, and only NOSCRIPT, a
-// reply that says the script did not run, sends a call again.
-REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script& script,
-                                                 const std::vector<ScriptCall>& calls) {
+// reply that says the script did not run, sends a call again. The script's text is its legacy
+// one on a server older than Redis 7.0 (evalsha_sent_again).
+REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& script,
+                                                const std::vector<ScriptCall>& calls, bool before_7) {
   std::vector<std::vector<std::string>> commands;
   commands.reserve(calls.size());
-  for (const auto& c : calls) commands.push_back(evalsha_command(script, c.keys, c.args));
+  for (const auto& c : calls) commands.push_back(evalsha_command(script, c.keys, c.args, before_7));
   std::vector<Reply> replies = script_impl::round_trip(conn, commands);
   const std::vector<std::size_t> again = positions_of(replies, is_noscript);  // the calls that did not run
   if (again.empty()) return replies;
   // The LOAD's reply settles nothing: what matters is whether the EVALSHAs behind it ran.
   resend_behind_load(
-      conn, replies, again, script_load_command(script),
-      [&](std::size_t i) { return evalsha_command(script, calls[i].keys, calls[i].args); },
+      conn, replies, again, script_load_command(script, before_7),
+      [&](std::size_t i) { return evalsha_command(script, calls[i].keys, calls[i].args, before_7); },
       [](const Reply&, const std::vector<Reply>&) {});
   std::vector<std::size_t> still;  // the calls that did not run behind the LOAD either
   for (std::size_t i : again) {
@@ -292,8 +310,27 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script&
   }
   if (still.empty()) return replies;
   commands.clear();
-  for (std::size_t i : still) commands.push_back(eval_command(script, calls[i].keys, calls[i].args));
+  for (std::size_t i : still) commands.push_back(eval_command(script, calls[i].keys, calls[i].args, before_7));
   replace_resent(replies, still, [&] { return round_trip(conn, commands); });
+  return replies;
+}
+
+// evalsha_sent() with the text the connection's server takes. A server that refuses to compile the
+// script for its shebang line (Redis < 7.0, met with Options::redis_functions off: no FCALL said so
+// first) ran none of those calls: the connection learns it for good, and they go once more as the
+// legacy text, which cannot meet that refusal.
+REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script& script,
+                                                 const std::vector<ScriptCall>& calls) {
+  ScriptPathState& path = conn.script_path_state();
+  if (path.server_before_7()) return evalsha_sent(conn, script, calls, true);
+  std::vector<Reply> replies = evalsha_sent(conn, script, calls, false);
+  const std::vector<std::size_t> refused = positions_of(replies, is_shebang_refused);
+  if (refused.empty()) return replies;
+  path.set_server_before_7();
+  std::vector<ScriptCall> again;
+  again.reserve(refused.size());
+  for (std::size_t i : refused) again.push_back(calls[i]);
+  replace_resent(replies, refused, [&] { return evalsha_sent(conn, script, again, true); });
   return replies;
 }
 

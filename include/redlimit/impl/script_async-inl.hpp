@@ -32,39 +32,80 @@ struct AsyncScriptCall {
 // cannot be queued, or fails, is not an error of the call: its EVALSHA meets NOSCRIPT once more and
 // falls back to EVAL. The LOAD serves every call waiting for it, so it is no call's and keeps a
 // deadline of its own (command_async); a call whose deadline passes first still ends then.
-REDLIMIT_INLINE void load_script_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script) {
-  if (!conn->begin_script_load(script.sha1)) return;
-  auto done = [conn, sha1 = script.sha1] { conn->end_script_load(sha1); };
+REDLIMIT_INLINE void load_script_async(const std::shared_ptr<AsyncConnection>& conn, const Script& script,
+                                       bool before_7) {
+  const std::string& sha1 = before_7 ? script.legacy_sha1 : script.sha1;
+  if (!conn->begin_script_load(sha1)) return;
+  auto done = [conn, sha1] { conn->end_script_load(sha1); };
   try {
+    // A LOAD refused for the shebang line (a server older than 7.0, not yet known as one) teaches
+    // the connection before the EVALSHAs queued behind it answer: they go again with the legacy
+    // text (evalsha_async), not as thousands of EVALs of a text that cannot compile.
     conn->command_async(
-        script_load_command(script), [done](const Reply&) { done(); }, [done](const std::exception_ptr&) { done(); });
+        script_load_command(script, before_7),
+        [done, conn](const Reply& r) {
+          if (is_shebang_refused(r)) conn->script_path_state().set_server_before_7();
+          done();
+        },
+        [done](const std::exception_ptr&) { done(); });
   } catch (...) {
     done();
   }
 }
 
-// EVALSHA; on NOSCRIPT the first time, a reload and EVALSHA again; on NOSCRIPT the second time (the
-// script was flushed again meanwhile, or the LOAD failed), EVAL, which cannot meet NOSCRIPT: every
-// call ends after three sends at most.
-REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bool after_reload) {
-  auto on_reply = [c, after_reload](Reply reply) {
-    if (!is_noscript(reply)) {
+REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bool after_reload);
+
+// The last send of evalsha_async() below, EVAL, which cannot meet NOSCRIPT. Its text, the call's
+// first (`before_7`: the legacy one), may meet a server older than Redis 7.0 that refuses its
+// shebang line: then the call starts again with the legacy text.
+REDLIMIT_INLINE void eval_async(const std::shared_ptr<AsyncScriptCall>& c, bool before_7) {
+  auto on_reply = [c, before_7](Reply reply) {
+    if (before_7 || !is_shebang_refused(reply)) {
       c->on_reply(std::move(reply));
       return;
     }
     try {
-      if (!after_reload) {
-        load_script_async(c->conn, *c->script);
+      c->conn->script_path_state().set_server_before_7();
+      evalsha_async(c, false);
+    } catch (...) {  // the next send was refused: nothing of this call is queued any more
+      c->on_error(std::current_exception());
+    }
+  };
+  c->conn->command_async_until(eval_command(*c->script, c->call.keys, c->call.args, before_7), std::move(on_reply),
+                               c->on_error, c->deadline);
+}
+
+// EVALSHA; on NOSCRIPT the first time, a reload and EVALSHA again; on NOSCRIPT the second time (the
+// script was flushed again meanwhile, or the LOAD failed), EVAL, which cannot meet NOSCRIPT: every
+// call ends after three sends at most. The text is the legacy one on a server older than Redis 7.0;
+// a call whose script such a server refused to compile (its shebang line: the server was not known
+// to be one) ran nothing, and starts again once with the legacy text, which cannot meet that.
+REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bool after_reload) {
+  const bool before_7 = c->conn->script_path_state().server_before_7();
+  auto on_reply = [c, after_reload, before_7](Reply reply) {
+    const bool shebang = !before_7 && is_shebang_refused(reply);
+    if (!is_noscript(reply) && !shebang) {
+      c->on_reply(std::move(reply));
+      return;
+    }
+    try {
+      // Read again: a call of the same storm may have learned meanwhile that the server predates
+      // 7.0, and every step after that sends the legacy text.
+      const bool now_before_7 = c->conn->script_path_state().server_before_7();
+      if (shebang) {
+        c->conn->script_path_state().set_server_before_7();
+        evalsha_async(c, false);
+      } else if (!after_reload || now_before_7 != before_7) {
+        load_script_async(c->conn, *c->script, now_before_7);
         evalsha_async(c, true);
       } else {
-        c->conn->command_async_until(eval_command(*c->script, c->call.keys, c->call.args), c->on_reply, c->on_error,
-                                     c->deadline);
+        eval_async(c, before_7);
       }
     } catch (...) {  // the next send was refused: nothing of this call is queued any more
       c->on_error(std::current_exception());
     }
   };
-  c->conn->command_async_until(evalsha_command(*c->script, c->call.keys, c->call.args), std::move(on_reply),
+  c->conn->command_async_until(evalsha_command(*c->script, c->call.keys, c->call.args, before_7), std::move(on_reply),
                                c->on_error, c->deadline);
 }
 
@@ -99,7 +140,7 @@ REDLIMIT_INLINE void fcall_async(const std::shared_ptr<AsyncScriptCall>& c, bool
       return;
     }
     try {
-      if (refused) c->conn->set_script_path(ScriptPath::evalsha);
+      if (refused) settle_refused(c->conn->script_path_state(), reply);
       if (refused || after_load) {
         evalsha_async(c, false);
       } else {

@@ -10,6 +10,10 @@
 // while the library is absent, settles on `evalsha`. Everything else (the in-memory backend, test
 // doubles) stays on `evalsha`.
 // Options::redis_functions = false keeps a limiter on `evalsha`.
+// Apart from the path, a connection learns once whether its server predates Redis 7.0 (FCALL or
+// FUNCTION an unknown command, or a script refused for its first line, the `#!lua` shebang that 7.0
+// introduced): it then sends each script without that line (Script::legacy_source), which such a
+// server runs as it ran scripts before.
 #include <atomic>
 #include <string_view>
 
@@ -31,16 +35,22 @@ class ScriptPathState {
  public:
   explicit ScriptPathState(ScriptPath initial = ScriptPath::evalsha) : path_(initial) {}
   // A moved transport (RedisConnection is movable) keeps what its connection settled on.
-  ScriptPathState(const ScriptPathState& o) : path_(o.get()) {}
+  ScriptPathState(const ScriptPathState& o) : path_(o.get()), before_7_(o.server_before_7()) {}
   ScriptPathState& operator=(const ScriptPathState& o) {
     set(o.get());
+    before_7_.store(o.server_before_7(), std::memory_order_relaxed);
     return *this;
   }
   ScriptPath get() const { return path_.load(std::memory_order_relaxed); }
   void set(ScriptPath p) { path_.store(p, std::memory_order_relaxed); }
+  // The server predates Redis 7.0: scripts go without their shebang line (see above). Never unset:
+  // a server replaced by a newer one under the same connection runs those scripts just as well.
+  bool server_before_7() const { return before_7_.load(std::memory_order_relaxed); }
+  void set_server_before_7() { before_7_.store(true, std::memory_order_relaxed); }
 
  private:
   std::atomic<ScriptPath> path_;
+  std::atomic<bool> before_7_{false};
 };
 
 }  // namespace redlimit
