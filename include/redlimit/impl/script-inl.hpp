@@ -65,6 +65,17 @@ void replace_resent(std::vector<Reply>& replies, const std::vector<std::size_t>&
   for (std::size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(second[j]);
 }
 
+// Sends the calls at `again` once more with `send(subset)` (one step of the send path over those
+// calls alone), their replies in place of the first ones (replace_resent).
+template <class Send>
+void send_again(std::vector<Reply>& replies, const std::vector<std::size_t>& again, const std::vector<ScriptCall>& calls,
+                Send send) {
+  std::vector<ScriptCall> subset;
+  subset.reserve(again.size());
+  for (std::size_t i : again) subset.push_back(calls[i]);
+  replace_resent(replies, again, [&] { return send(subset); });
+}
+
 // The positions of the replies that `did_not_run` picks: the calls a step sends again.
 template <class Pred>
 std::vector<std::size_t> positions_of(const std::vector<Reply>& replies, Pred did_not_run) {
@@ -133,12 +144,19 @@ REDLIMIT_INLINE bool is_function_missing(const Reply& r) {
   return r.is_error() && r.str.rfind("ERR Function not found", 0) == 0;
 }
 
+namespace script_impl {
+// Only FCALL is sent with this question: an unknown command is FCALL, a server older than Redis 7.0.
+REDLIMIT_INLINE bool is_fcall_unknown(const Reply& r) {
+  return r.is_error() && r.str.rfind("ERR unknown command", 0) == 0;
+}
+}  // namespace script_impl
+
 REDLIMIT_INLINE bool is_fcall_refused(const Reply& r) {
   if (!r.is_error()) return false;
-  // Only FCALL is sent with this question: an unknown command is FCALL (Redis < 7.0). NOPERM names
-  // the command when the user may not run it ("... to run the 'fcall' command"), and the keys when
-  // it may not touch them, which EVALSHA meets as well and which stays an outage.
-  if (r.str.rfind("ERR unknown command", 0) == 0) return true;
+  // An unknown command (script_impl::is_fcall_unknown). NOPERM names the command when the user may
+  // not run it ("... to run the 'fcall' command"), and the keys when it may not touch them, which
+  // EVALSHA meets as well and which stays an outage.
+  if (script_impl::is_fcall_unknown(r)) return true;
   return r.str.rfind("NOPERM", 0) == 0 && r.str.find("'fcall'") != std::string::npos;
 }
 
@@ -228,7 +246,7 @@ REDLIMIT_INLINE bool fcall_ran(const Reply& r) {
 // (not an ACL's refusal) also says the server predates Redis 7.0, which added both FCALL and the
 // scripts' shebang line.
 REDLIMIT_INLINE void settle_refused(ScriptPathState& path, const Reply& refused) {
-  if (refused.str.rfind("ERR unknown command", 0) == 0) path.set_server_before_7();
+  if (is_fcall_unknown(refused)) path.set_server_before_7();
   path.set(ScriptPath::evalsha);
 }
 
@@ -290,7 +308,7 @@ REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState
 // refused, as to an ACL user who may run scripts but not SCRIPT, or the cache flushed again
 // meanwhile) goes as EVAL, which cannot meet it: three round trips at most, and only NOSCRIPT, a
 // reply that says the script did not run, sends a call again. The script's text is its legacy
-// one on a server older than Redis 7.0 (evalsha_sent_again).
+// one on a server older than Redis 7.0 (evalsha_calls, below).
 REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& script,
                                                 const std::vector<ScriptCall>& calls, bool before_7) {
   std::vector<std::vector<std::string>> commands;
@@ -327,10 +345,9 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_calls(Connection& conn, const Script&
   const std::vector<std::size_t> refused = positions_of(replies, is_shebang_refused);
   if (refused.empty()) return replies;
   path.set_server_before_7();
-  std::vector<ScriptCall> again;
-  again.reserve(refused.size());
-  for (std::size_t i : refused) again.push_back(calls[i]);
-  replace_resent(replies, refused, [&] { return evalsha_sent(conn, script, again, true); });
+  send_again(replies, refused, calls, [&](const std::vector<ScriptCall>& again) {
+    return evalsha_sent(conn, script, again, true);
+  });
   return replies;
 }
 
@@ -345,10 +362,9 @@ REDLIMIT_INLINE std::vector<Reply> send_script_calls(Connection& conn, const Scr
   const std::vector<std::size_t> rest = script_impl::positions_of(  // the calls that did not run as functions
       replies, [](const Reply& r) { return is_function_missing(r) || is_fcall_refused(r); });
   if (rest.empty()) return replies;
-  std::vector<ScriptCall> again;
-  again.reserve(rest.size());
-  for (std::size_t i : rest) again.push_back(calls[i]);
-  script_impl::replace_resent(replies, rest, [&] { return script_impl::evalsha_calls(conn, script, again); });
+  script_impl::send_again(replies, rest, calls, [&](const std::vector<ScriptCall>& again) {
+    return script_impl::evalsha_calls(conn, script, again);
+  });
   return replies;
 }
 

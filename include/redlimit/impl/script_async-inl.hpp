@@ -77,14 +77,13 @@ REDLIMIT_INLINE void eval_async(const std::shared_ptr<AsyncScriptCall>& c, bool 
 
 // EVALSHA; on NOSCRIPT the first time, a reload and EVALSHA again; on NOSCRIPT the second time (the
 // script was flushed again meanwhile, or the LOAD failed), EVAL, which cannot meet NOSCRIPT: every
-// call ends after three sends at most. The text is the legacy one on a server older than Redis 7.0;
-// a call whose script such a server refused to compile (its shebang line: the server was not known
-// to be one) ran nothing, and starts again once with the legacy text, which cannot meet that.
+// call ends after three sends at most. The text is the legacy one on a server older than Redis 7.0.
+// Such a server, not yet known as one, refuses to compile the shebang line at the LOAD or the EVAL
+// (an EVALSHA answers NOSCRIPT or runs): load_script_async and eval_async learn it there.
 REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bool after_reload) {
   const bool before_7 = c->conn->script_path_state().server_before_7();
   auto on_reply = [c, after_reload, before_7](Reply reply) {
-    const bool shebang = !before_7 && is_shebang_refused(reply);
-    if (!is_noscript(reply) && !shebang) {
+    if (!is_noscript(reply)) {
       c->on_reply(std::move(reply));
       return;
     }
@@ -92,10 +91,7 @@ REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bo
       // Read again: a call of the same storm may have learned meanwhile that the server predates
       // 7.0, and every step after that sends the legacy text.
       const bool now_before_7 = c->conn->script_path_state().server_before_7();
-      if (shebang) {
-        c->conn->script_path_state().set_server_before_7();
-        evalsha_async(c, false);
-      } else if (!after_reload || now_before_7 != before_7) {
+      if (!after_reload || now_before_7 != before_7) {
         load_script_async(c->conn, *c->script, now_before_7);
         evalsha_async(c, true);
       } else {

@@ -10,8 +10,8 @@
 // while the library is absent, settles on `evalsha`. Everything else (the in-memory backend, test
 // doubles) stays on `evalsha`.
 // Options::redis_functions = false keeps a limiter on `evalsha`.
-// Apart from the path, a connection learns once whether its server predates Redis 7.0 (FCALL or
-// FUNCTION an unknown command, or a script refused for its first line, the `#!lua` shebang that 7.0
+// Apart from the path, a connection learns once whether its server predates Redis 7.0 (FCALL an
+// unknown command, or a script refused for its first line, the `#!lua` shebang that 7.0
 // introduced): it then sends each script without that line (Script::legacy_source), which such a
 // server runs as it ran scripts before.
 #include <atomic>
