@@ -1,7 +1,9 @@
 # Writes OUT, a C++ header of string constants (redlimit::detail::lua) made from LUA_DIR/*.lua:
 # - <name>: an EVAL script per file: "#!lua", helpers.lua, the script's load part, prologue.lua, the
 #   script's per-call part, then, for a script that defines decide(), epilogue.lua (which runs
-#   decide() over the call's requests) with its load part after the script's;
+#   decide() over the call's requests) with its load part after the script's; a script with a
+#   <name>_spread function (below) has spread_eval.lua before its prologue, the same calls over
+#   EVALSHA on a server older than Redis 7.0;
 # - library: the same scripts as one Redis Functions library (Redis >= 7.0). helpers.lua runs once,
 #   at load, and so does each script's load part, in a do-block of its own with the function that
 #   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function;
@@ -21,7 +23,8 @@
 # the same meaning.
 # The shebang makes Redis refuse keys a script did not declare and keys of two cluster slots, so a
 # routing mistake fails loudly instead of touching the wrong shard.
-# helpers.lua, prologue.lua and epilogue.lua are parts, not scripts: they get no constant of their own.
+# helpers.lua, prologue.lua, epilogue.lua and spread_eval.lua are parts, not scripts: they get no
+# constant of their own.
 # So is every file in LUA_DIR/parts/: a script's line "-- Part: parts/<file>.lua" is replaced by that
 # file's text, so that a long script keeps a piece of itself (its common paths) in a file of its own
 # and still runs as one text (its locals are the part's).
@@ -59,6 +62,7 @@ endfunction()
 file(READ ${LUA_DIR}/helpers.lua helpers_src)
 file(READ ${LUA_DIR}/prologue.lua prologue_src)
 file(READ ${LUA_DIR}/epilogue.lua epilogue_src)
+file(READ ${LUA_DIR}/spread_eval.lua spread_eval_src)
 # The epilogue splits the same way as a script (below): its load part follows the script's.
 split_per_call("${epilogue_src}" epilogue_load epilogue_src)
 file(GLOB files ${LUA_DIR}/*.lua)
@@ -70,7 +74,7 @@ set(names "")
 set(spread_names "")
 foreach(f ${files})
   get_filename_component(name ${f} NAME_WE)
-  if(name STREQUAL "helpers" OR name STREQUAL "prologue" OR name STREQUAL "epilogue")
+  if(name STREQUAL "helpers" OR name STREQUAL "prologue" OR name STREQUAL "epilogue" OR name STREQUAL "spread_eval")
     continue()
   endif()
   list(APPEND names ${name})
@@ -81,6 +85,7 @@ foreach(f ${files})
   string(REGEX MATCH "function decide\\(|\nlocal decide[ ,]" has_decide "${load}${src}")
   string(FIND "${load}" "\n-- Runs its own requests" own_requests)
   set(spread "")
+  set(eval_spread "")
   set(tail "")
   if(has_decide)
     string(APPEND load "${epilogue_load}")
@@ -91,9 +96,10 @@ foreach(f ${files})
     # <name>_spread: the same decisions for requests of many slots of one cluster node. FCALL
     # declares one key (the first request's state: it routes the call, and a redirect names its
     # slot's owner); args[1] is how many keys follow it, then the keys, then the script's ARGV.
+    set(eval_spread "${spread_eval_src}")
     set(spread "redis.register_function{function_name = 'redlimit_@HASH@_${name}_spread', flags = {'allow-cross-slot-keys'},\n  callback = function(_, args)\n    local m, keys, argv = tonumber(args[1]), {}, {}\n    for i = 1, m do keys[i] = args[i + 1] end\n    for i = m + 2, #args do argv[i - m - 1] = args[i] end\n    return run_${name}(keys, argv, true)\n  end}\n")
   endif()
-  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n-- ${name}.lua\n${load}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
+  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n-- ${name}.lua\n${load}${eval_spread}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
   string(APPEND library "\ndo\n-- ${name}.lua\n${load}local function run_${name}(KEYS, ARGV, across_slots)\nspread = across_slots == true\n${prologue_src}\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\n${spread}end\n")
 endforeach()
 string(SHA1 hash "${library}")

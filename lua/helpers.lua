@@ -26,7 +26,8 @@ end
 -- runs inside another, so one set serves all): upvalues of the functions defined at load rather
 -- than locals of each call, so that those functions need not be created again on every call.
 -- spread: the call's requests lie in many slots of one cluster node (the library's <name>_spread
--- functions, cmake/embed_lua.cmake, set it for their call); never as an EVAL script.
+-- functions, cmake/embed_lua.cmake, set it for their call; as an EVAL script, spread_eval.lua does,
+-- on a server older than Redis 7.0).
 local now, record, refund, spread
 -- The call's head, ARGV[2]: "<mode> <cost> <parameters>" (prologue.lua), read by read_head into
 -- mode (a string), cost1 (request 1's cost, a number), cost1_arg (the same as redis.call() should

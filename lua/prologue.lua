@@ -30,7 +30,8 @@
 -- On a Redis Cluster a call may hold requests of many slots of one node: the Functions library's
 -- <name>_spread function (cmake/embed_lua.cmake) takes FCALL's one declared key (the first
 -- request's state, which routes the call) and its arguments: the number of keys, the keys (KEYS
--- above), then ARGV as above; it rebuilds KEYS and ARGV and sets `spread` (helpers.lua).
+-- above), then ARGV as above; it rebuilds KEYS and ARGV and sets `spread` (helpers.lua). Over
+-- EVALSHA on a server older than 7.0, spread_eval.lua does the same before this prologue.
 if not fmod then bind_libraries() end -- helpers.lua
 -- now, mode, cost1, cost1_arg, params, record, refund: helpers.lua
 if ARGV[1] == 'redis' then

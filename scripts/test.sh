@@ -17,7 +17,8 @@
 # server someone else runs, never 6379 on purpose); none of them survives this script. The plain
 # pass runs the integration, fault, Sentinel and Cluster suites a second time on Valkey 8, unpacked from
 # Debian 12's backports suite into build-deps/ (scripts/lib/extra_debs.sh; the system's apt sources
-# untouched), and the integration suite on Redis 6.0 from Debian 11 (scripts/lib/redis6.sh).
+# untouched), and the integration, fault, Sentinel and Cluster suites on Redis 6.0 from Debian 11
+# (scripts/lib/redis6.sh).
 # --hiredis1 builds against hiredis 1.2 with TLS from Debian 13's packages, unpacked the same way
 # (scripts/lib/hiredis1.sh), which adds the TLS suite (tests/tls) to every other.
 # Env: BUILD_DIR, JOBS (build parallelism, default 2), CTEST_JOBS (default 2), TEST_TIMEOUT
@@ -118,8 +119,9 @@ else
   VALKEY_ARGS=("-DREDLIMIT_TEST_VALKEY_SERVER=")
 fi
 
-# Redis 6.0 for the plain pass (integration_redis6: servers older than 7.0 take the scripts without
-# their shebang line): Debian 11's, fetched the same way (scripts/lib/redis6.sh).
+# Redis 6.0 for the plain pass (integration_redis6, faults_redis6, sentinel_redis6, cluster_redis6:
+# servers older than 7.0 take the scripts without their shebang line): Debian 11's, fetched the same
+# way (scripts/lib/redis6.sh).
 REDIS6_ARGS=("-DREDLIMIT_TEST_REDIS6_SERVER=")
 if [[ -z "$SANITIZE" ]]; then
   redis6_deps="${DEPS_DIR:-$ROOT/build-deps}/redis6"

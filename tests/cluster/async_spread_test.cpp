@@ -25,13 +25,10 @@ using redlimit::Decision;
 using redlimit::Limit;
 using namespace std::chrono_literals;
 
+// The script calls the masters ran (FCALL; EVALSHA before Redis 7.0: cluster_env.hpp).
 long long fcalls_on_masters() {
   long long n = 0;
-  for (const auto& m : live_masters()) {
-    const std::string info = raw(m.port, {"INFO", "commandstats"}).str;
-    const auto at = info.find("cmdstat_fcall:calls=");
-    if (at != std::string::npos) n += std::stoll(info.substr(at + 20));
-  }
+  for (const auto& m : live_masters()) n += calls_of(m.port, script_command());
   return n;
 }
 

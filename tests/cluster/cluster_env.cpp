@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "redlimit/transport/redis_connection.hpp"
+#include "support/server_version.hpp"
 
 namespace redlimit_cluster {
 namespace {
@@ -94,18 +95,16 @@ class ClusterEnvironment : public ::testing::Environment {
     }
     ASSERT_EQ(g_state.ports.size(), 6u);
     ASSERT_EQ(g_state.pids.size(), 6u);
-    // The nodes run the binary asked for (cluster_valkey names a valkey-server): a cluster.sh that
-    // fell back to another would pass the suite on a server it did not mean to test.
+    // The nodes run the binary asked for (cluster_valkey names a valkey-server, cluster_redis6 a
+    // wrapper script that runs Redis 6.0): a cluster.sh that fell back to another would pass the
+    // suite on a server it did not mean to test. Each node's INFO names the version that binary's
+    // --version prints (redis_version, or Valkey's valkey_version).
     if (const char* server = std::getenv("REDIS_SERVER"); server && *server) {
-      char* wanted = ::realpath(server, nullptr);
-      ASSERT_NE(wanted, nullptr) << "REDIS_SERVER=" << server;
-      const std::string want = wanted;
-      std::free(wanted);
-      for (const pid_t pid : g_state.pids) {
-        char exe[4096] = {};
-        const ssize_t n = ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
-        ASSERT_GT(n, 0) << "pid " << pid;
-        EXPECT_EQ(std::string(exe, static_cast<std::size_t>(n)), want) << "pid " << pid;
+      const std::string want = redlimit_test::server_version(server);
+      ASSERT_FALSE(want.empty()) << "REDIS_SERVER=" << server << " --version names no version";
+      for (const int port : g_state.ports) {
+        const std::string info = raw(port, {"INFO", "server"}).str;
+        EXPECT_NE(info.find("_version:" + want + "\r\n"), std::string::npos) << "port " << port << ": " << info;
       }
     }
     std::cout << "[ cluster ] " << g_state.url << " (dir " << g_state.dir << ")\n";
@@ -222,6 +221,18 @@ pid_t pid_of(int port) {
   return it == cluster().ports.end() ? 0 : cluster().pids[static_cast<std::size_t>(it - cluster().ports.begin())];
 }
 
+long long calls_of(int port, const std::string& command) {
+  const std::string info = raw(port, {"INFO", "commandstats"}).str;
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+std::string script_command() {
+  const char* server = std::getenv("REDIS_SERVER");
+  return redlimit_test::server_major_version(server && *server ? server : "redis-server") >= 7 ? "fcall" : "evalsha";
+}
+
 pid_t restart_node(int port) {
   const auto it = std::find(g_state.ports.begin(), g_state.ports.end(), port);
   if (it == g_state.ports.end()) throw std::runtime_error("not a node of the cluster: " + std::to_string(port));
@@ -234,11 +245,13 @@ pid_t restart_node(int port) {
   // cluster.sh started: $REDIS_SERVER, else redis-server from PATH.
   const char* server_env = std::getenv("REDIS_SERVER");
   const std::string server = server_env && *server_env ? server_env : "redis-server";
+  const std::string debug_flag =
+      redlimit_test::server_major_version(server) >= 7 ? " --enable-debug-command local" : "";
   std::string out;
   const int rc = run("'" + server + "' --port " + std::to_string(port) + " --bind 127.0.0.1 --cluster-enabled yes" +
                          " --cluster-config-file '" + dir + "/nodes.conf' --cluster-node-timeout " + node_timeout +
-                         " --dir '" + dir + "' --save '' --appendonly no --daemonize yes --pidfile '" + pidfile +
-                         "' --enable-debug-command local --logfile '" + dir + "/redis.log'",
+                         " --dir '" + dir + "' --save '' --appendonly no --daemonize yes --pidfile '" + pidfile + "'" +
+                         debug_flag + " --logfile '" + dir + "/redis.log'",
                      30, &out);
   if (rc != 0) throw std::runtime_error(server + " did not start again: " + out);
   pid_t pid = 0;

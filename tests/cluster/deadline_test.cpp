@@ -42,7 +42,7 @@ TEST(ClusterDeadline, ClientPauseOnEveryMasterEveryCallWithinTheDeadline) {
   const auto masters = live_masters();
   ASSERT_FALSE(masters.empty());
   for (const auto& m : masters) {
-    ASSERT_EQ(raw(m.port, {"CLIENT", "PAUSE", "2000", "ALL"}).type, redlimit::Reply::Type::status);
+    ASSERT_EQ(raw(m.port, {"CLIENT", "PAUSE", "2000"}).type, redlimit::Reply::Type::status);
   }
   std::vector<std::chrono::milliseconds> single(kThreads, 0ms), batch(kThreads, 0ms);
   std::vector<int> from_policy(kThreads, 0);

@@ -145,13 +145,15 @@ TEST(Deadline, ClientPauseEveryCallWithinTheDeadlineWithMoreThreadsThanConnectio
   auto fw = limiter.fixed_window("deadline", redlimit::Limit::per_hour(1000000));
   hammer_for(fw, 100ms);
   auto admin = raw_client(server, 2000ms);
-  ASSERT_EQ(admin.command({"CLIENT", "PAUSE", "2500", "ALL"}).type, redlimit::Reply::Type::status);
+  const auto paused_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(admin.command({"CLIENT", "PAUSE", "2500"}).type, redlimit::Reply::Type::status);
   const Worst w = hammer_for(fw, 1500ms);
   report("CLIENT PAUSE", w);
   EXPECT_GT(w.from_policy, 0);
   EXPECT_LT(w.single.count(), (kCallDeadline + kCallMargin).count());
   EXPECT_LT(w.batch.count(), (kCallDeadline + kCallMargin).count());
-  admin.command({"CLIENT", "UNPAUSE"});
+  // CLIENT UNPAUSE is 6.2's: before it, the pause ends when its time is up.
+  if (admin.command({"CLIENT", "UNPAUSE"}).is_error()) std::this_thread::sleep_until(paused_at + 2600ms);
   EXPECT_EQ(fw.consume("after").source, redlimit::Source::primary);
 }
 

@@ -23,6 +23,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
+#include "support/server_version.hpp"
 
 namespace redlimit_sentinel {
 
@@ -89,6 +90,8 @@ pid_t spawn(std::vector<std::string> args, const std::string& log) {
 }
 
 }  // namespace
+
+int server_major_version() { return redlimit_test::server_major_version(server_binary()); }
 
 std::int64_t used_of(Process& server, const std::string& key) {
   // The fixed window's hash (docs/keys.md): field "<start>:<window>" = the units admitted in that
@@ -223,9 +226,9 @@ std::vector<std::pair<std::string, std::string>> tls_settings(const DeploymentOp
 // `master_port`: the master's port to replicate from (its TLS port with TLS), 0 for the master.
 std::vector<std::string> data_server_args(int port, int tls_port, const std::string& dir, const DeploymentOptions& o,
                                           int master_port) {
-  std::vector<std::string> args = {
-      server_binary(), "--port", std::to_string(port),     "--bind", "127.0.0.1", "--dir", dir, "--save", "",
-      "--appendonly",  "no",     "--enable-debug-command", "local"};
+  std::vector<std::string> args = {server_binary(), "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
+                                   "--save",        "",       "--appendonly",       "no"};
+  if (server_major_version() >= 7) args.insert(args.end(), {"--enable-debug-command", "local"});
   if (!o.requirepass.empty()) args.insert(args.end(), {"--requirepass", o.requirepass, "--masterauth", o.requirepass});
   if (master_port > 0) args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(master_port)});
   if (tls_port > 0) {
@@ -246,7 +249,12 @@ std::vector<std::string> sentinel_args(int port, int tls_port, const std::string
       << "sentinel parallel-syncs " << name << " 1\n";
   if (!o.requirepass.empty()) out << "sentinel auth-pass " << name << " " << o.requirepass << "\n";
   if (!o.sentinel_password.empty()) {
-    out << "requirepass " << o.sentinel_password << "\nsentinel sentinel-pass " << o.sentinel_password << "\n";
+    out << "requirepass " << o.sentinel_password << "\n";
+    // How a sentinel authenticates to the others: `sentinel sentinel-pass` from 6.2 on, an unknown
+    // statement to 6.0, whose sentinels send their own requirepass instead (the same one here).
+    if (server_major_version() >= 7) {
+      out << "sentinel sentinel-pass " << o.sentinel_password << "\n";
+    }
   }
   if (tls_port > 0) {
     for (const auto& [name, value] : tls_settings(o, tls_port)) out << name << " " << value << "\n";

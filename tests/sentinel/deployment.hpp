@@ -53,6 +53,10 @@ class Process {
   std::string pid_file_;
 };
 
+// The major version of the servers a Deployment starts ($REDIS_SERVER: 6 for Redis 6.0), for what
+// a test may ask of them (ACL channel patterns are 6.2's, say).
+int server_major_version();
+
 struct DeploymentOptions {
   std::string master_name = "mymaster";
   std::string requirepass;        // the data servers' default-user password ("": none)

@@ -26,6 +26,7 @@
 
 #include "redlimit/transport/redis_connection.hpp"
 #include "redlimit/url.hpp"
+#include "support/server_version.hpp"
 
 namespace redlimit_test {
 
@@ -38,27 +39,6 @@ constexpr auto kStopTimeout = std::chrono::seconds(5);
 constexpr int kStartAttempts = 5;
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-// The major version of a redis-server binary, from its --version line ("Redis server v=6.0.16 ...";
-// Valkey prints the Redis version it answers to the same way), 0 when it says none. Asked once a
-// binary: `enable-debug-command` (7.0) is an unknown directive to an older server, which allows
-// DEBUG anyway.
-int binary_major_version(const std::string& binary) {
-  static std::mutex mutex;
-  static std::map<std::string, int> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (const auto it = known.find(binary); it != known.end()) return it->second;
-  int major = 0;
-  if (FILE* p = ::popen(("'" + binary + "' --version 2>/dev/null").c_str(), "r")) {
-    char line[256] = {};
-    if (std::fgets(line, sizeof line, p) != nullptr) {
-      if (const char* v = std::strstr(line, " v=")) major = std::atoi(v + 3);
-    }
-    ::pclose(p);
-  }
-  known[binary] = major;
-  return major;
-}
 
 // The redis-server to run: $REDIS_SERVER, else the first executable `redis-server` on PATH.
 std::string find_binary() {
@@ -233,7 +213,7 @@ bool RedisServer::start_once(std::string& error) {
       "--databases",
       "16",
   };
-  if (binary_major_version(binary) >= 7) args.insert(args.end(), {"--enable-debug-command", "local"});
+  if (server_major_version(binary) >= 7) args.insert(args.end(), {"--enable-debug-command", "local"});
   if (cluster_) {
     args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
                              "--cluster-port", std::to_string(bus_port_)});
@@ -368,7 +348,7 @@ void RedisServer::kill_and_reap(int first_signal) {
   pid_file_.clear();
 }
 
-int RedisServer::major_version() const { return binary_major_version(find_binary()); }
+int RedisServer::major_version() const { return server_major_version(find_binary()); }
 
 std::string RedisServer::runnable(std::string_view source) const {
   if (major_version() >= 7 || source.rfind("#!", 0) != 0) return std::string(source);

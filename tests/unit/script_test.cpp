@@ -19,6 +19,7 @@ using redlimit::ConnectionError;
 using redlimit::Reply;
 using redlimit::ReplyError;
 using redlimit::TimeoutError;
+using redlimit::detail::evalsha_call_command;
 using redlimit::detail::evalsha_command;
 using redlimit::detail::is_noscript;
 using redlimit::detail::run_script;
@@ -60,6 +61,36 @@ TEST_F(ScriptTest, EvalshaCommandLayout) {
   EXPECT_THAT(evalsha_command(script, {}, {}), ElementsAre("EVALSHA", script.sha1, "0"));
   EXPECT_THAT(evalsha_command(script, {"only"}, {}), ElementsAre("EVALSHA", script.sha1, "1", "only"));
   EXPECT_THAT(evalsha_command(script, {}, {"x"}), ElementsAre("EVALSHA", script.sha1, "0", "x"));
+}
+
+// A spread call (requests of several slots of one cluster node) goes over EVALSHA to a server older
+// than Redis 7.0 declaring its first key alone, the rest after "spread" and their number
+// (lua/spread_eval.lua); to 7.0 and later, and when it is no spread call, as any call: every key
+// declared (a 7.0 server answers CROSSSLOT, and the call goes again slot by slot).
+TEST_F(ScriptTest, ASpreadCallDeclaresItsFirstKeyAloneOnlyBeforeRedis7) {
+  redlimit::detail::ScriptCall call{keys, args, true};
+  EXPECT_THAT(evalsha_call_command(script, call, true),
+              ElementsAre("EVALSHA", script.legacy_sha1, "1", "k1", "spread", "2", "k1", "k2", "a", "b", "c"));
+  EXPECT_THAT(redlimit::detail::eval_call_command(script, call, true),
+              ElementsAre("EVAL", script.legacy_source, "1", "k1", "spread", "2", "k1", "k2", "a", "b", "c"));
+  EXPECT_EQ(evalsha_call_command(script, call, false), evalsha());
+  call.spread = false;
+  EXPECT_THAT(evalsha_call_command(script, call, true),
+              ElementsAre("EVALSHA", script.legacy_sha1, "2", "k1", "k2", "a", "b", "c"));
+}
+
+// Which connections send spread calls at all: Functions (the library's <name>_spread functions), or
+// EVALSHA to a server known to predate 7.0; never while the path is being probed.
+TEST_F(ScriptTest, SpreadCallsGoAsFunctionsOrToAServerBefore7) {
+  using redlimit::ScriptPath;
+  redlimit::ScriptPathState path;
+  for (const ScriptPath p : {ScriptPath::probe, ScriptPath::functions, ScriptPath::evalsha}) {
+    path.set(p);
+    EXPECT_EQ(redlimit::detail::spreads(path), p == ScriptPath::functions) << static_cast<int>(p);
+  }
+  path.set_server_before_7();
+  path.set(ScriptPath::evalsha);
+  EXPECT_TRUE(redlimit::detail::spreads(path));
 }
 
 TEST_F(ScriptTest, EvalshaCommandIsBinarySafe) {

@@ -110,13 +110,15 @@ namespace decision_path_impl {
 // A reply that says a node did not run a spread call: a redirect or a cluster state that refuses
 // the call before it runs, or the script's first read of a key the node does not serve (Redis
 // fails a script's command on a key of a slot it does not own, or one mid-migration that it no
-// longer holds: "Script attempted to access a non local key in a cluster node").
+// longer holds: "Script attempted to access a non local key in a cluster node"; before 7.0, "ERR
+// Error running script ...: Lua script attempted to access a non local key in a cluster node").
 REDLIMIT_INLINE bool refused_spread(const Reply& r) {
   if (!r.is_error()) return false;
   const std::string_view text = r.str;
   const std::string_view code = text.substr(0, text.find(' '));
   return code == "MOVED" || code == "ASK" || code == "TRYAGAIN" || code == "CLUSTERDOWN" || code == "CROSSSLOT" ||
-         text.find("Script attempted to access") != std::string_view::npos;
+         text.find("Script attempted to access") != std::string_view::npos ||
+         text.find("script attempted to access a non local key") != std::string_view::npos;
 }
 
 }  // namespace decision_path_impl

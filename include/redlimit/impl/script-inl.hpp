@@ -117,6 +117,41 @@ REDLIMIT_INLINE std::vector<std::string> eval_command(const Script& script, cons
   return script_impl::eval_like("EVAL", before_7 ? script.legacy_source : script.source, keys, args);
 }
 
+namespace script_impl {
+// EVALSHA or EVAL of `body` for a call: a spread call to a server older than 7.0 in the form
+// lua/spread_eval.lua reads: <verb> <body> 1 <first key> spread <number of keys> <keys...> <args...>.
+REDLIMIT_INLINE std::vector<std::string> eval_call(std::string verb, std::string_view body, const ScriptCall& call,
+                                                   bool before_7) {
+  if (!call.spread || !before_7 || call.keys.empty()) return eval_like(std::move(verb), body, call.keys, call.args);
+  std::vector<std::string> argv;
+  argv.reserve(6 + call.keys.size() + call.args.size());
+  argv.push_back(std::move(verb));
+  argv.emplace_back(body);
+  argv.emplace_back("1");
+  argv.push_back(call.keys.front());
+  argv.emplace_back("spread");
+  argv.push_back(std::to_string(call.keys.size()));
+  argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+  argv.insert(argv.end(), call.args.begin(), call.args.end());
+  return argv;
+}
+}  // namespace script_impl
+
+REDLIMIT_INLINE std::vector<std::string> evalsha_call_command(const Script& script, const ScriptCall& call,
+                                                              bool before_7) {
+  return script_impl::eval_call("EVALSHA", before_7 ? script.legacy_sha1 : script.sha1, call, before_7);
+}
+
+REDLIMIT_INLINE std::vector<std::string> eval_call_command(const Script& script, const ScriptCall& call,
+                                                           bool before_7) {
+  return script_impl::eval_call("EVAL", before_7 ? script.legacy_source : script.source, call, before_7);
+}
+
+REDLIMIT_INLINE bool spreads(const ScriptPathState& path) {
+  const ScriptPath p = path.get();
+  return p == ScriptPath::functions || (p == ScriptPath::evalsha && path.server_before_7());
+}
+
 REDLIMIT_INLINE bool is_shebang_refused(const Reply& r) {
   // Redis 6: "ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'"
   return r.is_error() && r.str.rfind("ERR Error compiling script", 0) == 0 &&
@@ -313,14 +348,14 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& 
                                                 const std::vector<ScriptCall>& calls, bool before_7) {
   std::vector<std::vector<std::string>> commands;
   commands.reserve(calls.size());
-  for (const auto& c : calls) commands.push_back(evalsha_command(script, c.keys, c.args, before_7));
+  for (const auto& c : calls) commands.push_back(evalsha_call_command(script, c, before_7));
   std::vector<Reply> replies = script_impl::round_trip(conn, commands);
   const std::vector<std::size_t> again = positions_of(replies, is_noscript);  // the calls that did not run
   if (again.empty()) return replies;
   // The LOAD's reply settles nothing: what matters is whether the EVALSHAs behind it ran.
   resend_behind_load(
       conn, replies, again, script_load_command(script, before_7),
-      [&](std::size_t i) { return evalsha_command(script, calls[i].keys, calls[i].args, before_7); },
+      [&](std::size_t i) { return evalsha_call_command(script, calls[i], before_7); },
       [](const Reply&, const std::vector<Reply>&) {});
   std::vector<std::size_t> still;  // the calls that did not run behind the LOAD either
   for (std::size_t i : again) {
@@ -328,7 +363,7 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& 
   }
   if (still.empty()) return replies;
   commands.clear();
-  for (std::size_t i : still) commands.push_back(eval_command(script, calls[i].keys, calls[i].args, before_7));
+  for (std::size_t i : still) commands.push_back(eval_call_command(script, calls[i], before_7));
   replace_resent(replies, still, [&] { return round_trip(conn, commands); });
   return replies;
 }

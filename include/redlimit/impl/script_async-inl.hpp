@@ -71,8 +71,8 @@ REDLIMIT_INLINE void eval_async(const std::shared_ptr<AsyncScriptCall>& c, bool 
       c->on_error(std::current_exception());
     }
   };
-  c->conn->command_async_until(eval_command(*c->script, c->call.keys, c->call.args, before_7), std::move(on_reply),
-                               c->on_error, c->deadline);
+  c->conn->command_async_until(eval_call_command(*c->script, c->call, before_7), std::move(on_reply), c->on_error,
+                               c->deadline);
 }
 
 // EVALSHA; on NOSCRIPT the first time, a reload and EVALSHA again; on NOSCRIPT the second time (the
@@ -101,8 +101,8 @@ REDLIMIT_INLINE void evalsha_async(const std::shared_ptr<AsyncScriptCall>& c, bo
       c->on_error(std::current_exception());
     }
   };
-  c->conn->command_async_until(evalsha_command(*c->script, c->call.keys, c->call.args, before_7), std::move(on_reply),
-                               c->on_error, c->deadline);
+  c->conn->command_async_until(evalsha_call_command(*c->script, c->call, before_7), std::move(on_reply), c->on_error,
+                               c->deadline);
 }
 
 // Sends the library's FUNCTION LOAD unless one is on its way on this connection (the same
