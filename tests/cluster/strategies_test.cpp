@@ -240,54 +240,81 @@ TEST_F(ClusterStrategies, ScriptsAndFunctionsFlushedOnEveryMasterOnBothPaths) {
   }
 }
 
+// The script calls the masters ran since their last CONFIG RESETSTAT (FCALL; EVALSHA before 7.0).
+long long script_calls() {
+  long long n = 0;
+  for (const auto& m : live_masters()) n += calls_of(m.port, script_command());
+  return n;
+}
+
+// One batch of 60 requests over 45 subjects (some twice: decided in order) through `spread`, one
+// script call per master, and through its twin `sliced`, one per slot: the same decisions. Returns
+// how many were admitted.
+template <class S>
+int expect_one_call_per_master(const S& spread, const S& sliced) {
+  spread.consume("warm", 1);  // each limiter's path settles (Functions, or EVALSHA before 7.0)
+  sliced.consume("warm", 1);
+  std::vector<std::string> who;  // a Request views its subject: the strings live here
+  for (int i = 0; i < 60; ++i) who.push_back(subject(i % 45));
+  std::vector<redlimit::Request> requests;
+  std::set<int> slots;
+  for (int i = 0; i < 60; ++i) {
+    requests.push_back({who[i], 1 + i % 2});
+    slots.insert(redlimit::detail::key_slot(spread.key_for(who[i])));
+  }
+  for (const auto& m : live_masters()) EXPECT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
+  const std::vector<Decision> got = spread.consume_many(requests);
+  EXPECT_EQ(script_calls(), 3) << "one call per master";
+  for (const auto& m : live_masters()) EXPECT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
+  const std::vector<Decision> want = sliced.consume_many(requests);
+  EXPECT_EQ(script_calls(), static_cast<long long>(slots.size())) << "one call per slot";
+  EXPECT_EQ(got.size(), want.size());
+  if (got.size() != want.size()) return 0;
+  int allowed = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].allowed, want[i].allowed) << i << ": " << got[i] << " vs " << want[i];
+    EXPECT_EQ(got[i].remaining, want[i].remaining) << i << ": " << got[i] << " vs " << want[i];
+    EXPECT_EQ(got[i].retry_after, want[i].retry_after) << i << ": " << got[i] << " vs " << want[i];
+    EXPECT_EQ(got[i].reset_after, want[i].reset_after) << i << ": " << got[i] << " vs " << want[i];
+    EXPECT_EQ(got[i].delay, want[i].delay) << i;
+    EXPECT_EQ(got[i].limit_index, want[i].limit_index) << i << ": " << got[i] << " vs " << want[i];
+    allowed += got[i].allowed;
+  }
+  EXPECT_GT(allowed, 0);
+  return allowed;
+}
+
+// A limiter on its own connection with `o` (the fixture's options), one script call per slot.
+redlimit::RateLimiter per_slot_limiter(redlimit::Options o) {
+  o.batch_per_master = false;
+  return redlimit::RateLimiter(
+      std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o), o);
+}
+
 // A batch over many subjects is one script call per master (Options::batch_per_master, the default,
 // once the masters run the library; on Redis 6, once the connection knows they predate 7.0: EVALSHA
 // of lua/spread_eval.lua's form), and one per hash slot with the option off; every strategy decides
 // the same either way, on twin resources.
 TEST_F(ClusterStrategies, ABatchIsOneScriptCallPerMasterOrOnePerSlot) {
-  redlimit::Options per_slot_options = options();
-  per_slot_options.batch_per_master = false;
-  const redlimit::RateLimiter per_slot(
-      std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), per_slot_options),
-      per_slot_options);
-  const auto fcalls = [] {
-    long long n = 0;
-    for (const auto& m : live_masters()) n += calls_of(m.port, script_command());
-    return n;
-  };
+  const redlimit::RateLimiter per_slot = per_slot_limiter(options());
   at(0s);
   const auto spread = all_strategies(rl(), "spread", 4, 1h);
   const auto sliced = all_strategies(per_slot, "sliced", 4, 1h);
   for (std::size_t k = 0; k < spread.size(); ++k) {
     SCOPED_TRACE(spread[k].name);
-    spread[k].consume("warm", 1);  // each limiter's path settles on functions
-    sliced[k].consume("warm", 1);
-    std::vector<std::string> who;
-    for (int i = 0; i < 60; ++i) who.push_back(subject(i % 45));  // some subjects twice: in order
-    std::vector<redlimit::Request> requests;
-    std::set<int> slots;
-    for (int i = 0; i < 60; ++i) {
-      requests.push_back({who[i], 1 + i % 2});
-      slots.insert(redlimit::detail::key_slot(spread[k].key_for(who[i])));
-    }
-    for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
-    const std::vector<Decision> got = spread[k].consume_many(requests);
-    EXPECT_EQ(fcalls(), 3) << "one call per master";
-    for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
-    const std::vector<Decision> want = sliced[k].consume_many(requests);
-    EXPECT_EQ(fcalls(), static_cast<long long>(slots.size())) << "one call per slot";
-    ASSERT_EQ(got.size(), want.size());
-    int allowed = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i].allowed, want[i].allowed) << i << ": " << got[i] << " vs " << want[i];
-      EXPECT_EQ(got[i].remaining, want[i].remaining) << i << ": " << got[i] << " vs " << want[i];
-      EXPECT_EQ(got[i].retry_after, want[i].retry_after) << i << ": " << got[i] << " vs " << want[i];
-      EXPECT_EQ(got[i].reset_after, want[i].reset_after) << i << ": " << got[i] << " vs " << want[i];
-      EXPECT_EQ(got[i].delay, want[i].delay) << i;
-      allowed += got[i].allowed;
-    }
-    EXPECT_GT(allowed, 0);
+    expect_one_call_per_master<redlimit_test::AnyStrategy>(spread[k], sliced[k]);
   }
+  EXPECT_EQ(rl().counters().resent_by_slot, 0u);
+}
+
+// The same for a policy of three limits, whose state is a hash its script reads itself (no MGET of
+// it in a spread call: lua/epilogue.lua): the deciding limit the same too.
+TEST_F(ClusterStrategies, APolicyBatchIsOneScriptCallPerMasterOrOnePerSlot) {
+  const redlimit::RateLimiter per_slot = per_slot_limiter(options());
+  at(0s);
+  const auto limits = redlimit::parse_limits("2/s; 3/min; 100/h");
+  // The 15 subjects that come twice ask 3 units at once: past the first limit.
+  EXPECT_EQ(expect_one_call_per_master(rl().policy("spread.pol", limits), per_slot.policy("sliced.pol", limits)), 45);
   EXPECT_EQ(rl().counters().resent_by_slot, 0u);
 }
 
