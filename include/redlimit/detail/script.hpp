@@ -79,9 +79,8 @@ std::vector<std::string> evalsha_command(const Script& script, const std::vector
 // sends "spread", the number of keys, the keys, then its arguments (lua/spread_eval.lua).
 std::vector<std::string> evalsha_call_command(const Script& script, const ScriptCall& call, bool before_7);
 
-// The EVAL command for `script`: sent for a call that met NOSCRIPT again behind a SCRIPT LOAD.
-std::vector<std::string> eval_command(const Script& script, const std::vector<std::string>& keys,
-                                      const std::vector<std::string>& args, bool before_7 = false);
+// The EVAL command for a call of `script` (in the same form): sent for a call that met NOSCRIPT
+// again behind a SCRIPT LOAD.
 std::vector<std::string> eval_call_command(const Script& script, const ScriptCall& call, bool before_7);
 
 // True for a reply that refused to compile a script for its `#!lua` first line: a server older than
