@@ -3,7 +3,8 @@
 #   script's per-call part, then, for a script that defines decide(), epilogue.lua (which runs
 #   decide() over the call's requests) with its load part after the script's; a script with a
 #   <name>_spread function (below) has spread_eval.lua before its prologue, the same calls over
-#   EVALSHA on a server older than Redis 7.0;
+#   EVALSHA, and the shebang "#!lua flags=allow-cross-slot-keys" (a server older than 7.0 gets
+#   the text without its first line: detail::Script::legacy_source);
 # - library: the same scripts as one Redis Functions library (Redis >= 7.0). helpers.lua runs once,
 #   at load, and so does each script's load part, in a do-block of its own with the function that
 #   serves the script's calls (prologue, per-call part, epilogue), registered as <name>_function;
@@ -21,8 +22,9 @@
 # each, and were a sixth of a fixed-window decision's Redis CPU). After it: what each call runs. A
 # script without the line is all per call. As an EVAL script every part runs on every call, with
 # the same meaning.
-# The shebang makes Redis refuse keys a script did not declare and keys of two cluster slots, so a
-# routing mistake fails loudly instead of touching the wrong shard.
+# The shebang makes Redis refuse keys of two cluster slots, so a routing mistake fails loudly
+# instead of touching the wrong shard; a spread-capable script's allows them (each key must still be
+# served by the node the call reached), as its <name>_spread function does.
 # helpers.lua, prologue.lua, epilogue.lua and spread_eval.lua are parts, not scripts: they get no
 # constant of their own.
 # So is every file in LUA_DIR/parts/: a script's line "-- Part: parts/<file>.lua" is replaced by that
@@ -86,6 +88,7 @@ foreach(f ${files})
   string(FIND "${load}" "\n-- Runs its own requests" own_requests)
   set(spread "")
   set(eval_spread "")
+  set(shebang "#!lua")
   set(tail "")
   if(has_decide)
     string(APPEND load "${epilogue_load}")
@@ -97,9 +100,10 @@ foreach(f ${files})
     # declares one key (the first request's state: it routes the call, and a redirect names its
     # slot's owner); args[1] is how many keys follow it, then the keys, then the script's ARGV.
     set(eval_spread "${spread_eval_src}")
+    set(shebang "#!lua flags=allow-cross-slot-keys")
     set(spread "redis.register_function{function_name = 'redlimit_@HASH@_${name}_spread', flags = {'allow-cross-slot-keys'},\n  callback = function(_, args)\n    local m, keys, argv = tonumber(args[1]), {}, {}\n    for i = 1, m do keys[i] = args[i + 1] end\n    for i = m + 2, #args do argv[i - m - 1] = args[i] end\n    return run_${name}(keys, argv, true)\n  end}\n")
   endif()
-  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(#!lua\n${helpers_src}\n-- ${name}.lua\n${load}${eval_spread}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
+  string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(${shebang}\n${helpers_src}\n-- ${name}.lua\n${load}${eval_spread}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
   string(APPEND library "\ndo\n-- ${name}.lua\n${load}local function run_${name}(KEYS, ARGV, across_slots)\nspread = across_slots == true\n${prologue_src}\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\n${spread}end\n")
 endforeach()
 string(SHA1 hash "${library}")

@@ -25,10 +25,10 @@ using redlimit::Decision;
 using redlimit::Limit;
 using namespace std::chrono_literals;
 
-// The script calls the masters ran (FCALL; EVALSHA before Redis 7.0: cluster_env.hpp).
-long long fcalls_on_masters() {
+// The script calls the masters ran: `command` ("fcall", "evalsha").
+long long calls_on_masters(const std::string& command) {
   long long n = 0;
-  for (const auto& m : live_masters()) n += calls_of(m.port, script_command());
+  for (const auto& m : live_masters()) n += calls_of(m.port, command);
   return n;
 }
 
@@ -51,20 +51,32 @@ std::vector<std::string> subjects_on_each_master(const redlimit::Strategy& s, st
   return out;
 }
 
-class ClusterAsyncShared : public ClusterTest {};
+class ClusterAsyncShared : public ClusterTest {
+ protected:
+  void calls_of_one_loop_turn(bool functions);
+};
 
 // 4 calls for each of 9 subjects (3 per master), made in one task on the loop: one script call per
-// master; each subject's first 3 admitted, in call order, the 4th rejected.
-TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMaster) {
+// master; each subject's first 3 admitted, in call order, the 4th rejected. As Functions, then on
+// the EVALSHA path (Options::redis_functions off: the EVAL text's spread form, lua/spread_eval.lua).
+TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMaster) { calls_of_one_loop_turn(true); }
+
+TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMasterOverEvalsha) { calls_of_one_loop_turn(false); }
+
+void ClusterAsyncShared::calls_of_one_loop_turn(bool functions) {
   redlimit_test::LibeventLoop loop;
   auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
+  redlimit::Options o = options();
+  o.redis_functions = functions;
+  limiter.emplace(std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o), o);
   limiter->attach_async(async);
+  const std::string command = script_command(functions);
   loop.start();
   {
-    const auto fw = rl().fixed_window("turn", Limit(3, 1h));
+    const auto fw = rl().fixed_window(functions ? "turn" : "turn-sha", Limit(3, 1h));
     const auto who = subjects_on_each_master(fw, 3);
     ASSERT_EQ(who.size(), 9u);
-    auto warm = fw.consume_future("warm-up");  // settles the async path on Functions
+    auto warm = fw.consume_future("warm-up");  // settles the async path
     ASSERT_TRUE(redlimit_test::get_within(warm).allowed);
     reset_stats();
     std::mutex mutex;
@@ -86,7 +98,7 @@ TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMaster) {
     });
     auto done = all.get_future();
     ASSERT_EQ(done.wait_for(redlimit_test::kWait), std::future_status::ready);
-    EXPECT_EQ(fcalls_on_masters(), 3);
+    EXPECT_EQ(calls_on_masters(command), 3);
     for (std::size_t i = 0; i < got.size(); ++i) {
       const std::size_t round = i / who.size();
       EXPECT_EQ(got[i].source, redlimit::Source::primary) << i;
@@ -100,7 +112,7 @@ TEST_F(ClusterAsyncShared, CallsOfOneLoopTurnGoAsOneCallPerMaster) {
     for (const auto& w : who) requests.push_back({w, 1});
     auto f = fw.consume_many_future(requests);
     for (const auto& d : redlimit_test::get_within(f)) EXPECT_FALSE(d.allowed) << d.remaining;
-    EXPECT_EQ(fcalls_on_masters(), 3);
+    EXPECT_EQ(calls_on_masters(command), 3);
     EXPECT_EQ(rl().counters().resent_by_slot, 0u);
   }
   limiter.reset();

@@ -228,7 +228,8 @@ long long calls_of(int port, const std::string& command) {
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
 }
 
-std::string script_command() {
+std::string script_command(bool functions) {
+  if (!functions) return "evalsha";
   const char* server = std::getenv("REDIS_SERVER");
   return redlimit_test::server_major_version(server && *server ? server : "redis-server") >= 7 ? "fcall" : "evalsha";
 }

@@ -35,8 +35,9 @@ redlimit::Reply raw(int port, const std::vector<std::string>& argv);
 // The count of `command` in a node's INFO commandstats ("cmdstat_fcall:calls=12,..."), 0 when absent.
 long long calls_of(int port, const std::string& command);
 // The command that carries a decision's script call to the nodes: "fcall" (Redis Functions), or
-// "evalsha" on a server older than Redis 7.0 ($REDIS_SERVER: cluster_redis6), which has none.
-std::string script_command();
+// "evalsha" on a server older than Redis 7.0 ($REDIS_SERVER: cluster_redis6), which has none, or
+// for a limiter with `functions` (Options::redis_functions) false.
+std::string script_command(bool functions = true);
 
 struct NodeInfo {
   std::string id;

@@ -35,9 +35,11 @@ class ClusterMigration : public ClusterTest {
     if (slot_ >= 0) finish_migration(/*checked=*/false);  // a failed test must not leave the slot half-moved
   }
 
-  redlimit::RateLimiter limiter(OnFailure policy) const {
+  // `functions` false: the EVALSHA path (Options::redis_functions).
+  redlimit::RateLimiter limiter(OnFailure policy, bool functions = true) const {
     redlimit::Options o = options();
     o.on_failure = policy;
+    o.redis_functions = functions;
     o.breaker_threshold = 0;
     o.command_timeout = 300ms;  // bounds each call caught by the migration
     return redlimit::RateLimiter(
@@ -92,7 +94,7 @@ class ClusterMigration : public ClusterTest {
   }
 
   // A batch of one master's many slots meets a slot mid-migration (the tests below).
-  void batch_meets_a_moving_slot(bool async);
+  void batch_meets_a_moving_slot(bool async, bool functions = true);
 
   int slot_ = -1, from_ = 0, to_ = 0;
 };
@@ -264,9 +266,14 @@ TEST_F(ClusterMigration, AnAsyncCallCaughtByAMigrationIsDecidedOnceItEnds) {
 // the router sends it again slot by slot. The caught request (a fixed window's: one key) then
 // follows ASK to the target and is decided there; the master's other subjects, read before the
 // refusal, are decided once, not twice.
-// Synchronously (consume_many), then over AsyncCluster (consume_many_future).
+// Synchronously (consume_many), then over AsyncCluster (consume_many_future), then on the EVALSHA
+// path (the spread form of the EVAL text, lua/spread_eval.lua: the same refusal).
 TEST_F(ClusterMigration, ABatchCallMeetingAMovingSlotIsSentAgainSlotBySlot) {
   batch_meets_a_moving_slot(false);
+}
+
+TEST_F(ClusterMigration, ABatchCallOverEvalshaMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(false, false);
 }
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -275,7 +282,7 @@ TEST_F(ClusterMigration, AnAsyncBatchCallMeetingAMovingSlotIsSentAgainSlotBySlot
 }
 #endif
 
-void ClusterMigration::batch_meets_a_moving_slot(bool async) {
+void ClusterMigration::batch_meets_a_moving_slot(bool async, bool functions) {
   at(0s);
   constexpr std::int64_t L = 5;
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -288,9 +295,12 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async) {
 #else
   std::shared_ptr<redlimit::AsyncConnection> cluster_async;
 #endif
-  auto closed = limiter(OnFailure::fail_closed);
+  auto closed = limiter(OnFailure::fail_closed, functions);
   if (cluster_async) closed.attach_async(cluster_async);
-  const auto fw = closed.fixed_window(async ? "spread-mig-async" : "spread-mig", Limit(L, 1h));
+  const auto fw = closed.fixed_window(async       ? "spread-mig-async"
+                                      : functions ? "spread-mig"
+                                                  : "spread-mig-sha",
+                                      Limit(L, 1h));
   const auto consume_many = [&](const std::vector<redlimit::Request>& batch) {
     if (!async) return fw.consume_many(batch);
     auto f = fw.consume_many_future(batch);
@@ -312,7 +322,7 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async) {
   }
   ASSERT_EQ(same_master.size(), 2u);
   ASSERT_EQ(elsewhere.size(), 2u);
-  // a's state exists, its block marker does not; and the path settles on Functions.
+  // a's state exists, its block marker does not; and the path settles (on Functions, unless off).
   ASSERT_TRUE(consume_many({{a, 1}, {a, 1}}).back().allowed);
 
   ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
@@ -336,8 +346,9 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async) {
   const Decision da = fw.consume(a);
   EXPECT_EQ(da.source, Source::primary) << da;
   EXPECT_EQ(da.remaining, L - 4) << da;  // the refused call did not run; its resent request did, once
-  std::printf("[ migration ] %s batch call refused mid-migration, sent again by slot %llu time(s)\n",
-              async ? "async" : "sync", static_cast<unsigned long long>(closed.counters().resent_by_slot));
+  std::printf("[ migration ] %s batch call (%s) refused mid-migration, sent again by slot %llu time(s)\n",
+              async ? "async" : "sync", functions ? "functions" : "evalsha",
+              static_cast<unsigned long long>(closed.counters().resent_by_slot));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -240,18 +241,18 @@ TEST_F(ClusterStrategies, ScriptsAndFunctionsFlushedOnEveryMasterOnBothPaths) {
   }
 }
 
-// The script calls the masters ran since their last CONFIG RESETSTAT (FCALL; EVALSHA before 7.0).
-long long script_calls() {
+// The script calls (`command`: "fcall", "evalsha") the masters ran since their last CONFIG RESETSTAT.
+long long script_calls(const std::string& command) {
   long long n = 0;
-  for (const auto& m : live_masters()) n += calls_of(m.port, script_command());
+  for (const auto& m : live_masters()) n += calls_of(m.port, command);
   return n;
 }
 
 // One batch of 60 requests over 45 subjects (some twice: decided in order) through `spread`, one
-// script call per master, and through its twin `sliced`, one per slot: the same decisions. Returns
-// how many were admitted.
+// script call per master, and through its twin `sliced`, one per slot, each call a `command`: the
+// same decisions. Returns how many were admitted.
 template <class S>
-int expect_one_call_per_master(const S& spread, const S& sliced) {
+int expect_one_call_per_master(const S& spread, const S& sliced, const std::string& command) {
   spread.consume("warm", 1);  // each limiter's path settles (Functions, or EVALSHA before 7.0)
   sliced.consume("warm", 1);
   std::vector<std::string> who;  // a Request views its subject: the strings live here
@@ -264,10 +265,10 @@ int expect_one_call_per_master(const S& spread, const S& sliced) {
   }
   for (const auto& m : live_masters()) EXPECT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
   const std::vector<Decision> got = spread.consume_many(requests);
-  EXPECT_EQ(script_calls(), 3) << "one call per master";
+  EXPECT_EQ(script_calls(command), 3) << "one call per master";
   for (const auto& m : live_masters()) EXPECT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
   const std::vector<Decision> want = sliced.consume_many(requests);
-  EXPECT_EQ(script_calls(), static_cast<long long>(slots.size())) << "one call per slot";
+  EXPECT_EQ(script_calls(command), static_cast<long long>(slots.size())) << "one call per slot";
   EXPECT_EQ(got.size(), want.size());
   if (got.size() != want.size()) return 0;
   int allowed = 0;
@@ -284,38 +285,60 @@ int expect_one_call_per_master(const S& spread, const S& sliced) {
   return allowed;
 }
 
-// A limiter on its own connection with `o` (the fixture's options), one script call per slot.
-redlimit::RateLimiter per_slot_limiter(redlimit::Options o) {
-  o.batch_per_master = false;
-  return redlimit::RateLimiter(
-      std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), o), o);
+// Twin limiters, each on its own connection with the fixture's options on one script path: one
+// script call per master (the default), and one per slot (Options::batch_per_master off).
+struct Twins {
+  std::string prefix;  // of the resources' names: each path's are its own
+  redlimit::RateLimiter per_master, per_slot;
+};
+
+std::unique_ptr<Twins> twins(redlimit::Options o, bool functions) {
+  o.redis_functions = functions;
+  const auto own = [](const redlimit::Options& with) {
+    return redlimit::RateLimiter(
+        std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(cluster().url), with), with);
+  };
+  redlimit::Options sliced = o;
+  sliced.batch_per_master = false;
+  return std::make_unique<Twins>(Twins{functions ? "fn." : "sha.", own(o), own(sliced)});
 }
 
-// A batch over many subjects is one script call per master (Options::batch_per_master, the default,
-// once the masters run the library; on Redis 6, once the connection knows they predate 7.0: EVALSHA
-// of lua/spread_eval.lua's form), and one per hash slot with the option off; every strategy decides
-// the same either way, on twin resources.
+// A batch over many subjects is one script call per master (Options::batch_per_master, the
+// default): an FCALL of each script's spread function (EVALSHA before 7.0, which has none), or
+// with Functions off the same form of its EVAL text over EVALSHA (lua/spread_eval.lua, whose
+// shebang allows keys of many slots; a server older than 7.0 gets it without that line). With the
+// option off, one call per hash slot. Every strategy decides the same either way, on twin
+// resources, on both paths.
 TEST_F(ClusterStrategies, ABatchIsOneScriptCallPerMasterOrOnePerSlot) {
-  const redlimit::RateLimiter per_slot = per_slot_limiter(options());
-  at(0s);
-  const auto spread = all_strategies(rl(), "spread", 4, 1h);
-  const auto sliced = all_strategies(per_slot, "sliced", 4, 1h);
-  for (std::size_t k = 0; k < spread.size(); ++k) {
-    SCOPED_TRACE(spread[k].name);
-    expect_one_call_per_master<redlimit_test::AnyStrategy>(spread[k], sliced[k]);
+  for (const bool functions : {true, false}) {
+    SCOPED_TRACE(functions ? "functions" : "evalsha");
+    const auto t = twins(options(), functions);
+    at(0s);
+    const auto spread = all_strategies(t->per_master, t->prefix + "spread", 4, 1h);
+    const auto sliced = all_strategies(t->per_slot, t->prefix + "sliced", 4, 1h);
+    for (std::size_t k = 0; k < spread.size(); ++k) {
+      SCOPED_TRACE(spread[k].name);
+      expect_one_call_per_master<redlimit_test::AnyStrategy>(spread[k], sliced[k], script_command(functions));
+    }
+    EXPECT_EQ(t->per_master.counters().resent_by_slot, 0u);
   }
-  EXPECT_EQ(rl().counters().resent_by_slot, 0u);
 }
 
 // The same for a policy of three limits, whose state is a hash its script reads itself (no MGET of
 // it in a spread call: lua/epilogue.lua): the deciding limit the same too.
 TEST_F(ClusterStrategies, APolicyBatchIsOneScriptCallPerMasterOrOnePerSlot) {
-  const redlimit::RateLimiter per_slot = per_slot_limiter(options());
-  at(0s);
   const auto limits = redlimit::parse_limits("2/s; 3/min; 100/h");
-  // The 15 subjects that come twice ask 3 units at once: past the first limit.
-  EXPECT_EQ(expect_one_call_per_master(rl().policy("spread.pol", limits), per_slot.policy("sliced.pol", limits)), 45);
-  EXPECT_EQ(rl().counters().resent_by_slot, 0u);
+  for (const bool functions : {true, false}) {
+    SCOPED_TRACE(functions ? "functions" : "evalsha");
+    const auto t = twins(options(), functions);
+    at(0s);
+    // The 15 subjects that come twice ask 3 units at once: past the first limit.
+    EXPECT_EQ(
+        expect_one_call_per_master(t->per_master.policy(t->prefix + "spread.pol", limits),
+                                   t->per_slot.policy(t->prefix + "sliced.pol", limits), script_command(functions)),
+        45);
+    EXPECT_EQ(t->per_master.counters().resent_by_slot, 0u);
+  }
 }
 
 class ClusterSlots : public ClusterTest {};

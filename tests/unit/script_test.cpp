@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "redlimit/detail/scripts.hpp"
 #include "redlimit/detail/sha1.hpp"
 #include "redlimit/errors.hpp"
 #include "unit/mock_connection.hpp"
@@ -63,34 +64,43 @@ TEST_F(ScriptTest, EvalshaCommandLayout) {
   EXPECT_THAT(evalsha_command(script, {}, {"x"}), ElementsAre("EVALSHA", script.sha1, "0", "x"));
 }
 
-// A spread call (requests of several slots of one cluster node) goes over EVALSHA to a server older
-// than Redis 7.0 declaring its first key alone, the rest after "spread" and their number
-// (lua/spread_eval.lua); to 7.0 and later, and when it is no spread call, as any call: every key
-// declared (a 7.0 server answers CROSSSLOT, and the call goes again slot by slot).
-TEST_F(ScriptTest, ASpreadCallDeclaresItsFirstKeyAloneOnlyBeforeRedis7) {
+// A spread call over EVALSHA or EVAL declares its first key alone, the rest after "spread" and
+// their number (lua/spread_eval.lua), on every server version (the legacy text before 7.0, the
+// shebang's allow-cross-slot-keys after); any other call declares every key.
+TEST_F(ScriptTest, ASpreadCallDeclaresItsFirstKeyAloneOnEveryVersion) {
   redlimit::detail::ScriptCall call{keys, args, true};
   EXPECT_THAT(evalsha_call_command(script, call, true),
               ElementsAre("EVALSHA", script.legacy_sha1, "1", "k1", "spread", "2", "k1", "k2", "a", "b", "c"));
   EXPECT_THAT(redlimit::detail::eval_call_command(script, call, true),
               ElementsAre("EVAL", script.legacy_source, "1", "k1", "spread", "2", "k1", "k2", "a", "b", "c"));
-  EXPECT_EQ(evalsha_call_command(script, call, false), evalsha());
+  EXPECT_THAT(evalsha_call_command(script, call, false),
+              ElementsAre("EVALSHA", script.sha1, "1", "k1", "spread", "2", "k1", "k2", "a", "b", "c"));
+  EXPECT_THAT(redlimit::detail::eval_call_command(script, call, false),
+              ElementsAre("EVAL", script.source, "1", "k1", "spread", "2", "k1", "k2", "a", "b", "c"));
   call.spread = false;
   EXPECT_THAT(evalsha_call_command(script, call, true),
               ElementsAre("EVALSHA", script.legacy_sha1, "2", "k1", "k2", "a", "b", "c"));
+  EXPECT_EQ(evalsha_call_command(script, call, false), evalsha());
 }
 
-// Which connections send spread calls at all: Functions (the library's <name>_spread functions), or
-// EVALSHA to a server known to predate 7.0; never while the path is being probed.
-TEST_F(ScriptTest, SpreadCallsGoAsFunctionsOrToAServerBefore7) {
-  using redlimit::ScriptPath;
-  redlimit::ScriptPathState path;
-  for (const ScriptPath p : {ScriptPath::probe, ScriptPath::functions, ScriptPath::evalsha}) {
-    path.set(p);
-    EXPECT_EQ(redlimit::detail::spreads(path), p == ScriptPath::functions) << static_cast<int>(p);
+// The EVAL text of every script that takes spread calls allows keys of many slots on 7.0 and later
+// (its shebang's flag), and a server older than 7.0 gets it without that line; the others keep a
+// bare shebang, under which Redis refuses a second slot.
+TEST_F(ScriptTest, TheEvalTextOfASpreadCapableScriptAllowsKeysOfManySlots) {
+  const std::string_view flagged = "#!lua flags=allow-cross-slot-keys\n";
+  int spread_capable = 0;
+  namespace scripts = redlimit::detail::scripts;
+  for (const Script* s : {&scripts::fixed_window(), &scripts::sliding_log(), &scripts::policy(),
+                          &scripts::token_bucket(), &scripts::leaky_bucket(), &scripts::block()}) {
+    SCOPED_TRACE(s->name);
+    const bool spreads = !s->spread_function.empty();
+    spread_capable += spreads;
+    EXPECT_EQ(s->source.rfind(spreads ? flagged : "#!lua\n", 0), 0u);
+    EXPECT_EQ(s->source.find("ARGV[1] == 'spread'") != std::string_view::npos, spreads);
+    EXPECT_EQ(s->legacy_source, s->source.substr(s->source.find('\n') + 1));
+    EXPECT_NE(s->legacy_source.rfind("#!", 0), 0u);
   }
-  path.set_server_before_7();
-  path.set(ScriptPath::evalsha);
-  EXPECT_TRUE(redlimit::detail::spreads(path));
+  EXPECT_EQ(spread_capable, 5);  // all but block.lua, which decides nothing
 }
 
 TEST_F(ScriptTest, EvalshaCommandIsBinarySafe) {

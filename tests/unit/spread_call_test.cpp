@@ -41,19 +41,24 @@ std::int64_t number_in(std::string_view key) {
   return std::stoll(std::string(key.substr(bar + 2, close - bar - 2)));
 }
 
-// What one FCALL carried: spread or not, and its state keys in order.
+// What one FCALL (or EVALSHA) carried: spread or not, and its state keys in order.
 struct Sent {
   bool spread = false;
   std::vector<std::string> states;
 };
 
+// FCALL <fn>_spread 1 <k1> <n> <k1..kn> <args>, or EVALSHA <sha> 1 <k1> spread <n> <k1..kn> <args>
+// (lua/spread_eval.lua); otherwise <verb> <body> <n> <k1..kn> <args>.
 Sent parse(const Argv& c) {
   Sent s;
-  s.spread = c[1].size() > 7 && c[1].compare(c[1].size() - 7, 7, "_spread") == 0;
-  const std::size_t nkeys = std::stoul(s.spread ? c[4] : c[2]);
-  const std::size_t first = s.spread ? 5 : 3;
+  const bool fcall = c[0] == "FCALL";
+  const std::size_t marker = fcall ? 0 : 1;  // the "spread" argument of the EVAL text's form
+  s.spread =
+      fcall ? c[1].size() > 7 && c[1].compare(c[1].size() - 7, 7, "_spread") == 0 : c.size() > 4 && c[4] == "spread";
+  const std::size_t nkeys = std::stoul(s.spread ? c[4 + marker] : c[2]);
+  const std::size_t first = s.spread ? 5 + marker : 3;
   if (s.spread) EXPECT_EQ(c[2], "1") << "a spread call declares one key";
-  if (s.spread) EXPECT_EQ(c[3], c[5]) << "the first state routes the call";
+  if (s.spread) EXPECT_EQ(c[3], c[first]) << "the first state routes the call";
   for (std::size_t i = 0; i < nkeys; ++i) s.states.push_back(c[first + i]);  // a fixed window's: one key
   return s;
 }
@@ -111,42 +116,51 @@ class SpreadCallTest : public ::testing::Test {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(Micros{1'700'000'000'000'000});
 };
 
+// On either script path: FCALL of the spread function, or EVALSHA of the EVAL text in its spread
+// form (lua/spread_eval.lua, on every server version).
 TEST_F(SpreadCallTest, ABatchIsOneSpreadCallPerNodeInTheCallersOrder) {
-  const RateLimiter limiter = make();
-  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
-  const auto who = subjects(6);
-  std::vector<Sent> sent;
-  EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly([&](const Argv& c) {
-    sent.push_back(parse(c));
-    return answer(sent.back());
-  });
-  expect_in_order(fw.consume_many(requests_of(who)), who);
-  ASSERT_EQ(sent.size(), 2u);
-  for (const auto& s : sent) {
-    EXPECT_TRUE(s.spread);
-    ASSERT_EQ(s.states.size(), 6u);
-    const char node = s.states[0][s.states[0].find('|') + 1];
-    for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(s.states[i], fw.key_for(node + std::to_string(i + 1 + (node == 'b') * 100)));
+  for (const bool evalsha : {false, true}) {
+    SCOPED_TRACE(evalsha ? "evalsha" : "functions");
+    mock->set_script_path(evalsha ? redlimit::ScriptPath::evalsha : redlimit::ScriptPath::functions);
+    const RateLimiter limiter = make();
+    const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+    const auto who = subjects(6);
+    std::vector<Sent> sent;
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly([&](const Argv& c) {
+      EXPECT_EQ(c[0], evalsha ? "EVALSHA" : "FCALL");
+      sent.push_back(parse(c));
+      return answer(sent.back());
+    });
+    expect_in_order(fw.consume_many(requests_of(who)), who);
+    ASSERT_EQ(sent.size(), 2u);
+    for (const auto& s : sent) {
+      EXPECT_TRUE(s.spread);
+      ASSERT_EQ(s.states.size(), 6u);
+      const char node = s.states[0][s.states[0].find('|') + 1];
+      for (std::size_t i = 0; i < 6; ++i)
+        EXPECT_EQ(s.states[i], fw.key_for(node + std::to_string(i + 1 + (node == 'b') * 100)));
+    }
+    EXPECT_EQ(limiter.counters().resent_by_slot, 0u);
+    ::testing::Mock::VerifyAndClearExpectations(mock.get());
+    allow_pipelines();
   }
-  EXPECT_EQ(limiter.counters().resent_by_slot, 0u);
 }
 
-TEST_F(SpreadCallTest, WithTheOptionOffOrOnTheEvalshaPathEachSlotIsACall) {
+TEST_F(SpreadCallTest, WithTheOptionOffEachSlotIsACallOnEitherPath) {
   const auto who = subjects(4);
   std::set<int> slots;
   for (const auto& w : who) slots.insert(redlimit::detail::key_slot("{api|" + w + "}"));
   for (const bool evalsha : {false, true}) {
-    SCOPED_TRACE(evalsha ? "evalsha" : "option off");
+    SCOPED_TRACE(evalsha ? "evalsha" : "functions");
     mock->set_script_path(evalsha ? redlimit::ScriptPath::evalsha : redlimit::ScriptPath::functions);
-    const RateLimiter limiter = make(evalsha);
+    const RateLimiter limiter = make(false);
     const auto fw = limiter.fixed_window("api", Limit::per_second(5));
     int calls = 0;
     EXPECT_CALL(*mock, command(_)).WillRepeatedly([&](const Argv& c) {
       ++calls;
       EXPECT_EQ(c[0], evalsha ? "EVALSHA" : "FCALL");
-      EXPECT_EQ(c[1].find("_spread"), std::string::npos);
-      Sent s;
-      for (std::size_t i = 0; i < std::stoul(c[2]); ++i) s.states.push_back(c[3 + i]);
+      const Sent s = parse(c);
+      EXPECT_FALSE(s.spread);
       return answer(s);
     });
     expect_in_order(fw.consume_many(requests_of(who)), who);

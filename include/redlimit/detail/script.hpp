@@ -48,18 +48,14 @@ struct Script {
 struct ScriptCall {
   std::vector<std::string> keys;
   std::vector<std::string> args;
-  // The keys lie in several hash slots of one cluster node: the call goes to the script's
-  // spread_function, which declares only the first key (the one the call is routed by) and takes
-  // the others among its arguments (cmake/embed_lua.cmake); over EVALSHA, to a server older than
-  // Redis 7.0 only, the script takes them the same way (lua/spread_eval.lua). Elsewhere the call
-  // declares every key, and a server refuses keys of two slots (CROSSSLOT): the decision path sends
-  // such a call again slot by slot.
+  // The keys lie in several hash slots of one cluster node: the call declares only the first key
+  // (the one the call is routed by) and sends the others among its arguments, which the script's
+  // spread_function takes (cmake/embed_lua.cmake), and over EVALSHA its EVAL text
+  // (lua/spread_eval.lua; its shebang allows keys of many slots, and a server older than 7.0 runs
+  // it without that line). A node that no longer serves one of the keys refuses the call before
+  // it writes (a moving slot): the decision path sends it again slot by slot.
   bool spread = false;
 };
-
-// Whether a connection whose scripts go by `path` can send spread calls (ScriptCall::spread): as
-// Functions, or over EVALSHA to a server older than Redis 7.0 (lua/spread_eval.lua).
-bool spreads(const ScriptPathState& path);
 
 // The FCALL command for a call of `script`.
 std::vector<std::string> fcall_command(const Script& script, const ScriptCall& call);
@@ -75,8 +71,8 @@ bool is_fcall_refused(const Reply& r);
 // legacy_source, for a server older than Redis 7.0.
 std::vector<std::string> evalsha_command(const Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::string>& args, bool before_7 = false);
-// The same for a call: a spread call to a server older than 7.0 declares its first key alone and
-// sends "spread", the number of keys, the keys, then its arguments (lua/spread_eval.lua).
+// The same for a call: a spread call declares its first key alone and sends "spread", the number
+// of keys, the keys, then its arguments (lua/spread_eval.lua).
 std::vector<std::string> evalsha_call_command(const Script& script, const ScriptCall& call, bool before_7);
 
 // The EVAL command for a call of `script` (in the same form): sent for a call that met NOSCRIPT

@@ -41,7 +41,7 @@ REDLIMIT_INLINE std::vector<Decision> decide(DecisionPath& path, std::chrono::st
   };
   const std::vector<ScriptCall>* begun = nullptr;
   try {
-    begun = &path.begin(ctx.connection->scripts_span_node() && spreads(ctx.connection->script_path_state()));
+    begun = &path.begin(ctx.connection->scripts_span_node());
   } catch (const Error&) {
     refused();
     throw;
@@ -208,7 +208,7 @@ REDLIMIT_INLINE void decide_many_async(std::shared_ptr<DecisionPath> path, std::
   };
   try {
     const Connection& router = *path->context().connection;
-    calls = &path->begin(router.scripts_span_node() && spreads(conn->script_path_state()));
+    calls = &path->begin(router.scripts_span_node());
   } catch (...) {  // breaker open under OnFailure::raise: reported already
     refused();
     conn->post([done, error = std::current_exception()] { done({}, error); });

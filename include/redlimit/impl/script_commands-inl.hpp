@@ -38,8 +38,8 @@ REDLIMIT_INLINE std::vector<std::string> eval_like(std::string verb, std::string
 
 // A spread call (ScriptCall::spread) as <verb> <body> 1 <first key> [<marker>] <number of keys>
 // <keys...> <args...>: the first key declared alone (it routes the call), the others among the
-// arguments, where the library's <name>_spread functions (no marker) and, before Redis 7.0, the
-// EVAL text (marker "spread": lua/spread_eval.lua) take them.
+// arguments, where the library's <name>_spread functions (no marker) and the EVAL text (marker
+// "spread": lua/spread_eval.lua) take them.
 REDLIMIT_INLINE std::vector<std::string> spread_like(std::string verb, std::string_view body, const ScriptCall& call,
                                                      std::string_view marker) {
   std::vector<std::string> argv;
@@ -55,10 +55,11 @@ REDLIMIT_INLINE std::vector<std::string> spread_like(std::string verb, std::stri
   return argv;
 }
 
-// EVALSHA or EVAL of `body` for a call: in the spread form to a server older than 7.0 only.
-REDLIMIT_INLINE std::vector<std::string> eval_call(std::string verb, std::string_view body, const ScriptCall& call,
-                                                   bool before_7) {
-  if (!call.spread || !before_7 || call.keys.empty()) return eval_like(std::move(verb), body, call.keys, call.args);
+// EVALSHA or EVAL of `body` for a call, a spread call in the spread form: the EVAL text of a
+// script with a spread function takes it on every version (on 7.0 and later its shebang allows
+// keys of many slots; an older server checks only that the node serves each key).
+REDLIMIT_INLINE std::vector<std::string> eval_call(std::string verb, std::string_view body, const ScriptCall& call) {
+  if (!call.spread || call.keys.empty()) return eval_like(std::move(verb), body, call.keys, call.args);
   return spread_like(std::move(verb), body, call, "spread");
 }
 
@@ -71,22 +72,17 @@ REDLIMIT_INLINE std::vector<std::string> evalsha_command(const Script& script, c
 
 REDLIMIT_INLINE std::vector<std::string> evalsha_call_command(const Script& script, const ScriptCall& call,
                                                               bool before_7) {
-  return script_impl::eval_call("EVALSHA", before_7 ? script.legacy_sha1 : script.sha1, call, before_7);
+  return script_impl::eval_call("EVALSHA", before_7 ? script.legacy_sha1 : script.sha1, call);
 }
 
 REDLIMIT_INLINE std::vector<std::string> eval_call_command(const Script& script, const ScriptCall& call,
                                                            bool before_7) {
-  return script_impl::eval_call("EVAL", before_7 ? script.legacy_source : script.source, call, before_7);
+  return script_impl::eval_call("EVAL", before_7 ? script.legacy_source : script.source, call);
 }
 
 REDLIMIT_INLINE std::vector<std::string> fcall_command(const Script& script, const ScriptCall& call) {
   if (!call.spread || call.keys.empty()) return script_impl::eval_like("FCALL", script.function, call.keys, call.args);
   return script_impl::spread_like("FCALL", script.spread_function, call, {});
-}
-
-REDLIMIT_INLINE bool spreads(const ScriptPathState& path) {
-  const ScriptPath p = path.get();
-  return p == ScriptPath::functions || (p == ScriptPath::evalsha && path.server_before_7());
 }
 
 REDLIMIT_INLINE bool is_shebang_refused(const Reply& r) {

@@ -55,7 +55,7 @@ class ClusterConnection final : public Connection {
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) override;
   bool thread_safe() const override { return true; }
   bool scripts_span_slots() const override { return false; }
-  // Its masters run the spread functions once the connection is on the Functions path.
+  // Its masters take spread calls: the library's spread functions, or the EVAL texts' spread form.
   bool scripts_span_node() const override { return true; }
   // The master serving the key's slot in the current map: a number per node, stable for the
   // connection's life (0 while the slot's owner is unknown).

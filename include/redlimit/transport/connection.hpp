@@ -28,8 +28,8 @@ class Connection {
   virtual bool scripts_span_slots() const { return true; }
   // On a router whose scripts_span_slots() is false: true when one script call may still decide
   // requests of several slots served by one node, through the script's spread function
-  // (detail::ScriptCall::spread), while the connection is on ScriptPath::functions. A call that
-  // such a node refuses is sent again slot by slot.
+  // (detail::ScriptCall::spread), on either script path. A call that such a node refuses is sent
+  // again slot by slot.
   virtual bool scripts_span_node() const { return false; }
 
   // Which shard serves `key`: the unit of failure, each with its own circuit breaker, so that an
