@@ -341,6 +341,51 @@ TEST_F(ClusterStrategies, APolicyBatchIsOneScriptCallPerMasterOrOnePerSlot) {
   }
 }
 
+// An ACL user denied Functions (FCALL and FUNCTION, as a managed service or an operator may) on
+// every node: the router's library load and first FCALL are refused, the connection settles on
+// EVALSHA, and a batch still goes as one script call per master (the EVAL text's spread form),
+// deciding as one call per slot does. Before 7.0 the user needs no denial: there are no Functions.
+TEST_F(ClusterStrategies, AUserDeniedFunctionsStillSendsABatchAsOneCallPerMaster) {
+  const bool has_functions = script_command() == "fcall";
+  std::vector<std::string> setuser{"ACL", "SETUSER", "nofcall", "reset", "on", ">pw", "~*", "+@all"};
+  if (has_functions) setuser.insert(setuser.end(), {"-fcall", "-function"});
+  std::vector<int> nodes;  // the live ones: a failover test may have stopped one for good
+  for (const auto& n : cluster_nodes(live_masters().front().port)) {
+    if (!n.failed) nodes.push_back(n.port);
+  }
+  for (const int port : nodes) ASSERT_EQ(raw(port, setuser).type, redlimit::Reply::Type::status) << port;
+  if (has_functions) {  // no library: the user may neither load it nor call it
+    for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"FUNCTION", "FLUSH"}).is_error());
+  }
+  struct DropUser {
+    const std::vector<int>& nodes;
+    ~DropUser() {
+      for (const int port : nodes) raw(port, {"ACL", "DELUSER", "nofcall"});
+    }
+  } drop{nodes};
+  std::string url = cluster().url;  // redis-cluster://127.0.0.1:P1,...
+  url.insert(std::string("redis-cluster://").size(), "nofcall:pw@");
+  const auto own = [&url](const redlimit::Options& o) {
+    return redlimit::RateLimiter(std::make_shared<redlimit::ClusterConnection>(redlimit::parse_cluster_url(url), o), o);
+  };
+  redlimit::Options o = options();  // Functions on: the ACL, not the option, says no
+  const redlimit::RateLimiter denied = own(o);
+  o.batch_per_master = false;
+  const redlimit::RateLimiter per_slot = own(o);
+  at(0s);
+  const auto spread = all_strategies(denied, "acl.spread", 4, 1h);
+  const auto sliced = all_strategies(per_slot, "acl.sliced", 4, 1h);
+  for (std::size_t k = 0; k < spread.size(); ++k) {
+    SCOPED_TRACE(spread[k].name);
+    expect_one_call_per_master<redlimit_test::AnyStrategy>(spread[k], sliced[k], "evalsha");
+  }
+  EXPECT_EQ(denied.health().scripts, redlimit::ScriptPath::evalsha);
+  EXPECT_EQ(denied.counters().resent_by_slot, 0u);
+  for (const auto& m : live_masters()) {
+    EXPECT_EQ(raw(m.port, {"FUNCTION", "LIST"}).elements.size(), 0u) << m.port << ": the user could not load it";
+  }
+}
+
 class ClusterSlots : public ClusterTest {};
 
 // Every key of one subject in one slot (Redis's own CLUSTER KEYSLOT agrees with ours), and the
