@@ -94,5 +94,29 @@ TEST_F(AsyncNoscriptTest, LibeventOneLibraryLoadServes20000CallsAfterFunctionFlu
 }
 #endif
 
+#ifdef REDLIMIT_HAVE_LIBEVENT
+// An async connection attached to a limiter starts from what the limiter's connection learned of
+// the server: before 7.0, the EVALSHA path of the scripts' legacy text, before its first call
+// (rather than learn it from a refused FCALL and a refused shebang); on 7.0 and later it probes
+// Functions with its first call, as the limiter's did.
+TEST_F(AsyncNoscriptTest, AnAttachedConnectionStartsFromWhatTheLimiterLearnedOfTheServer) {
+  LibeventLoop loop;
+  {
+    const bool before_7 = server().major_version() < 7;
+    auto rl = redlimit::RateLimiter::connect(server().url(), options());
+    const auto fw = rl.fixed_window("attach.learned", Limit::per_minute(3));
+    EXPECT_EQ(fw.consume("s").remaining, 2);  // the limiter's connection settles
+    EXPECT_EQ(rl.health().scripts, before_7 ? ScriptPath::evalsha : ScriptPath::functions);
+    rl.attach_async(loop.attach(endpoint_of(server())));
+    EXPECT_EQ(rl.health().async_scripts, before_7 ? ScriptPath::evalsha : ScriptPath::probe);
+    loop.start();
+    auto f = fw.consume_future("s");
+    EXPECT_EQ(get_within(f).remaining, 1);
+    EXPECT_EQ(rl.health().async_scripts, before_7 ? ScriptPath::evalsha : ScriptPath::functions);
+  }
+  loop.stop();
+}
+#endif
+
 }  // namespace
 }  // namespace redlimit_test

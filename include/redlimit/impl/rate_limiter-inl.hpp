@@ -151,6 +151,13 @@ REDLIMIT_INLINE void RateLimiter::attach_async(std::shared_ptr<AsyncConnection> 
         "talks to one server; attach an AsyncCluster (redlimit/transport/async_cluster.hpp)");
   }
   if (async && !ctx_->options.redis_functions) async->set_script_path(ScriptPath::evalsha);
+  // A server the limiter's connection found older than 7.0 (no Functions; scripts without their
+  // shebang line) is the async connection's too: it starts there, rather than learn it again from a
+  // refused FCALL and a refused shebang of its own.
+  if (async && ctx_->connection->script_path_state().server_before_7()) {
+    async->script_path_state().set_server_before_7();
+    async->set_script_path(ScriptPath::evalsha);
+  }
   if (async) async->share_routing(ctx_->connection);  // one slot map for both paths and the breakers
   std::lock_guard<std::mutex> lock(ctx_->mutex);
   ctx_->async = std::move(async);
