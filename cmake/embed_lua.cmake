@@ -101,7 +101,7 @@ foreach(f ${files})
     # slot's owner); args[1] is how many keys follow it, then the keys, then the script's ARGV.
     set(eval_spread "${spread_eval_src}")
     set(shebang "#!lua flags=allow-cross-slot-keys")
-    set(spread "redis.register_function{function_name = 'redlimit_@HASH@_${name}_spread', flags = {'allow-cross-slot-keys'},\n  callback = function(_, args)\n    local m, keys, argv = tonumber(args[1]), {}, {}\n    for i = 1, m do keys[i] = args[i + 1] end\n    for i = m + 2, #args do argv[i - m - 1] = args[i] end\n    return run_${name}(keys, argv, true)\n  end}\n")
+    set(spread "redis.register_function{function_name = 'redlimit_@HASH@_${name}_spread', flags = {'allow-cross-slot-keys'},\n  callback = function(_, args)\n    local keys, argv = unspread(args, 1)\n    return run_${name}(keys, argv, true)\n  end}\n")
   endif()
   string(APPEND body "inline constexpr std::string_view ${name} = R\"redlimit_lua(${shebang}\n${helpers_src}\n-- ${name}.lua\n${load}${eval_spread}${prologue_src}\n${src}${tail})redlimit_lua\";\n")
   string(APPEND library "\ndo\n-- ${name}.lua\n${load}local function run_${name}(KEYS, ARGV, across_slots)\nspread = across_slots == true\n${prologue_src}\n${src}${tail}\nend\nredis.register_function('redlimit_@HASH@_${name}', run_${name})\n${spread}end\n")

@@ -26,9 +26,17 @@ end
 -- runs inside another, so one set serves all): upvalues of the functions defined at load rather
 -- than locals of each call, so that those functions need not be created again on every call.
 -- spread: the call's requests lie in many slots of one cluster node (the library's <name>_spread
--- functions, cmake/embed_lua.cmake, set it for their call; as an EVAL script, spread_eval.lua does,
--- on a server older than Redis 7.0).
+-- functions, cmake/embed_lua.cmake, set it for their call; as an EVAL script, spread_eval.lua does).
 local now, record, refund, spread
+-- A spread call's KEYS and ARGV, from its arguments: args[at] is how many keys follow it, then the
+-- keys, then the call's ARGV (the library's <name>_spread functions read theirs from 1;
+-- spread_eval.lua from 2, after its marker).
+local function unspread(args, at)
+  local m, keys, argv = tonumber(args[at]), {}, {}
+  for i = 1, m do keys[i] = args[at + i] end
+  for i = at + m + 1, #args do argv[i - at - m] = args[i] end
+  return keys, argv
+end
 -- The call's head, ARGV[2]: "<mode> <cost> <parameters>" (prologue.lua), read by read_head into
 -- mode (a string), cost1 (request 1's cost, a number), cost1_arg (the same as redis.call() should
 -- send it: the head's digits when they are the number's own, which Redis then need not print with

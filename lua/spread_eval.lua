@@ -19,8 +19,6 @@
 -- globals on every version (7.0 makes them read-only).
 local KEYS, ARGV = KEYS, ARGV
 if ARGV[1] == 'spread' then
-  local m, keys, argv = tonumber(ARGV[2]), {}, {}
-  for i = 1, m do keys[i] = ARGV[i + 2] end
-  for i = m + 3, #ARGV do argv[i - m - 2] = ARGV[i] end
-  KEYS, ARGV, spread = keys, argv, true
+  KEYS, ARGV = unspread(ARGV, 2) -- helpers.lua
+  spread = true
 end
