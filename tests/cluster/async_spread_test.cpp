@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,33 +23,6 @@ namespace {
 using redlimit::Decision;
 using redlimit::Limit;
 using namespace std::chrono_literals;
-
-// The script calls the masters ran: `command` ("fcall", "evalsha").
-long long calls_on_masters(const std::string& command) {
-  long long n = 0;
-  for (const auto& m : live_masters()) n += calls_of(m.port, command);
-  return n;
-}
-
-void reset_stats() {
-  for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"CONFIG", "RESETSTAT"}).is_error());
-}
-
-// `per_master` subjects on each master, for `s`, named `prefix` and a number.
-std::vector<std::string> subjects_on_each_master(const redlimit::Strategy& s, std::size_t per_master,
-                                                 const std::string& prefix = "t") {
-  std::map<int, std::size_t> seen;
-  std::vector<std::string> out;
-  for (int i = 0; i < 100000 && out.size() < 3 * per_master; ++i) {
-    const std::string who = prefix + std::to_string(i);
-    std::size_t& n = seen[owner_port(redlimit::detail::key_slot(s.key_for(who)))];
-    if (n < per_master) {
-      ++n;
-      out.push_back(who);
-    }
-  }
-  return out;
-}
 
 class ClusterAsyncShared : public ClusterTest {
  protected:
@@ -73,7 +45,7 @@ void ClusterAsyncShared::calls_of_one_loop_turn(bool functions) {
   limiter->attach_async(async);
   const std::string command = script_command(functions);
   // No master has the scripts: the warm-up below must load them (as an earlier test may not have).
-  for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"SCRIPT", "FLUSH"}).is_error());
+  on_live_masters({"SCRIPT", "FLUSH"});
   loop.start();
   {
     const auto fw = rl().fixed_window(functions ? "turn" : "turn-sha", Limit(3, 1h));
@@ -85,7 +57,7 @@ void ClusterAsyncShared::calls_of_one_loop_turn(bool functions) {
       auto warm = fw.consume_future(w);
       ASSERT_TRUE(redlimit_test::get_within(warm).allowed);
     }
-    reset_stats();
+    on_live_masters({"CONFIG", "RESETSTAT"});
     std::mutex mutex;
     std::vector<Decision> got(4 * who.size());
     std::size_t left = got.size();
@@ -114,7 +86,7 @@ void ClusterAsyncShared::calls_of_one_loop_turn(bool functions) {
     }
 
     // A batch over the same subjects: one call per master too.
-    reset_stats();
+    on_live_masters({"CONFIG", "RESETSTAT"});
     std::vector<redlimit::Request> requests;
     for (const auto& w : who) requests.push_back({w, 1});
     auto f = fw.consume_many_future(requests);

@@ -124,7 +124,7 @@ class ClusterAsync : public ClusterTest {
 };
 
 TEST_F(ClusterAsync, EveryMastersSubjectsAreDecidedExactlyAsFunctions) {
-  for (const auto& m : live_masters()) ASSERT_FALSE(raw(m.port, {"FUNCTION", "FLUSH"}).is_error());
+  on_live_masters({"FUNCTION", "FLUSH"});
   redlimit_test::LibeventLoop loop;
   auto async = redlimit::AsyncCluster::attach_libevent(loop.base(), redlimit::parse_cluster_url(cluster().url));
   EXPECT_EQ(async->connections(), 3u) << "a connection per master, made at attach";

@@ -12,11 +12,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
+#include "redlimit/detail/keys.hpp"
 #include "redlimit/transport/redis_connection.hpp"
 #include "support/server_version.hpp"
 
@@ -196,11 +199,35 @@ int wait_owner(int slot, int port, std::chrono::milliseconds limit) {
   return owner;
 }
 
-void flush_all_masters() {
+void on_live_masters(const std::vector<std::string>& argv) {
   for (const auto& m : live_masters()) {
-    const redlimit::Reply r = raw(m.port, {"FLUSHALL"});
-    if (r.is_error()) throw std::runtime_error("FLUSHALL on " + std::to_string(m.port) + ": " + r.str);
+    const redlimit::Reply r = raw(m.port, argv);
+    if (r.is_error()) throw std::runtime_error(argv.front() + " on " + std::to_string(m.port) + ": " + r.str);
   }
+}
+
+void flush_all_masters() { on_live_masters({"FLUSHALL"}); }
+
+long long calls_on_masters(const std::string& command) {
+  long long n = 0;
+  for (const auto& m : live_masters()) n += calls_of(m.port, command);
+  return n;
+}
+
+std::vector<std::string> subjects_on_each_master_by(const std::function<std::string(const std::string&)>& key_for,
+                                                    std::size_t per_master, const std::string& prefix) {
+  const std::size_t masters = live_masters().size();
+  std::map<int, std::size_t> seen;
+  std::vector<std::string> out;
+  for (int i = 0; i < 100000 && out.size() < masters * per_master; ++i) {
+    std::string who = prefix + std::to_string(i);
+    std::size_t& n = seen[owner_port(redlimit::detail::key_slot(key_for(who)))];
+    if (n < per_master) {
+      ++n;
+      out.push_back(std::move(who));
+    }
+  }
+  return out;
 }
 
 namespace {

@@ -5,13 +5,15 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "redlimit/transport/cluster_connection.hpp"
 #include "redlimit/redlimit.hpp"
+#include "redlimit/transport/cluster_connection.hpp"
 
 namespace redlimit_cluster {
 
@@ -58,8 +60,23 @@ int owner_port(int slot, int avoid_port = 0);
 // Returns the last answer.
 int wait_owner(int slot, int port, std::chrono::milliseconds limit = std::chrono::seconds(5));
 
+// `argv` on every live master (SCRIPT FLUSH, FUNCTION FLUSH, CONFIG RESETSTAT, ...); an error reply
+// throws std::runtime_error, which fails the test.
+void on_live_masters(const std::vector<std::string>& argv);
 // FLUSHALL on every live master.
 void flush_all_masters();
+// The calls of `command` ("fcall", "evalsha") the live masters ran since their last CONFIG RESETSTAT.
+long long calls_on_masters(const std::string& command);
+
+// `per_master` subjects whose keys land on each live master, named `prefix` and a number, the lowest
+// numbers first: for `s`, anything with key_for (a strategy, a policy, redlimit_test::AnyStrategy).
+std::vector<std::string> subjects_on_each_master_by(const std::function<std::string(const std::string&)>& key_for,
+                                                    std::size_t per_master, const std::string& prefix);
+template <class S>
+std::vector<std::string> subjects_on_each_master(const S& s, std::size_t per_master,
+                                                 const std::string& prefix = "user-") {
+  return subjects_on_each_master_by([&s](const std::string& who) { return s.key_for(who); }, per_master, prefix);
+}
 
 // The pid of the cluster node on `port` (0 if it is not one of the cluster's).
 pid_t pid_of(int port);
