@@ -27,9 +27,10 @@
 # served by the node the call reached), as its <name>_spread function does.
 # helpers.lua, prologue.lua, epilogue.lua and spread_eval.lua are parts, not scripts: they get no
 # constant of their own.
-# So is every file in LUA_DIR/parts/: a script's line "-- Part: parts/<file>.lua" is replaced by that
-# file's text, so that a long script keeps a piece of itself (its common paths) in a file of its own
-# and still runs as one text (its locals are the part's).
+# So is every file in LUA_DIR/parts/: a line "-- Part: parts/<file>.lua" of a script or of the
+# epilogue is replaced by that file's text, so that a long script keeps a piece of itself (its
+# common paths) in a file of its own, or two loops share a text they each run inline, and each still
+# runs as one text (its locals are the part's).
 cmake_policy(SET CMP0054 NEW)  # "prologue" below is a string, never a variable's value
 cmake_policy(SET CMP0007 NEW)
 cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
@@ -64,6 +65,7 @@ endfunction()
 file(READ ${LUA_DIR}/helpers.lua helpers_src)
 file(READ ${LUA_DIR}/prologue.lua prologue_src)
 file(READ ${LUA_DIR}/epilogue.lua epilogue_src)
+include_parts("${epilogue_src}" epilogue_src)
 file(READ ${LUA_DIR}/spread_eval.lua spread_eval_src)
 # The epilogue splits the same way as a script (below): its load part follows the script's.
 split_per_call("${epilogue_src}" epilogue_load epilogue_src)

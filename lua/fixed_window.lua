@@ -7,8 +7,8 @@
 -- ARGV[3..] the costs of a batch's later requests (prologue.lua)
 -- Returns the epilogue's reply forms (epilogue.lua, reply): one request's reset_after * (limit + 1)
 -- + remaining (below 2^53) or {remaining, reset_after} for an admission, else {allowed, remaining,
--- retry_after, reset_after, 0}; a batch's decisions one after the other, {2, remaining},
--- {3, remaining, reset_after} or the five integers.
+-- retry_after, reset_after, 0}; a batch's decisions one after the other, an admission as one
+-- negative integer or {3, remaining, reset_after}, else the five integers (epilogue.lua, reply).
 --
 -- The state: a hash. Field "<start>:<window>" (decimal us) counts the units admitted in the window
 -- of that length starting at <start>; BLOCK_FIELD holds the end of a block (block.lua), and while
@@ -34,6 +34,7 @@
 -- 0.3 or earlier (a packed string, helpers.lua) is read the same way, and replaced by the hash.
 local limit, window, current -- this call's: limit, window length (us), start of the current window
 local params_arg -- the string limit and window were parsed from (helpers.lua, params)
+local most_cost -- the limit, by the name the batch reply's part reads (parts/batch_admission.lua)
 local field, field_start, field_window -- the current window's field, and the start and window it names
 
 -- The fields of a hash (HGETALL's reply `h`) as a settle reads them: the block's end (nil: none),
@@ -169,6 +170,7 @@ if params ~= params_arg then
   local p = words(params) -- checked (helpers.lua, param), then kept: params_arg is set last
   param_words(p, 2, 'a fixed window')
   limit, window = param(p, 1, 1, MAX_COUNT, 'limit'), param(p, 2, 1, MAX_WINDOW, 'window')
+  most_cost = limit
   params_arg = params
 end
 -- now mod window inline, as helpers.lua's TWO52 note divides: Lua's % may come out short by a
@@ -248,19 +250,11 @@ for i = 1, n do
       rejected_key = nil
     end
   end
-  -- The epilogue's reply forms (epilogue.lua, reply), written inline as the epilogue writes them: a
-  -- Lua call per decision costs Redis about as much as the work around it (helpers.lua, TWO52).
+  -- The epilogue's reply forms (epilogue.lua, reply), written inline as the epilogue's loop writes
+  -- them (an admission: the part's text): a Lua call per decision costs Redis about as much as the
+  -- work around it (helpers.lua, TWO52).
   if a == 1 and retry == 0 then
-    if reset == last_reset then
-      out[m + 1] = 2
-      out[m + 2] = rem
-      m = m + 2
-    else
-      out[m + 1] = 3
-      out[m + 2] = rem
-      out[m + 3] = reset
-      m = m + 3
-    end
+-- Part: parts/batch_admission.lua
   else
     out[m + 1] = a
     out[m + 2] = rem

@@ -44,7 +44,8 @@ std::optional<std::int64_t> policy_integer(const PolicyTwin& policy, const Decid
 // The decisions of a call as the reply, in epilogue.lua's forms (reply): an admission that waits
 // for nothing goes short, alone in a call of one request the integer reset_after * (L + 1) +
 // remaining (L: the strategy's limit, `most`) when that is below 2^53, else {remaining,
-// reset_after}; in a batch {2, remaining} when its reset_after is the previous decision's, else
+// reset_after}; in a batch one negative integer, -1 - 2 * remaining when its reset_after is the
+// previous decision's, else -2 - 2 * (reset_after * (L + 1) + remaining) below 2^52, else
 // {3, remaining, reset_after}; a policy's of several limits (width 6 + 2m) as its limits' pairs,
 // after a 2 in a batch, or alone in its call as one integer when policy.lua packs it (pack_with,
 // policy_integer). A Lua table becomes a Redis array up to its first nil: a policy of no limits
@@ -65,19 +66,21 @@ class Out {
       if (!one_) push(2);
       for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
     } else if (one_) {
-      __extension__ using i128 = __int128;
-      const i128 packed = static_cast<i128>(d.reset_after) * (most_ + 1) + d.remaining;
-      if (d.remaining >= 0 && d.remaining <= most_ && packed < (static_cast<i128>(1) << 53)) {
-        integer_ = static_cast<std::int64_t>(packed);
+      const std::optional<std::int64_t> packed = packed_below(d, 53);
+      if (packed) {
+        integer_ = *packed;
       } else {
         push(d.remaining);
         push(d.reset_after);
       }
+    } else if (last_reset_ && *last_reset_ == d.reset_after && d.remaining >= 0) {
+      push(-1 - 2 * d.remaining);
+    } else if (const std::optional<std::int64_t> packed = packed_below(d, 52)) {
+      push(-2 - 2 * *packed);
     } else {
-      const bool same_reset = last_reset_ && *last_reset_ == d.reset_after;
-      push(same_reset ? 2 : 3);
+      push(3);
       push(d.remaining);
-      if (!same_reset) push(d.reset_after);
+      push(d.reset_after);
     }
     last_reset_ = d.reset_after;
   }
@@ -100,6 +103,13 @@ class Out {
       push(d.decider);
       for (int i = 0; i < width_ - 6; ++i) push(d.each[static_cast<std::size_t>(i)]);
     }
+  }
+  // reset_after * (most + 1) + remaining, when remaining is in [0, most] and that is below 2^bits.
+  std::optional<std::int64_t> packed_below(const Decided& d, int bits) const {
+    __extension__ using i128 = __int128;
+    const i128 packed = static_cast<i128>(d.reset_after) * (most_ + 1) + d.remaining;
+    if (d.remaining < 0 || d.remaining > most_ || packed >= (static_cast<i128>(1) << bits)) return std::nullopt;
+    return static_cast<std::int64_t>(packed);
   }
   void push(std::int64_t v) { items_.push_back(Reply::make_integer(v)); }
   std::vector<Reply> items_;

@@ -175,12 +175,32 @@ void decode(const Reply& reply, const std::vector<std::int64_t>& limits) {
   FUZZ_CHECK(d.source == redlimit::Source::primary && !d.shadow_rejected, "source or shadow flag set");
 }
 
+// An admission of a batch of the one limit `limit` as its negative integer e, in the model's own
+// words: e = -1 - 2 * remaining (its reset_after the previous decision's: never first), or
+// e = -2 - 2 * (reset_after * (limit + 1) + remaining), from -2^53 to -1; as its five integers.
+bool negative_admission(std::int64_t e, std::int64_t limit, const std::vector<Reply>& before, Reply& five) {
+  const std::int64_t two53 = std::int64_t{1} << 53;
+  if (e >= 0 || e < -two53 || limit < 1 || limit >= two53) return false;
+  std::int64_t remaining = 0, reset = 0;
+  if ((-e) % 2 == 1) {  // -1 - 2r
+    if (before.empty()) return false;
+    remaining = (-e - 1) / 2;
+    reset = before.back().elements[3].integer;
+  } else {  // -2 - 2p
+    const std::int64_t packed = (-e - 2) / 2;
+    remaining = packed % (limit + 1);
+    reset = packed / (limit + 1);
+  }
+  five = Reply::make_array({Reply::make_integer(1), Reply::make_integer(remaining), Reply::make_integer(0),
+                            Reply::make_integer(reset), Reply::make_integer(0)});
+  return true;
+}
+
 // The model of a batch reply (n decisions one after the other): for a policy of several limits, n
-// slices of 6 + 2m elements; otherwise each decision {2, remaining} (allowed, retry and delay 0,
-// reset_after the previous decision's: never first), {3, remaining, reset_after} (allowed, retry
-// and delay 0) or five elements, and nothing after the n-th. Each decision, as its five or 6 + 2m
-// integers, goes to `whole`; false when the reply is not of that shape or a decision is not
-// well-formed.
+// slices of 6 + 2m elements; otherwise each decision one negative integer (negative_admission),
+// {3, remaining, reset_after} (allowed, retry and delay 0) or five elements, and nothing after the
+// n-th. Each decision, as its five or 6 + 2m integers, goes to `whole`; false when the reply is not
+// of that shape or a decision is not well-formed.
 bool batch_model(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits,
                  std::vector<Reply>& whole) {
   if (reply.type != Reply::Type::array) return false;
@@ -191,8 +211,9 @@ bool batch_model(const Reply& reply, std::size_t n, const std::vector<std::int64
   };
   std::size_t at = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const bool tag2 = at < e.size() && e[at].type == Reply::Type::integer && e[at].integer == 2;
+    const bool integer = at < e.size() && e[at].type == Reply::Type::integer;
     if (limits.size() > 1) {  // a policy's: {2, the pairs}, or whole
+      const bool tag2 = integer && e[at].integer == 2;
       const std::size_t from = tag2 ? at + 1 : at, len = tag2 ? 2 * limits.size() : policy_width(limits);
       if (e.size() - from < len) return false;
       whole.push_back(slice(from, len));
@@ -201,18 +222,22 @@ bool batch_model(const Reply& reply, std::size_t n, const std::vector<std::int64
       at = from + len;
       continue;
     }
-    const bool tagged =
-        at < e.size() && e[at].type == Reply::Type::integer && (e[at].integer == 2 || e[at].integer == 3);
-    const std::size_t len = tagged ? e[at].integer : 5;
+    if (integer && e[at].integer < 0) {
+      Reply five;
+      if (limits.empty() || !negative_admission(e[at].integer, limits[0], whole, five)) return false;
+      whole.push_back(five);
+      ++at;
+      continue;
+    }
+    const bool tagged = integer && e[at].integer == 3;
+    const std::size_t len = tagged ? 3 : 5;
     if (e.size() - at < len) return false;
     if (tagged) {
       for (std::size_t k = at; k < at + len; ++k) {
         if (e[k].type != Reply::Type::integer || e[k].integer < 0) return false;
       }
-      if (len == 2 && whole.empty()) return false;
-      const std::int64_t reset = len == 2 ? whole.back().elements[3].integer : e[at + 2].integer;
-      whole.push_back(Reply::make_array({Reply::make_integer(1), e[at + 1], Reply::make_integer(0),
-                                         Reply::make_integer(reset), Reply::make_integer(0)}));
+      whole.push_back(Reply::make_array(
+          {Reply::make_integer(1), e[at + 1], Reply::make_integer(0), e[at + 2], Reply::make_integer(0)}));
     } else {
       whole.push_back(slice(at, len));
     }

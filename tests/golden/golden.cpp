@@ -155,12 +155,14 @@ std::int64_t decision_limit(const Command& c, const std::map<std::string, std::s
 // Which integers of a reply are times: retry_after, reset_after, delay, and for a policy (6 + 2m)
 // each limit's reset_after. Decisions come in lua/epilogue.lua's forms (reply). Of `width` 5:
 // alone, an integer (same() reads it by decision_limit), {remaining, reset_after} (no batch replies
-// 2 integers) or five; in a batch, one after the
-// other, {2, remaining}, {3, remaining, reset_after} or five. A policy's: alone, its m pairs (no
-// batch replies 2m integers) or whole; in a batch, {2, its m pairs} or whole.
-std::vector<bool> time_fields(const Reply& reply, int width) {
+// 2 integers) or five; in a batch, one after the other, an admission's negative integer (marked
+// in `packed`: same() reads it by decision_limit too), {3, remaining, reset_after} or five. A
+// policy's: alone, its m pairs (no batch replies 2m integers) or whole; in a batch, {2, its m
+// pairs} or whole.
+std::vector<bool> time_fields(const Reply& reply, int width, std::vector<bool>& packed) {
   const auto& e = reply.elements;
   std::vector<bool> time(e.size(), false);
+  packed.assign(e.size(), false);
   if (width > 5) {
     const std::size_t pairs = static_cast<std::size_t>(width) - 6, whole = static_cast<std::size_t>(width);
     if (e.size() == pairs) {
@@ -182,12 +184,27 @@ std::vector<bool> time_fields(const Reply& reply, int width) {
     return time;
   }
   for (std::size_t at = 0; at < e.size();) {
-    const std::int64_t tag = e[at].type == Reply::Type::integer ? e[at].integer : -1;
-    const std::size_t len = tag == 2 ? 2 : tag == 3 ? 3 : 5;
+    const std::int64_t tag = e[at].type == Reply::Type::integer ? e[at].integer : 0;
+    if (tag < 0) {
+      packed[at++] = true;
+      continue;
+    }
+    const std::size_t len = tag == 3 ? 3 : 5;
     for (std::size_t k = at + 2; k < std::min(at + len, e.size()); ++k) time[k] = true;
     at += len;
   }
   return time;
+}
+
+// Whether a batch admission's negative integer `got` answers `want` (lua/epilogue.lua, reply): with
+// x = -1 - e, an even x (remaining x / 2, the previous decision's reset) the same; an odd one,
+// reset_after * (limit + 1) + remaining in (x - 1) / 2, the same remaining and a reset_after within
+// `tolerance_us`.
+bool same_packed(std::int64_t want, std::int64_t got, std::int64_t tolerance_us, std::int64_t limit) {
+  const std::int64_t x = -1 - want, y = -1 - got;
+  if (x % 2 == 0 || y % 2 == 0 || limit < 1) return want == got;
+  const std::int64_t p = x / 2, q = y / 2;
+  return p % (limit + 1) == q % (limit + 1) && std::llabs(p / (limit + 1) - q / (limit + 1)) <= tolerance_us;
 }
 
 // Whether `got` answers what `want` (Redis's reply) answers. Errors: the same code (Redis adds the
@@ -209,11 +226,15 @@ bool same(const Reply& want, const Reply& got, int width, std::int64_t tolerance
       return want.str == got.str;
     case Reply::Type::array: {
       if (want.elements.size() != got.elements.size()) return false;
-      const std::vector<bool> time = time_fields(want, width);
+      std::vector<bool> packed;
+      const std::vector<bool> time = time_fields(want, width, packed);
       for (std::size_t i = 0; i < want.elements.size(); ++i) {
         const Reply& a = want.elements[i];
         const Reply& b = got.elements[i];
-        if (tolerance_us >= 0 && time[i] && a.type == Reply::Type::integer && b.type == Reply::Type::integer) {
+        const bool integers = a.type == Reply::Type::integer && b.type == Reply::Type::integer;
+        if (tolerance_us >= 0 && packed[i] && integers) {
+          if (!same_packed(a.integer, b.integer, tolerance_us, limit)) return false;
+        } else if (tolerance_us >= 0 && time[i] && integers) {
           if (std::llabs(a.integer - b.integer) > tolerance_us) return false;
         } else if (!same(a, b, width, -1)) {
           return false;

@@ -91,30 +91,46 @@ TEST(DecisionTest, TheShortFormIsAnAdmissionWithoutRetryOrDelay) {
   EXPECT_THROW(decode_decision(ints({1, 7, 0}), {10}), ReplyError) << "three integers: no form of one decision";
 }
 
-// A batch's decisions one after the other (lua/epilogue.lua, reply): {2, remaining} an admission
-// whose reset_after is the previous decision's, {3, remaining, reset_after} another admission
-// waiting for nothing, else five integers.
+// A batch's decisions one after the other (lua/epilogue.lua, reply): an admission waiting for
+// nothing as one negative integer, -1 - 2 * remaining (its reset_after the previous decision's) or
+// -2 - 2 * (reset_after * (limit + 1) + remaining); {3, remaining, reset_after} another such
+// admission; else five integers.
 TEST(DecisionTest, ABatchMixesTheShortFormsAndWholeDecisions) {
   using redlimit::detail::decode_decisions;
-  const auto ds = decode_decisions(ints({3, 9, 500, 2, 8, 0, 0, 700, 500, 0, 2, 7, 1, 6, 0, 500, 30}), 5, {10});
-  ASSERT_EQ(ds.size(), 5u);
-  EXPECT_TRUE(ds[0].allowed && ds[1].allowed && !ds[2].allowed && ds[3].allowed && ds[4].allowed);
-  const std::int64_t remaining[] = {9, 8, 0, 7, 6};
+  const std::int64_t same8 = -1 - 2 * 8, same7 = -1 - 2 * 7, packed5 = -2 - 2 * (500 * 11 + 5);
+  const auto ds =
+      decode_decisions(ints({3, 9, 500, same8, 0, 0, 700, 500, 0, same7, 1, 6, 0, 500, 30, packed5}), 6, {10});
+  ASSERT_EQ(ds.size(), 6u);
+  const bool allowed[] = {true, true, false, true, true, true};
+  const std::int64_t remaining[] = {9, 8, 0, 7, 6, 5};
   for (std::size_t i = 0; i < ds.size(); ++i) {
+    EXPECT_EQ(ds[i].allowed, allowed[i]) << i;
     EXPECT_EQ(ds[i].remaining, remaining[i]) << i;
     EXPECT_EQ(ds[i].reset_after, microseconds(500)) << i;
     EXPECT_EQ(ds[i].retry_after, microseconds(i == 2 ? 700 : 0)) << i;
     EXPECT_EQ(ds[i].delay, microseconds(i == 4 ? 30 : 0)) << i;
+    EXPECT_EQ(ds[i].limit, 10) << i;
   }
+  // The packed form alone needs no decision before it, and holds up to 2^52 - 1.
+  const std::int64_t p = (std::int64_t{1} << 52) - 1;  // reset_after * (2^20 + 1) + remaining
+  const auto big = decode_decisions(ints({-2 - 2 * p, -1}), 2, {std::int64_t{1} << 20});
+  EXPECT_EQ(big[0].remaining, p % ((std::int64_t{1} << 20) + 1));
+  EXPECT_EQ(big[0].reset_after.count(), p / ((std::int64_t{1} << 20) + 1));
+  EXPECT_EQ(big[1].remaining, 0);
+  EXPECT_EQ(big[1].reset_after, big[0].reset_after);
   // Malformed: a reset taken from no decision, a decision cut short, integers left over, a tag of
-  // no form, a negative.
-  EXPECT_THROW(decode_decisions(ints({2, 9, 3, 8, 500}), 2, {10}), ReplyError);
+  // no form (2 was one, before the negative integers), a negative in a tagged form, a negative
+  // integer past -2^53.
+  EXPECT_THROW(decode_decisions(ints({same8, 3, 8, 500}), 2, {10}), ReplyError);
   EXPECT_THROW(decode_decisions(ints({3, 9, 500, 3, 8}), 2, {10}), ReplyError);
-  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, 8, 1}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, same8, 1}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, 8}), 2, {10}), ReplyError);
   EXPECT_THROW(decode_decisions(ints({3, 9, 500, 4, 8, 0, 0, 0}), 2, {10}), ReplyError);
-  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, -8}), 2, {10}), ReplyError);
-  // A policy of several limits: whole decisions only.
-  EXPECT_THROW(decode_decisions(ints({3, 9, 500, 2, 8}), 2, {10, 20}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, -500, same8}), 2, {10}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({-(std::int64_t{1} << 53) - 2, same8}), 2, {10}), ReplyError);
+  // A policy of several limits: whole decisions only, or {2, its pairs}.
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, same8}), 2, {10, 20}), ReplyError);
+  EXPECT_THROW(decode_decisions(ints({3, 9, 500, same8}), 2, {}), ReplyError) << "no limits";
 }
 
 // A policy of one limit (every sliding window) answers as the other strategies (lua/policy.lua):

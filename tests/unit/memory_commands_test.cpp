@@ -6,8 +6,10 @@
 namespace {
 
 // A call's decisions as the client reads them (detail::decode_decisions: lua/epilogue.lua's forms).
-std::vector<redlimit::Decision> decisions(const Reply& r, std::size_t n) {
-  return redlimit::detail::decode_decisions(r, n, {1});
+// A batch's decisions, of a strategy whose limit is `limit`: an admission's integer packs it
+// (lua/epilogue.lua, reply).
+std::vector<redlimit::Decision> decisions(const Reply& r, std::size_t n, std::int64_t limit) {
+  return redlimit::detail::decode_decisions(r, n, {limit});
 }
 // One request's decision, of a strategy whose limit is 3 (every call below): an admission may come
 // packed by it (lua/epilogue.lua, reply).
@@ -67,9 +69,9 @@ Argv batch_argv(const redlimit::detail::Script& script, const std::string& now,
   return argv;
 }
 
-std::vector<std::int64_t> allowed_of(const Reply& r, std::size_t n) {
+std::vector<std::int64_t> allowed_of(const Reply& r, std::size_t n, std::int64_t limit) {
   std::vector<std::int64_t> out;
-  for (const auto& d : decisions(r, n)) out.push_back(d.allowed ? 1 : 0);
+  for (const auto& d : decisions(r, n, limit)) out.push_back(d.allowed ? 1 : 0);
   return out;
 }
 
@@ -80,7 +82,7 @@ TEST(MemoryBatch, ReadsRedisTimeOnceForTheWholeBatch) {
   const Reply r =
       store.command(batch_argv(scripts::fixed_window(), "redis", {"u", "u", "u"}, {"2", "1000000"}, {"1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(allowed_of(r, 3), (std::vector<std::int64_t>{1, 1, 0}));
+  EXPECT_EQ(allowed_of(r, 3, 2), (std::vector<std::int64_t>{1, 1, 0}));
 }
 
 TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
@@ -88,8 +90,8 @@ TEST_F(MemoryTest, ALaterRequestSeesTheWritesOfEarlierOnes) {
   const Reply r = store->command(
       batch_argv(scripts::token_bucket(), now, {"a", "b", "a", "a", "a"}, {"3", "1", "1"}, {"2", "3", "1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  EXPECT_EQ(allowed_of(r, 5), (std::vector<std::int64_t>{1, 1, 1, 0, 0}));
-  EXPECT_EQ(decisions(r, 5)[2].remaining, 0) << "a's bucket is empty after 2 + 1";
+  EXPECT_EQ(allowed_of(r, 5, 3), (std::vector<std::int64_t>{1, 1, 1, 0, 0}));
+  EXPECT_EQ(decisions(r, 5, 3)[2].remaining, 0) << "a's bucket is empty after 2 + 1";
 }
 
 TEST_F(MemoryTest, AFailedBatchWritesNoStringState) {
@@ -111,7 +113,7 @@ TEST_F(MemoryTest, AKeyOfAnotherTypeInABatchIsReplacedAndFailsNoOtherRequest) {
   const Reply r =
       store->command(batch_argv(scripts::sliding_log(), now, {"a", "b", "c"}, {"5", "1000000"}, {"1", "1", "1"}));
   ASSERT_EQ(r.type, Reply::Type::array) << r.str;
-  const auto ds = decisions(r, 3);
+  const auto ds = decisions(r, 3, 5);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_TRUE(ds[i].allowed) << "request " << i;
     EXPECT_EQ(ds[i].remaining, 4) << "request " << i;

@@ -27,9 +27,10 @@ Decision decode_decision(const Reply& reply, const std::vector<std::int64_t>& li
 
 // Decodes the reply of a script call that decided n requests: one decision for n = 1, otherwise
 // n decisions one after the other: a policy's of m > 1 limits each {2, its m pairs} (an admission)
-// or its 6 + 2m integers; another strategy's each {2, remaining} (an admission that waits for
-// nothing, whose reset_after is the previous decision's), {3, remaining, reset_after} (another such
-// admission) or its five integers (lua/epilogue.lua, reply).
+// or its 6 + 2m integers; another strategy's admission that waits for nothing one negative integer
+// e, with x = -1 - e: remaining x / 2 for an even x, whose reset_after is the previous decision's,
+// else (x - 1) / 2 = reset_after * (limits[0] + 1) + remaining; or {3, remaining, reset_after};
+// any other decision its five integers (lua/epilogue.lua, reply).
 std::vector<Decision> decode_decisions(const Reply& reply, std::size_t n, const std::vector<std::int64_t>& limits,
                                        const std::vector<std::chrono::microseconds>& windows = {});
 

@@ -131,22 +131,49 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
 
 namespace decode_impl {
 
-// The next decision of a batch of one limit, from elements[at]: {2, remaining} (an admission
-// waiting for nothing whose reset_after is the previous decision's, `last_reset`: none before the
-// first), {3, remaining, reset_after} (another such admission) or the five integers, as `one`'s
-// five integers; `at` moves past it. False when the elements do not hold one of those shapes.
-inline bool next_decision(const std::vector<Reply>& e, std::size_t& at, const std::int64_t* last_reset, Reply& one) {
+// An admission of a batch of one limit `limit` as its one negative integer e (lua/epilogue.lua,
+// reply), into `one`'s five integers: with x = -1 - e, x even is remaining x / 2 with the previous
+// decision's reset_after (`last_reset`: none before the first), x odd is p = (x - 1) / 2 =
+// reset_after * (limit + 1) + remaining. False for any other integer.
+inline bool admission_of(std::int64_t e, std::int64_t limit, const std::int64_t* last_reset, Reply& one) {
+  constexpr std::int64_t two53 = std::int64_t{1} << 53;
+  if (e >= 0 || e < -two53 || limit < 1 || limit >= two53) return false;
+  const std::int64_t x = -1 - e;
+  std::int64_t remaining = x / 2, reset = 0;
+  if (x % 2 == 0) {
+    if (last_reset == nullptr) return false;
+    reset = *last_reset;
+  } else {
+    remaining = (x / 2) % (limit + 1);
+    reset = (x / 2) / (limit + 1);
+  }
+  const std::int64_t ints[] = {1, remaining, 0, reset, 0};
+  for (std::size_t i = 0; i < 5; ++i) one.elements[i] = Reply::make_integer(ints[i]);
+  return true;
+}
+
+// The next decision of a batch of one limit `limit`, from elements[at]: one negative integer (an
+// admission waiting for nothing: admission_of), {3, remaining, reset_after} (another such
+// admission) or the five integers, as `one`'s five integers; `at` moves past it. False when the
+// elements do not hold one of those shapes.
+inline bool next_decision(const std::vector<Reply>& e, std::size_t& at, std::int64_t limit,
+                          const std::int64_t* last_reset, Reply& one) {
   if (at >= e.size() || e[at].type != Reply::Type::integer) return false;
   const std::int64_t tag = e[at].integer;
-  const std::size_t len = tag == 2 ? 2 : tag == 3 ? 3 : 5;
-  if (e.size() - at < len || (tag == 2 && last_reset == nullptr)) return false;
+  if (tag < 0) {
+    if (!admission_of(tag, limit, last_reset, one)) return false;
+    ++at;
+    return true;
+  }
+  const std::size_t len = tag == 3 ? 3 : 5;
+  if (e.size() - at < len) return false;
   for (std::size_t i = at; i < at + len; ++i) {
     if (e[i].type != Reply::Type::integer || e[i].integer < 0) return false;
   }
   if (len == 5) {  // allowed 0 or 1; decode_decision refuses any other
     std::copy_n(e.begin() + static_cast<std::ptrdiff_t>(at), 5, one.elements.begin());
   } else {
-    const std::int64_t ints[] = {1, e[at + 1].integer, 0, tag == 2 ? *last_reset : e[at + 2].integer, 0};
+    const std::int64_t ints[] = {1, e[at + 1].integer, 0, e[at + 2].integer, 0};
     for (std::size_t i = 0; i < 5; ++i) one.elements[i] = Reply::make_integer(ints[i]);
   }
   at += len;
@@ -163,6 +190,7 @@ REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::
   if (reply.type != Reply::Type::array || n == 0) {
     throw ReplyError(message("a strategy script deciding {} requests must return an array", n));
   }
+  if (limits.empty()) throw ReplyError("no limits to decode against");
   const auto& e = reply.elements;
   std::vector<Decision> out;
   out.reserve(n);
@@ -189,10 +217,10 @@ REDLIMIT_INLINE std::vector<Decision> decode_decisions(const Reply& reply, std::
   one.elements.resize(5);
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t last_reset = out.empty() ? 0 : out.back().reset_after.count();
-    if (!decode_impl::next_decision(e, at, out.empty() ? nullptr : &last_reset, one)) {
+    if (!decode_impl::next_decision(e, at, limits.front(), out.empty() ? nullptr : &last_reset, one)) {
       throw ReplyError(
-          message("decision {} of {} in a strategy script's reply is not (2, remaining), (3, "
-                  "remaining, reset_after) or five integers",
+          message("decision {} of {} in a strategy script's reply is not an admission's negative integer, "
+                  "(3, remaining, reset_after) or five integers",
                   i + 1, n));
     }
     out.push_back(decode_decision(one, limits, windows));
