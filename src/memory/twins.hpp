@@ -227,7 +227,7 @@ class PolicyTwin {
     std::int64_t& count_ref(std::int64_t idx);
   };
 
-  // The call and the limits in place for it (memory_scripts.cpp's reply forms read them).
+  // The call and the limits in place for it (reply_forms.cpp reads them).
   const Call& call() const { return c_; }
   const std::vector<Limit>& limits() const { return limits_; }
 

@@ -135,25 +135,20 @@ namespace decode_impl {
 // reply), into `one`'s five integers: with x = -1 - e, x even is remaining x / 2 with the previous
 // decision's reset_after (`last_reset`: none before the first), x odd is p = (x - 1) / 2 =
 // reset_after * (limit + 1) + remaining. False for any other integer.
-inline bool admission_of(std::int64_t e, std::int64_t limit, const std::int64_t* last_reset, Reply& one) {
+inline bool negative_admission(std::int64_t e, std::int64_t limit, const std::int64_t* last_reset, Reply& one) {
   constexpr std::int64_t two53 = std::int64_t{1} << 53;
   if (e >= 0 || e < -two53 || limit < 1 || limit >= two53) return false;
-  const std::int64_t x = -1 - e;
-  std::int64_t remaining = x / 2, reset = 0;
-  if (x % 2 == 0) {
-    if (last_reset == nullptr) return false;
-    reset = *last_reset;
-  } else {
-    remaining = (x / 2) % (limit + 1);
-    reset = (x / 2) / (limit + 1);
-  }
+  const std::int64_t x = -1 - e, half = x / 2;
+  if (x % 2 == 0 && last_reset == nullptr) return false;
+  const std::int64_t remaining = x % 2 == 0 ? half : half % (limit + 1);
+  const std::int64_t reset = x % 2 == 0 ? *last_reset : half / (limit + 1);
   const std::int64_t ints[] = {1, remaining, 0, reset, 0};
   for (std::size_t i = 0; i < 5; ++i) one.elements[i] = Reply::make_integer(ints[i]);
   return true;
 }
 
 // The next decision of a batch of one limit `limit`, from elements[at]: one negative integer (an
-// admission waiting for nothing: admission_of), {3, remaining, reset_after} (another such
+// admission waiting for nothing: negative_admission), {3, remaining, reset_after} (another such
 // admission) or the five integers, as `one`'s five integers; `at` moves past it. False when the
 // elements do not hold one of those shapes.
 inline bool next_decision(const std::vector<Reply>& e, std::size_t& at, std::int64_t limit,
@@ -161,7 +156,7 @@ inline bool next_decision(const std::vector<Reply>& e, std::size_t& at, std::int
   if (at >= e.size() || e[at].type != Reply::Type::integer) return false;
   const std::int64_t tag = e[at].integer;
   if (tag < 0) {
-    if (!admission_of(tag, limit, last_reset, one)) return false;
+    if (!negative_admission(tag, limit, last_reset, one)) return false;
     ++at;
     return true;
   }
