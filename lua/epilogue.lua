@@ -170,10 +170,12 @@ if n == 1 then
   if state_is_string then
     value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
     len = value and #value
+    in_place = true -- (helpers.lua)
     if len == 0 then -- pcall's error table (#: 0), or an empty string: no state either way
       value, len = nil, nil
     elseif value and BLOCKED[len] then
       value, blocked_until, wait = unblock(value)
+      in_place = false -- the key holds a block after the state
     end
   elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
     if KEYS[1] == KEYS[2] then error('redlimit: the state and the block marker are one key: ' .. KEYS[1], 0) end
@@ -185,9 +187,12 @@ if n == 1 then
   end
   local a, rem, retry, reset, delay, decider, new, ttl, each, packed = decide(KEYS[1], cost1, value)
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
-  -- write()'s common case, a value overwritten in place, without the call (as in the batch loop below)
-  if ttl == 0 and len == #new then
+  -- write()'s common cases without the call (as in the batch loop below): a value overwritten in
+  -- place (or its head: in_place, helpers.lua), and a new state's PSETEX
+  if ttl == 0 and (len == #new or in_place) then
     redis.call('SETRANGE', KEYS[1], '0', new)
+  elseif new and ttl ~= 0 then -- a new state's write, or a new lease's
+    redis.call('PSETEX', KEYS[1], ttl_text(ttl), new)
   elseif new ~= nil then
     write(KEYS[1], new, ttl, len)
   end
@@ -267,7 +272,11 @@ for i = 1, n do
         v = v or nil -- MGET's and the delete's false: no state
       end
       len = v and #v
-      if v and BLOCKED[len] then v, blocked_until, wait = unblock(v) end
+      in_place = distinct -- (helpers.lua: a key that comes again reads `written`, which must be whole)
+      if v and BLOCKED[len] then
+        v, blocked_until, wait = unblock(v)
+        in_place = false
+      end
     elseif reads_marker then
       local marker = got[i]
       wait = marker and blocked(marker)
@@ -280,9 +289,15 @@ for i = 1, n do
       a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, v)
       if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
       if new ~= nil then
-        -- write()'s common case without the call: a Lua call costs Redis about as much as the
+        -- write()'s common cases without the call: a Lua call costs Redis about as much as the
         -- work around it here (helpers.lua, TWO52)
-        if ttl == 0 and len == #new then redis.call('SETRANGE', key, '0', new) else write(key, new, ttl, len) end
+        if ttl == 0 and (len == #new or in_place) then
+          redis.call('SETRANGE', key, '0', new)
+        elseif new and ttl ~= 0 then
+          redis.call('PSETEX', key, ttl_text(ttl), new)
+        else
+          write(key, new, ttl, len)
+        end
         if state_is_string and not distinct then written[key] = new end
       end
     end

@@ -92,8 +92,8 @@ local function decide(_, cost, v)
   local new, ttl = nil, nil
   if changed then
     if to_empty > 0 then
-      ttl, lease = bucket_ttl(at, lease, t0, to_empty)
-      new = pack(BUCKET, t0, whole, frac, unit, lease)
+      local need = to_empty
+-- Part: parts/bucket_write.lua
     else
       new = false -- empty is what a missing key means
     end

@@ -85,8 +85,8 @@ local function decide(_, cost, v)
   local new, ttl = nil, nil
   if changed then
     if whole < capacity then
-      ttl, lease = bucket_ttl(at, lease, t0, to_full)
-      new = pack(BUCKET, t0, whole, frac, unit, lease)
+      local need = to_full
+-- Part: parts/bucket_write.lua
     else
       new = false -- full is what a missing key means
     end

@@ -149,6 +149,59 @@ TEST_F(CommandCountTest, BucketsSetTheirTtlOncePerLease) {
   }
 }
 
+// Within its lease a bucket's write changes the state's first 20 bytes alone (at, whole, frac:
+// helpers.lua, BUCKET_HEAD, in_place), laid over the key with SETRANGE: the unit and the lease the
+// first write packed stay, and the key reads back as the whole state a full write would have made.
+// So it is for one request, for a batch of distinct subjects, and for a batch in which a subject
+// comes twice (whose second request reads what the first wrote, so the first writes the whole).
+TEST_F(CommandCountTest, AWriteWithinTheLeaseLaysTheNewHeadOverTheState) {
+  using namespace std::chrono_literals;
+  // 7 bytes little-endian, as struct.pack('<I7') writes them.
+  const auto le7 = [](std::int64_t v) {
+    std::string out;
+    for (int i = 0; i < 7; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return out;
+  };
+  auto strategies = all_strategies(rl(), "head", 1000, std::chrono::hours(1));
+  for (const auto& s : strategies) {
+    if (s.name != "token_bucket" && s.name != "leaky_meter" && s.name != "leaky_shaper") continue;
+    SCOPED_TRACE(s.name);
+    at(0s);
+    std::map<std::string, std::string> first;  // each subject's state after its first write
+    for (const std::string subject : {"u", "v"}) {
+      ASSERT_TRUE(s.consume(subject, 500).allowed);
+      first[subject] = server().command({"GET", s.key_for(subject)}).str;
+      ASSERT_EQ(first[subject].size(), 28u);
+    }
+    const auto held = [&](const std::string& subject, Micros when) {
+      const std::string v = server().command({"GET", s.key_for(subject)}).str;
+      ASSERT_EQ(v.size(), 28u);
+      EXPECT_EQ(v.substr(0, 7), le7((kT0 + when).count())) << "at";
+      EXPECT_EQ(v.substr(20), first[subject].substr(20)) << "unit and lease";
+    };
+    ASSERT_RESET();
+    at(5ms);
+    ASSERT_TRUE(s.consume("u", 1).allowed);
+    held("u", 5ms);
+    at(6ms);
+    for (const auto& d : s.consume_many({{"u", 1}, {"v", 1}})) EXPECT_TRUE(d.allowed) << d;
+    held("u", 6ms);
+    held("v", 6ms);
+    at(7ms);
+    for (const auto& d : s.consume_many({{"v", 1}, {"v", 2}})) EXPECT_TRUE(d.allowed) << d;
+    held("v", 7ms);
+    const auto kept = commands_since_reset();
+    EXPECT_EQ(kept.count("setrange") ? kept.at("setrange") : 0, 5);
+    EXPECT_EQ(kept.size(), 3u) << "get, mget, setrange";  // no SET, PSETEX or DEL
+    // What was taken: 500 + 1 + 1 of u's, 500 + 1 + 3 of v's (a millisecond refills or leaks
+    // nothing of 1000 an hour).
+    if (s.name != "leaky_shaper") {
+      EXPECT_EQ(s.peek("u", 1).remaining, 1000 - 502);
+      EXPECT_EQ(s.peek("v", 1).remaining, 1000 - 504);
+    }
+  }
+}
+
 // A sliding log's key gets its TTL (the newest entry's time plus the window, plus the margin) from
 // the first admission of each half-second slot (sliding_log.lua, RENEW_SLOT), not from each one: the
 // TTL's one-second margin covers the later admissions of the slot, and a refund sets it again.
