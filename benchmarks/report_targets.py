@@ -158,7 +158,7 @@ def _why_concurrent(res, f, misses):
         "pipelined ceiling runs a one-line INCR script at {} us of main-thread CPU per call; a "
         "`consume_many` batch shares one script call's fixed cost over up to 256 decisions, but "
         "each decision still reads its state, writes it back with a TTL and returns its integers "
-        "(two or three for an admission that waits for nothing, five otherwise). "
+        "(one for an admission that waits for nothing, five otherwise). "
         "rate-limiter-flexible with 64 in flight reaches {} decisions/s at {} us a decision; 5x "
         "that is {} decisions/s ({:.1f}x the bound of our cheapest). On this {}-core machine the "
         "client (building and decoding the batches) also shares the cores with Redis.".format(
@@ -180,9 +180,10 @@ def _why_cpu(res, f, missed):
         "token bucket `{}`; leaky bucket `{}`. The fixed window's `HINCRBY` answers the count (a "
         "window's first request adds `PEXPIRE`); the buckets, in a `consume_many` batch, make one "
         "`MGET` for the whole batch and one write per admitted request (`SETRANGE`, in place, within "
-        "a bucket's lease; `PSETEX` otherwise: a new lease, a new subject). What is left per decision "
-        "is that write, the script's Lua arithmetic and the "
-        "integers of its decision (two for an admission that waits for nothing, five otherwise); a script that "
+        "a bucket's lease: the state's first 20 bytes when the key holds it alone; `PSETEX` otherwise: "
+        "a new lease, a new subject). What is left per decision is that write, the state's packing, "
+        "the script's Lua arithmetic and the "
+        "integers of its decision (one for an admission that waits for nothing, five otherwise); a script that "
         "touches nothing and returns a decision costs {} us a call ({} of rate-limiter-flexible's "
         "whole script).".format(
             _ratios(missed), f.rlf_inner.replace("config|resetstat=0.00", "").strip(), inner("fixed_window"),
