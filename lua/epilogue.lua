@@ -98,23 +98,18 @@ local function reply(a, rem, retry, reset, delay, decider, each)
   return out
 end
 
--- Writes what decide() returned for a string state: a value with its TTL in ms (0: the key's TTL
--- still holds), or false to delete the key. `len` is the length of the value the key holds (read
--- by this call, or written by it earlier).
--- Keeping the TTL: a value of the length the key holds overwrites it in place with SETRANGE, which
--- keeps the TTL too, and costs Redis a third less than SET ... KEEPTTL inside a script (0.32 against
--- 0.49 us, measured on 7.0): an integer reply where SET's status reply becomes a Lua table. The
--- lengths must match, or SETRANGE would leave the old value's tail (a block that ended) behind. A
--- TTL of 0 is only ever returned for a key this call read or wrote, so neither command creates a
--- key without a TTL.
-local function write(key, new, ttl, len)
-  if ttl == 0 then
-    if len == #new then redis.call('SETRANGE', key, '0', new) else redis.call('SET', key, new, 'KEEPTTL') end
-  elseif new then
-    redis.call('PSETEX', key, ttl_text(ttl), new)
-  else
-    redis.call('DEL', key)
-  end
+-- Writing what decide() returned for a string state: a value with its TTL in ms (0: the key's TTL
+-- still holds), or false to delete the key. The single path and the batch loop below make the
+-- common writes themselves, without a Lua call: a value with a TTL, PSETEX; a value that keeps the
+-- TTL, SETRANGE over the key when it is of the length the key holds (`len`: read by this call, or
+-- written by it earlier), or when decide() wrote the state's head alone (in_place, helpers.lua).
+-- SETRANGE keeps the TTL too, and costs Redis a third less than SET ... KEEPTTL inside a script
+-- (0.32 against 0.49 us, measured on 7.0): an integer reply where SET's status reply becomes a Lua
+-- table. Otherwise the lengths must match, or SETRANGE would leave the old value's tail (a block
+-- that ended) behind: such a value, and a delete, go through rare_write. A TTL of 0 is only ever
+-- returned for a key this call read or wrote, so no command creates a key without a TTL.
+local function rare_write(key, new)
+  if new then redis.call('SET', key, new, 'KEEPTTL') else redis.call('DEL', key) end
 end
 
 -- The wait a block marker imposes now, or nil. A blocked subject is rejected until the block
@@ -187,14 +182,13 @@ if n == 1 then
   end
   local a, rem, retry, reset, delay, decider, new, ttl, each, packed = decide(KEYS[1], cost1, value)
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
-  -- write()'s common cases without the call (as in the batch loop below): a value overwritten in
-  -- place (or its head: in_place, helpers.lua), and a new state's PSETEX
+  -- The common writes without a call (rare_write, above; as in the batch loop below)
   if ttl == 0 and (len == #new or in_place) then
     redis.call('SETRANGE', KEYS[1], '0', new)
   elseif new and ttl ~= 0 then -- a new state's write, or a new lease's
     redis.call('PSETEX', KEYS[1], ttl_text(ttl), new)
   elseif new ~= nil then
-    write(KEYS[1], new, ttl, len)
+    rare_write(KEYS[1], new)
   end
   if packed then return packed end -- a policy's admission, one integer (policy.lua, packable)
   if a == 1 and retry == 0 and delay == 0 and width == 5 then -- the short forms (reply, above)
@@ -289,14 +283,14 @@ for i = 1, n do
       a, rem, retry, reset, delay, decider, new, ttl, each = decide(key, cost, v)
       if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
       if new ~= nil then
-        -- write()'s common cases without the call: a Lua call costs Redis about as much as the
-        -- work around it here (helpers.lua, TWO52)
+        -- The common writes without a call (rare_write, above): a Lua call costs Redis about as
+        -- much as the work around it here (helpers.lua, TWO52)
         if ttl == 0 and (len == #new or in_place) then
           redis.call('SETRANGE', key, '0', new)
         elseif new and ttl ~= 0 then
           redis.call('PSETEX', key, ttl_text(ttl), new)
         else
-          write(key, new, ttl, len)
+          rare_write(key, new)
         end
         if state_is_string and not distinct then written[key] = new end
       end

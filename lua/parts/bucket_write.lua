@@ -16,10 +16,8 @@ if lease then -- lease_span(at, lease) (helpers.lua), written out
   local next_period = at - at % p + p
   if t0 < next_period and t0 + need <= next_period + ((lease - e) / 32 + 1) * p then ttl = 0 end
 end
-if not ttl then
-  ttl, lease = bucket_ttl(t0, need)
-  new = pack(BUCKET, t0, whole, frac, unit, lease)
-elseif in_place and u == unit then
+if not ttl then ttl, lease = bucket_ttl(t0, need) end
+if ttl == 0 and in_place and u == unit then
   new = pack(BUCKET_HEAD, t0, whole, frac)
 else
   new = pack(BUCKET, t0, whole, frac, unit, lease)

@@ -99,7 +99,7 @@ class Memo {
 };
 
 void apply(KeyRef& key, const Write& w, std::int64_t now) {
-  // SET KEEPTTL, or SETRANGE over a value of the same length (epilogue.lua, write): the same effect
+  // SET KEEPTTL, or SETRANGE over a value of the same length (epilogue.lua, rare_write): the same effect
   if (w.kind == Write::Kind::set && w.ttl_ms == 0) key.set_keep_ttl(w.value);
   if (w.kind == Write::Kind::set && w.ttl_ms != 0) key.set(w.value, now, w.ttl_ms);  // PSETEX
   if (w.kind == Write::Kind::del) key.erase();  // DEL

@@ -116,7 +116,7 @@ TEST_F(CommandCountTest, AFixedWindowDecisionIsOneHincrby) {
 }
 
 // A bucket sets its key's TTL once per lease (helpers.lua, bucket_ttl): its first write PSETEXes,
-// the next ones of the same lease keep the TTL (SETRANGE, in place: epilogue.lua, write), and a
+// the next ones of the same lease keep the TTL (SETRANGE, in place: epilogue.lua, rare_write), and a
 // write after the lease's period takes a new one. The key's TTL is never shortened by the writes that keep it.
 TEST_F(CommandCountTest, BucketsSetTheirTtlOncePerLease) {
   // 1000 an hour, 500 taken: 30 min to full (or empty). A lease of 7 periods of 2^28 us (268 s);
