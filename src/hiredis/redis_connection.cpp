@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 #include "self_connect.hpp"
+#include "tcp_connect.hpp"
 #include "tls.hpp"
 
 namespace redlimit {
@@ -142,6 +144,36 @@ void RedisConnection::start_tls(std::chrono::microseconds limit) {
   }
 }
 
+void RedisConnection::set_interrupt(int wake_fd, std::function<bool(int)> on_socket) {
+  wake_fd_ = wake_fd;
+  on_socket_ = std::move(on_socket);
+}
+
+redisContext* RedisConnection::open_context(std::chrono::microseconds limit) {
+  redisContext* raw = nullptr;
+  const timeval tv = to_timeval(limit);
+  if (!endpoint_.unix_path.empty()) {
+    raw = limit.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
+                            : redisConnectUnix(endpoint_.unix_path.c_str());
+  } else if (wake_fd_ >= 0) {  // set_interrupt: our own connect, which the wake pipe ends
+    std::string why;
+    bool timed_out = false;
+    const int fd = hiredis_detail::connect_tcp(endpoint_.host, endpoint_.port, limit, wake_fd_, why, timed_out);
+    if (fd < 0) {
+      const std::string what = fmt::format("connecting to {}: {}", describe(endpoint_), why);
+      if (timed_out) throw TimeoutError(what);
+      throw ConnectionError(what);
+    }
+    raw = redisConnectFd(fd);  // owns the socket from here, closed with the context
+    if (raw == nullptr) ::close(fd);
+  } else {
+    raw = limit.count() > 0 ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
+                            : redisConnect(endpoint_.host.c_str(), endpoint_.port);
+  }
+  if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
+  return raw;
+}
+
 redisContext& RedisConnection::context() {
   if (ctx_) return *ctx_;
   // Connecting takes at most connect_timeout, and never past the call's deadline.
@@ -154,23 +186,17 @@ redisContext& RedisConnection::context() {
     const auto left = time_left(deadline);
     limit = limit.count() > 0 ? std::min(limit, left) : left;
   }
-  redisContext* raw = nullptr;
-  const timeval tv = to_timeval(limit);
-  if (!endpoint_.unix_path.empty()) {
-    raw = limit.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
-                            : redisConnectUnix(endpoint_.unix_path.c_str());
-  } else {
-    raw = limit.count() > 0 ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
-                            : redisConnect(endpoint_.host.c_str(), endpoint_.port);
-  }
-  if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
-  ctx_.reset(raw);
+  ctx_.reset(open_context(limit));
   shortened_ = false;
   unanswered_ = true;
   if (ctx_->err) fail("connecting to");
   if (hiredis_detail::connected_to_itself(ctx_->fd)) {
     ctx_.reset();  // self_connect.hpp; not fail(): no TLS hint applies, nothing was sent
     throw ConnectionError(hiredis_detail::reached_itself(describe(endpoint_)));
+  }
+  if (on_socket_ && !on_socket_(ctx_->fd)) {
+    ctx_.reset();
+    throw ConnectionError(fmt::format("connecting to {}: stopped", describe(endpoint_)));
   }
   if (tls_) start_tls(limit);
   // Set on every new context: hiredis 0.14 does not carry it across reconnects.

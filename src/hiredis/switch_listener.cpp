@@ -3,9 +3,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <mutex>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -39,12 +43,22 @@ struct SwitchListener::State {
   ~State() {
     ::close(wake[0]);
     ::close(wake[1]);
+    if (socket >= 0) ::close(socket);
   }
   State(const State&) = delete;
   State& operator=(const State&) = delete;
 
   void run();
   bool listen_on(const Endpoint& sentinel);  // false: the sentinel refused SUBSCRIBE
+  // The connection's new socket (RedisConnection::set_interrupt): kept as a dup() that halt() can
+  // shut down; false once stopped. forget() closes the dup when the connection is gone.
+  bool adopt(int fd);
+  void forget();
+  // Sets `stop` and ends whatever the thread waits for: a wake-up byte for its polls (a connect, a
+  // message, the pause), a shutdown() of its socket's reading half for the waits hiredis makes
+  // itself (a TLS handshake, AUTH, SUBSCRIBE's and PING's replies), which would otherwise run to
+  // their timeout.
+  void halt();
   void handle(const Reply& reply) const;
   void pause() const;
 
@@ -53,7 +67,9 @@ struct SwitchListener::State {
   const std::chrono::milliseconds command_timeout;
   const Heard heard;
   std::atomic<bool> stop{false};
-  int wake[2] = {-1, -1};  // written by the destructor: ends any wait of the thread at once
+  int wake[2] = {-1, -1};   // written by halt(): ends any poll of the thread at once
+  std::mutex socket_mutex;  // adopt() and halt(): one of them sees the other's work
+  int socket = -1;          // a dup() of the connection's socket, or -1
 };
 
 // Sentinels in turn, from the first; a sentinel that refused SUBSCRIBE or our credentials is not
@@ -80,7 +96,12 @@ void SwitchListener::State::run() {
 }
 
 bool SwitchListener::State::listen_on(const Endpoint& sentinel) {
+  struct Forget {  // destroyed after `conn`: the dup outlives the socket it was made of
+    State& state;
+    ~Forget() { state.forget(); }
+  } forget_after{*this};
   RedisConnection conn(sentinel, connect_timeout, command_timeout);
+  conn.set_interrupt(wake[0], [this](int fd) { return adopt(fd); });
   const Reply confirmed = conn.command({"SUBSCRIBE", std::string(kChannel)});
   if (confirmed.is_error()) return false;
   Reply reply;
@@ -114,6 +135,36 @@ void SwitchListener::State::handle(const Reply& reply) const {
   }
 }
 
+bool SwitchListener::State::adopt(int fd) {
+  std::lock_guard<std::mutex> lock(socket_mutex);
+  if (stop) return false;
+  if (socket >= 0) ::close(socket);
+  // Without a dup (no descriptor left) the connection still works; only halt() may then wait for it.
+  socket = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  return true;
+}
+
+void SwitchListener::State::forget() {
+  std::lock_guard<std::mutex> lock(socket_mutex);
+  if (socket >= 0) ::close(socket);
+  socket = -1;
+}
+
+void SwitchListener::State::halt() {
+  {
+    std::lock_guard<std::mutex> lock(socket_mutex);
+    stop = true;
+    // Its reading half only: a wait for bytes ends at once (as if the sentinel had closed), and a
+    // write still goes out (a TLS alert, a PING) rather than failing with EPIPE. Its descriptors
+    // stay valid.
+    if (socket >= 0) ::shutdown(socket, SHUT_RD);
+  }
+  const char byte = 0;
+  if (::write(wake[1], &byte, 1) < 0) {
+    // A full pipe has woken the thread already.
+  }
+}
+
 void SwitchListener::State::pause() const {
   pollfd woken{wake[0], POLLIN, 0};
   ::poll(&woken, 1, static_cast<int>(kRetryPause.count()));
@@ -123,15 +174,20 @@ SwitchListener::SwitchListener(SentinelEndpoint endpoint, std::chrono::milliseco
                                std::chrono::milliseconds command_timeout, Heard heard)
     : state_(std::make_shared<State>(std::move(endpoint), connect_timeout, command_timeout, std::move(heard))) {
   // The thread shares the state: it may outlive this object (see the destructor).
-  thread_ = std::thread([state = state_] { state->run(); });
+  thread_ = std::thread([state = state_] {
+    // A write to a sentinel that has just closed fails here with EPIPE instead of raising SIGPIPE,
+    // which would end a process that does not ignore it (docs/api.md asks it to, for hiredis's sake;
+    // this thread of ours does not rely on that).
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    state->run();
+  });
 }
 
 SwitchListener::~SwitchListener() {
-  state_->stop = true;
-  const char byte = 0;
-  if (::write(state_->wake[1], &byte, 1) < 0) {
-    // A full pipe has woken the thread already.
-  }
+  state_->halt();
   if (thread_.get_id() == std::this_thread::get_id()) {
     thread_.detach();  // its callback let the last owner go: the thread ends by itself
   } else {

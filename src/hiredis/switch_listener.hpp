@@ -29,9 +29,10 @@ class SwitchListener {
   // (check_sentinel_endpoint, sentinel_discovery.hpp).
   SwitchListener(SentinelEndpoint endpoint, std::chrono::milliseconds connect_timeout,
                  std::chrono::milliseconds command_timeout, Heard heard);
-  // Wakes the thread and waits for it: at once while it waits for a message or between sentinels;
-  // a connect or a SUBSCRIBE in progress first ends (connect_timeout, command_timeout). From the
-  // thread itself (its callback released the last owner), it lets the thread end by itself.
+  // Wakes the thread and waits for it, which ends at once whatever it was waiting for: a message,
+  // the pause between sentinels, a TCP connect, or a reply (its socket's reading half is shut down). Only
+  // resolving a sentinel's name and a unix socket's connect are waited out. From the thread itself
+  // (its callback released the last owner), it lets the thread end by itself.
   ~SwitchListener();
   SwitchListener(const SwitchListener&) = delete;
   SwitchListener& operator=(const SwitchListener&) = delete;

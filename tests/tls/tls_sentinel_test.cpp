@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <string>
@@ -14,7 +15,9 @@
 
 #include "redlimit/redlimit.hpp"
 #include "redlimit/transport/redis_async.hpp"
+#include "redlimit/transport/sentinel_connection.hpp"
 #include "sentinel/deployment.hpp"
+#include "support/hung_node.hpp"
 #include "tls/certificates.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -118,6 +121,26 @@ TEST_F(TlsSentinelTest, AFailoverOverTlsIsFollowed) {
   }
   ASSERT_TRUE(decided);
   EXPECT_EQ(redlimit_sentinel::used_of(d->replica(), redlimit_sentinel::state_key(d->replica(), "tls-failover")), 1);
+}
+
+// Closing ends the +switch-master listener's TLS handshake with a sentinel that accepts and never
+// answers (a wait inside hiredis and OpenSSL, ended by a shutdown() of the listener's socket:
+// switch_listener.cpp) at once, where it waited out connect_timeout (8 s here).
+TEST_F(TlsSentinelTest, ClosingEndsTheListenersHandshakeWithAHungSentinel) {
+  redlimit_test::HungNode hung;
+  redlimit::Options o;
+  o.connect_timeout = 8000ms;
+  o.command_timeout = 8000ms;
+  auto conn = std::make_unique<redlimit::SentinelConnection>(
+      redlimit::parse_sentinel_url("rediss-sentinel://127.0.0.1:" + std::to_string(hung.port()) + "/mymaster?" + ca()),
+      o);
+  std::this_thread::sleep_for(300ms);  // the listener's thread is in its handshake
+  const auto t0 = std::chrono::steady_clock::now();
+  conn.reset();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  std::printf("closing during the listener's TLS handshake: %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_LT(took, 1000ms);
 }
 
 }  // namespace

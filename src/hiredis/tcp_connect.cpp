@@ -1,0 +1,115 @@
+// See tcp_connect.hpp.
+#include "tcp_connect.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+namespace redlimit::hiredis_detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct AddrInfoFree {
+  void operator()(addrinfo* a) const { ::freeaddrinfo(a); }
+};
+
+enum class Outcome { connected, failed, timed_out, stopped };
+
+// Waits for a non-blocking connect on `fd` to end, or `wake_fd`, or `until`; then SO_ERROR says how
+// the connect ended.
+Outcome finish(int fd, int wake_fd, Clock::time_point until, bool bounded, int& error) {
+  for (;;) {
+    int wait_ms = -1;
+    if (bounded) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left <= 0) return Outcome::timed_out;
+      wait_ms = static_cast<int>(std::min<long long>(left + 1, 1 << 30));  // rounded up: never 0 early
+    }
+    pollfd fds[2] = {{fd, POLLOUT, 0}, {wake_fd, POLLIN, 0}};
+    const int ready = ::poll(fds, wake_fd >= 0 ? 2 : 1, wait_ms);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      error = errno;
+      return Outcome::failed;
+    }
+    if (ready == 0) continue;  // the loop's head decides whether the limit has passed
+    if (wake_fd >= 0 && fds[1].revents != 0) return Outcome::stopped;
+    socklen_t len = sizeof error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+    return error == 0 ? Outcome::connected : Outcome::failed;
+  }
+}
+
+// One address: a connected, blocking socket, or -1 (`error` or the outcome says why).
+int connect_one(const addrinfo& a, int wake_fd, Clock::time_point until, bool bounded, int& error, Outcome& out) {
+  const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a.ai_protocol);
+  if (fd < 0) {
+    error = errno;
+    out = Outcome::failed;
+    return -1;
+  }
+  out = ::connect(fd, a.ai_addr, a.ai_addrlen) == 0 ? Outcome::connected
+        : errno == EINPROGRESS                      ? finish(fd, wake_fd, until, bounded, error)
+                                                    : (error = errno, Outcome::failed);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (out == Outcome::connected && (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)) {
+    error = errno;
+    out = Outcome::failed;
+  }
+  if (out != Outcome::connected) {
+    ::close(fd);
+    return -1;
+  }
+  const int on = 1;  // as hiredis sets it: a command is one small write, never held back
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  return fd;
+}
+
+}  // namespace
+
+int connect_tcp(const std::string& host, int port, std::chrono::microseconds limit, int wake_fd, std::string& why,
+                bool& timed_out) {
+  timed_out = false;
+  const bool bounded = limit.count() > 0;
+  const Clock::time_point until = Clock::now() + limit;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    why = ::gai_strerror(rc);
+    return -1;
+  }
+  const std::unique_ptr<addrinfo, AddrInfoFree> held(found);
+  int error = 0;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    Outcome out = Outcome::failed;
+    const int fd = connect_one(*a, wake_fd, until, bounded, error, out);
+    if (fd >= 0) return fd;
+    if (out == Outcome::stopped) {
+      why = "stopped";
+      return -1;
+    }
+    if (out == Outcome::timed_out) {
+      why = "timed out";
+      timed_out = true;
+      return -1;
+    }
+  }
+  why = error != 0 ? std::strerror(error) : "no address";
+  return -1;
+}
+
+}  // namespace redlimit::hiredis_detail
