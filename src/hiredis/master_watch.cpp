@@ -13,9 +13,13 @@ namespace redlimit::hiredis_detail {
 
 MasterWatch::MasterWatch(SentinelEndpoint endpoint, std::chrono::milliseconds connect_timeout,
                          std::chrono::milliseconds command_timeout)
-    : endpoint_(std::move(endpoint)), connect_timeout_(connect_timeout), command_timeout_(command_timeout) {}
+    : endpoint_(std::move(endpoint)),
+      connect_timeout_(connect_timeout),
+      command_timeout_(command_timeout),
+      interrupt_(std::make_shared<Interrupt>()) {}
 
 MasterWatch::~MasterWatch() {
+  interrupt_->halt();
   if (!worker_.joinable()) return;
   if (worker_.get_id() == std::this_thread::get_id()) {
     worker_.detach();  // the search's callback let the last owner go: its thread ends by itself
@@ -86,8 +90,13 @@ bool MasterWatch::launch(std::function<Outcome()> work, Done done) {
   // at once.
   if (worker_.joinable()) worker_.join();
   busy_ = true;
-  worker_ = std::thread([this, work = std::move(work), done = std::move(done)] {
-    Outcome out = work();
+  worker_ = std::thread([this, interrupt = interrupt_, work = std::move(work), done = std::move(done)] {
+    Outcome out;
+    {
+      const InterruptScope scope(*interrupt);
+      out = work();
+      interrupt->forget_all();  // the search's connections are closed
+    }
     {
       std::lock_guard<std::mutex> inner(mutex_);
       busy_ = false;

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "interrupt.hpp"
 #include "redlimit/url.hpp"
 #include "sentinel_discovery.hpp"
 
@@ -36,8 +38,9 @@ class MasterWatch {
   // No I/O. The endpoint has been checked (check_sentinel_endpoint, sentinel_discovery.hpp).
   MasterWatch(SentinelEndpoint endpoint, std::chrono::milliseconds connect_timeout,
               std::chrono::milliseconds command_timeout);
-  // Waits for a search in progress, which its deadline bounds (command_timeout); from the search's
-  // own thread (its callback released the last owner) it lets that thread finish by itself.
+  // Ends a search in progress at once (interrupt.hpp: its connects and replies stop waiting; it
+  // fails with a ConnectionError, which its callback gets) and waits for its thread; from the
+  // search's own thread (its callback released the last owner) it lets that thread finish by itself.
   ~MasterWatch();
   MasterWatch(const MasterWatch&) = delete;
   MasterWatch& operator=(const MasterWatch&) = delete;
@@ -59,6 +62,9 @@ class MasterWatch {
   const SentinelEndpoint endpoint_;
   const std::chrono::milliseconds connect_timeout_;
   const std::chrono::milliseconds command_timeout_;
+
+  // Halted by the destructor; shared with the search's thread, which may outlive this object.
+  const std::shared_ptr<Interrupt> interrupt_;
 
   std::mutex mutex_;  // guards the three below
   std::thread worker_;

@@ -13,6 +13,7 @@
 #include "call_deadline.hpp"
 #include "endpoint_text.hpp"
 #include "hiredis_reply.hpp"
+#include "interrupt.hpp"
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 #include "self_connect.hpp"
@@ -144,21 +145,18 @@ void RedisConnection::start_tls(std::chrono::microseconds limit) {
   }
 }
 
-void RedisConnection::set_interrupt(int wake_fd, std::function<bool(int)> on_socket) {
-  wake_fd_ = wake_fd;
-  on_socket_ = std::move(on_socket);
-}
-
 redisContext* RedisConnection::open_context(std::chrono::microseconds limit) {
   redisContext* raw = nullptr;
   const timeval tv = to_timeval(limit);
   if (!endpoint_.unix_path.empty()) {
     raw = limit.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
                             : redisConnectUnix(endpoint_.unix_path.c_str());
-  } else if (wake_fd_ >= 0) {  // set_interrupt: our own connect, which the wake pipe ends
+  } else if (hiredis_detail::Interrupt* interrupt = hiredis_detail::current_interrupt()) {
+    // Our own connect, which the interrupt's wake pipe ends.
     std::string why;
     bool timed_out = false;
-    const int fd = hiredis_detail::connect_tcp(endpoint_.host, endpoint_.port, limit, wake_fd_, why, timed_out);
+    const int fd =
+        hiredis_detail::connect_tcp(endpoint_.host, endpoint_.port, limit, interrupt->wake_fd(), why, timed_out);
     if (fd < 0) {
       const std::string what = fmt::format("connecting to {}: {}", describe(endpoint_), why);
       if (timed_out) throw TimeoutError(what);
@@ -194,7 +192,8 @@ redisContext& RedisConnection::context() {
     ctx_.reset();  // self_connect.hpp; not fail(): no TLS hint applies, nothing was sent
     throw ConnectionError(hiredis_detail::reached_itself(describe(endpoint_)));
   }
-  if (on_socket_ && !on_socket_(ctx_->fd)) {
+  if (hiredis_detail::Interrupt* interrupt = hiredis_detail::current_interrupt();
+      interrupt && !interrupt->adopt(ctx_->fd)) {
     ctx_.reset();
     throw ConnectionError(fmt::format("connecting to {}: stopped", describe(endpoint_)));
   }

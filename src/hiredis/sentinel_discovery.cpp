@@ -8,6 +8,7 @@
 
 #include "call_deadline.hpp"
 #include "endpoint_text.hpp"
+#include "interrupt.hpp"
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
@@ -175,7 +176,8 @@ FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t 
     } catch (const AuthError&) {
       throw;  // configuration: another pass cannot help
     } catch (const ConnectionError&) {
-      if (round >= rounds || left_in_call(command_timeout) <= pause) throw;
+      // (interrupted: the thread's owner is closing, interrupt.hpp; every pass would fail at once.)
+      if (round >= rounds || left_in_call(command_timeout) <= pause || interrupted()) throw;
       std::this_thread::sleep_for(pause);
     }
   }

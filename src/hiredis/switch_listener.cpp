@@ -1,19 +1,15 @@
 // SwitchListener: Sentinel's +switch-master announcements, heard on a thread (switch_listener.hpp).
 #include "switch_listener.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <csignal>
-#include <mutex>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "interrupt.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/transport/redis_connection.hpp"
 #include "sentinel_discovery.hpp"
@@ -37,39 +33,21 @@ struct SwitchListener::State {
       : endpoint(std::move(e)),
         connect_timeout(sentinel_step(connect)),
         command_timeout(sentinel_step(command)),
-        heard(std::move(h)) {
-    if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("cannot make a pipe for the Sentinel listener");
-  }
-  ~State() {
-    ::close(wake[0]);
-    ::close(wake[1]);
-    if (socket >= 0) ::close(socket);
-  }
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
+        heard(std::move(h)) {}
 
   void run();
   bool listen_on(const Endpoint& sentinel);  // false: the sentinel refused SUBSCRIBE
-  // The connection's new socket (RedisConnection::set_interrupt): kept as a dup() that halt() can
-  // shut down; false once stopped. forget() closes the dup when the connection is gone.
-  bool adopt(int fd);
-  void forget();
-  // Sets `stop` and ends whatever the thread waits for: a wake-up byte for its polls (a connect, a
-  // message, the pause), a shutdown() of its socket's reading half for the waits hiredis makes
-  // itself (a TLS handshake, AUTH, SUBSCRIBE's and PING's replies), which would otherwise run to
-  // their timeout.
-  void halt();
   void handle(const Reply& reply) const;
   void pause() const;
+  bool stopped() const { return interrupt.halted(); }
 
   const SentinelEndpoint endpoint;
   const std::chrono::milliseconds connect_timeout;
   const std::chrono::milliseconds command_timeout;
   const Heard heard;
-  std::atomic<bool> stop{false};
-  int wake[2] = {-1, -1};   // written by halt(): ends any poll of the thread at once
-  std::mutex socket_mutex;  // adopt() and halt(): one of them sees the other's work
-  int socket = -1;          // a dup() of the connection's socket, or -1
+  // Halted by the destructor: ends whatever the thread waits for (interrupt.hpp), its polls (a
+  // message, the pause) through the wake pipe.
+  Interrupt interrupt;
 };
 
 // Sentinels in turn, from the first; a sentinel that refused SUBSCRIBE or our credentials is not
@@ -78,7 +56,8 @@ void SwitchListener::State::run() {
   const std::size_t n = endpoint.sentinels.size();
   std::vector<bool> refused(n, false);
   std::size_t left = n;
-  for (std::size_t next = 0; !stop && left > 0; next = (next + 1) % n) {
+  const InterruptScope scope(interrupt);
+  for (std::size_t next = 0; !stopped() && left > 0; next = (next + 1) % n) {
     if (refused[next]) continue;
     bool refusal = false;
     try {
@@ -91,24 +70,23 @@ void SwitchListener::State::run() {
       refused[next] = true;
       --left;
     }
-    if (!stop) pause();
+    if (!stopped()) pause();
   }
 }
 
 bool SwitchListener::State::listen_on(const Endpoint& sentinel) {
   struct Forget {  // destroyed after `conn`: the dup outlives the socket it was made of
-    State& state;
-    ~Forget() { state.forget(); }
-  } forget_after{*this};
+    Interrupt& interrupt;
+    ~Forget() { interrupt.forget_all(); }
+  } forget_after{interrupt};
   RedisConnection conn(sentinel, connect_timeout, command_timeout);
-  conn.set_interrupt(wake[0], [this](int fd) { return adopt(fd); });
   const Reply confirmed = conn.command({"SUBSCRIBE", std::string(kChannel)});
   if (confirmed.is_error()) return false;
   Reply reply;
-  while (!stop) {
-    if (conn.await_push(kQuietPing, reply, wake[0])) {
+  while (!stopped()) {
+    if (conn.await_push(kQuietPing, reply, interrupt.wake_fd())) {
       handle(reply);
-    } else if (!stop) {
+    } else if (!stopped()) {
       handle(conn.command({"PING"}));  // its "pong" is not a message; a message read first is
     }
   }
@@ -135,38 +113,8 @@ void SwitchListener::State::handle(const Reply& reply) const {
   }
 }
 
-bool SwitchListener::State::adopt(int fd) {
-  std::lock_guard<std::mutex> lock(socket_mutex);
-  if (stop) return false;
-  if (socket >= 0) ::close(socket);
-  // Without a dup (no descriptor left) the connection still works; only halt() may then wait for it.
-  socket = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  return true;
-}
-
-void SwitchListener::State::forget() {
-  std::lock_guard<std::mutex> lock(socket_mutex);
-  if (socket >= 0) ::close(socket);
-  socket = -1;
-}
-
-void SwitchListener::State::halt() {
-  {
-    std::lock_guard<std::mutex> lock(socket_mutex);
-    stop = true;
-    // Its reading half only: a wait for bytes ends at once (as if the sentinel had closed), and a
-    // write still goes out (a TLS alert, a PING) rather than failing with EPIPE. Its descriptors
-    // stay valid.
-    if (socket >= 0) ::shutdown(socket, SHUT_RD);
-  }
-  const char byte = 0;
-  if (::write(wake[1], &byte, 1) < 0) {
-    // A full pipe has woken the thread already.
-  }
-}
-
 void SwitchListener::State::pause() const {
-  pollfd woken{wake[0], POLLIN, 0};
+  pollfd woken{interrupt.wake_fd(), POLLIN, 0};
   ::poll(&woken, 1, static_cast<int>(kRetryPause.count()));
 }
 
@@ -187,7 +135,7 @@ SwitchListener::SwitchListener(SentinelEndpoint endpoint, std::chrono::milliseco
 }
 
 SwitchListener::~SwitchListener() {
-  state_->halt();
+  state_->interrupt.halt();
   if (thread_.get_id() == std::this_thread::get_id()) {
     thread_.detach();  // its callback let the last owner go: the thread ends by itself
   } else {

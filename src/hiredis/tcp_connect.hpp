@@ -1,9 +1,10 @@
 #pragma once
-// A TCP connect that another thread can end, for the Sentinel listener (switch_listener.hpp): its
-// owner, when it closes, must not wait out connect_timeout for a sentinel whose host never answers
-// a SYN (down, or behind a firewall that drops). hiredis's own connect (redisConnectWithTimeout)
-// waits on a socket no other thread can see; this one waits on the socket and a wake pipe together,
-// and the caller hands the connected socket to hiredis (redisConnectFd).
+// A TCP connect that another thread can end, for the connections of an Interrupt (interrupt.hpp:
+// the Sentinel listener's, an async client's search): their owner, when it closes, must not wait out
+// connect_timeout for a sentinel whose host never answers a SYN (down, or behind a firewall that
+// drops). hiredis's own connect (redisConnectWithTimeout) waits on a socket no other thread can see;
+// this one waits on the socket and a wake pipe together, and the caller hands the connected socket
+// to hiredis (redisConnectFd).
 #include <chrono>
 #include <string>
 

@@ -124,8 +124,9 @@ TEST_F(TlsSentinelTest, AFailoverOverTlsIsFollowed) {
 }
 
 // Closing ends the +switch-master listener's TLS handshake with a sentinel that accepts and never
-// answers (a wait inside hiredis and OpenSSL, ended by a shutdown() of the listener's socket:
-// switch_listener.cpp) at once, where it waited out connect_timeout (8 s here).
+// answers (a wait inside hiredis and OpenSSL, ended by a shutdown() of the reading half of the
+// listener's socket: src/hiredis/interrupt.hpp) at once, where it waited out connect_timeout (8 s
+// here); no SIGPIPE either (this process does not ignore it).
 TEST_F(TlsSentinelTest, ClosingEndsTheListenersHandshakeWithAHungSentinel) {
   redlimit_test::HungNode hung;
   redlimit::Options o;

@@ -7,7 +7,6 @@
 // docs/reliability.md §7).
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,14 +58,6 @@ class RedisConnection final : public Connection {
   // server sends unasked and reads it into `out`. False when none came in that time, or when
   // `wake_fd` (if >= 0) became readable first: the connection stays up either way.
   bool await_push(std::chrono::milliseconds wait, Reply& out, int wake_fd = -1);
-  // For a connection that another thread must be able to end at any moment (the Sentinel
-  // listener, which its owner stops when it closes): a TCP connect in progress ends, failing with
-  // ConnectionError, when `wake_fd` becomes readable, and every new socket is handed to `on_socket`
-  // once connected, before anything is sent on it. The other thread ends any wait after that by
-  // shutdown() of that socket (of a dup() of it, which outlives a close here); `on_socket` returning
-  // false (stopped already) fails the connect. Resolving a name and a unix socket's connect still
-  // block.
-  void set_interrupt(int wake_fd, std::function<bool(int socket)> on_socket);
   void begin_call(std::chrono::steady_clock::time_point started) override;
   void end_call() noexcept override;
 
@@ -84,7 +75,8 @@ class RedisConnection final : public Connection {
   using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
 
   redisContext& context();  // connects (or reconnects) on demand
-  // The new context (connected, or with its error set), connecting within `limit` (0: none).
+  // The new context (connected, or with its error set), connecting within `limit` (0: none); under
+  // an interrupt (src/hiredis/interrupt.hpp) with a connect that it can end.
   redisContext* open_context(std::chrono::microseconds limit);
   void start_tls(std::chrono::microseconds limit);  // rediss://: the handshake on a new context
   // Drops the context and throws TimeoutError or ConnectionError; `why` (else the context's errstr).
@@ -109,8 +101,6 @@ class RedisConnection final : public Connection {
   bool shortened_ = false;  // the context's socket timeout is the time left, not command_timeout
   bool unanswered_ = false;  // no reply yet on this context (a TLS failure then hints at client certificates)
   std::uint64_t connects_ = 0;
-  int wake_fd_ = -1;                    // set_interrupt
-  std::function<bool(int)> on_socket_;  // set_interrupt
 };
 
 }  // namespace redlimit

@@ -1,18 +1,21 @@
-// Closing a Sentinel client ends its +switch-master listener (switch_listener.hpp) at once, whatever
-// the listener is waiting for. Before, the owner's destructor waited for a connect to a sentinel
-// whose host never answers until connect_timeout, and for a hung sentinel's reply to SUBSCRIBE until
-// command_timeout: a service shutting down, or a limiter made again on new settings, stalled that
-// long (the async client's event loop with it, where the listener is released). Each test makes the
-// listener wait on a sentinel that never answers, with timeouts of 8 s, and closes the client.
-// No deployment: the listener's first sentinel is the one that never answers.
+// Closing a Sentinel client ends the threads it runs at once, whatever they wait for
+// (src/hiredis/interrupt.hpp): its +switch-master listener (switch_listener.hpp) and an async
+// client's master search (master_watch.hpp). Before, the owner's destructor waited for a connect to
+// a sentinel whose host never answers until connect_timeout, for a hung sentinel's reply until
+// command_timeout, and for a search until its deadline: a service shutting down, or a limiter made
+// again on new settings, stalled that long (the async client's event loop with it, where it releases
+// them). Each test makes a thread wait on a sentinel that never answers, with timeouts of 8 s, and
+// closes the client. No deployment: the only sentinel is the one that never answers.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -92,23 +95,75 @@ TEST(SentinelListener, ClosingEndsAWaitForAHungSentinelsReply) {
 }
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
+// An AsyncRedis on a libevent loop of its own, following the sentinel at `port`.
+class AsyncLoop {
+ public:
+  explicit AsyncLoop(int port) : base_(event_base_new()) {
+    if (base_ == nullptr) throw std::runtime_error("event_base_new failed");
+    redlimit::AsyncOptions o;
+    o.connect_timeout = kTimeout;
+    o.command_timeout = kTimeout;
+    redis_ = redlimit::AsyncRedis::attach_libevent(base_, sentinel_at(port), o);
+    loop_ = std::thread([b = base_] { event_base_dispatch(b); });
+  }
+  ~AsyncLoop() {
+    redis_.reset();
+    if (loop_.joinable()) loop_.join();
+    event_base_free(base_);
+  }
+  AsyncLoop(const AsyncLoop&) = delete;
+  AsyncLoop& operator=(const AsyncLoop&) = delete;
+  redlimit::AsyncRedis& redis() { return *redis_; }
+  // Releases the client (the loop returns once it is gone) and waits for the loop: how long that took.
+  std::chrono::milliseconds close() {
+    const auto t0 = Steady::now();
+    redis_.reset();
+    loop_.join();
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0);
+  }
+
+ private:
+  event_base* base_;
+  std::shared_ptr<redlimit::AsyncRedis> redis_;
+  std::thread loop_;
+};
+
 // The async client releases its listener on the loop's thread: before, the loop stopped as long.
 TEST(SentinelListener, TheAsyncClientsLoopIsNotHeldByAClosingListener) {
   const auto silent = redlimit_test::HungNode::silent();
-  redlimit::AsyncOptions o;
-  o.connect_timeout = kTimeout;
-  o.command_timeout = kTimeout;
-  event_base* base = event_base_new();
-  ASSERT_NE(base, nullptr);
-  auto redis = redlimit::AsyncRedis::attach_libevent(base, sentinel_at(silent.port()), o);
-  std::thread loop([base] { event_base_dispatch(base); });
+  AsyncLoop loop(silent.port());
   std::this_thread::sleep_for(kSettle);
-  const auto t0 = Steady::now();
-  redis.reset();  // the loop returns once the client is gone
-  loop.join();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0);
-  event_base_free(base);
+  const auto took = loop.close();
   std::printf("the async client closed, its listener connecting: the loop ended after %lld ms\n",
+              static_cast<long long>(took.count()));
+  EXPECT_LT(took, 1000ms);
+}
+
+// A command makes the async client search for the master, on a thread of its own, which waits on
+// the one sentinel's connect (bounded by command_timeout). The command's own deadline (300 ms)
+// passes first, and it fails; the search goes on. Closing then ends the search at once. (A command
+// queued before close() and still waiting for the master is still waited for, within its deadline:
+// close() lets what was queued before it be answered.)
+TEST(SentinelSearch, ClosingTheAsyncClientEndsASearchInProgress) {
+  const auto silent = redlimit_test::HungNode::silent();
+  AsyncLoop loop(silent.port());
+  std::atomic<int> answered{0}, timed_out{0};
+  loop.redis().command_async_until(
+      {"PING"}, [&](redlimit::Reply) { ++answered; },
+      [&](std::exception_ptr e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const redlimit::TimeoutError&) {
+          ++timed_out;
+        } catch (...) {
+        }
+      },
+      Steady::now() + 300ms);
+  for (int i = 0; i < 200 && timed_out.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(timed_out.load(), 1) << "the command did not time out while the master was looked for";
+  EXPECT_EQ(answered.load(), 0);
+  const auto took = loop.close();
+  std::printf("the async client closed during a search: the loop ended after %lld ms\n",
               static_cast<long long>(took.count()));
   EXPECT_LT(took, 1000ms);
 }
