@@ -63,6 +63,8 @@ TEST_F(TlsSentinelTest, FindsTheMasterOverTlsAndDecidesThere) {
   EXPECT_FALSE(fw.consume("u").allowed);
   // The state is on the master (read by the harness on its clear port), replicated over TLS.
   EXPECT_EQ(redlimit_sentinel::used_of(d->master(), redlimit_sentinel::state_key(d->master(), "tls-sentinel")), 2);
+  // The +switch-master listener subscribed over TLS too (its connect is its own: interrupt.hpp).
+  EXPECT_TRUE(d->wait_for_subscribers(1, 10s)) << "no subscription on any sentinel within 10 s";
 #ifdef REDLIMIT_HAVE_LIBEVENT
   // The async client too: the sentinels asked over TLS off the loop, the master's certificate
   // verified for the address they name.
