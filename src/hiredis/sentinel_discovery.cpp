@@ -185,6 +185,9 @@ FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t 
 
 bool confirm_announced(const SentinelEndpoint& endpoint, const FoundMaster& announced,
                        std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout) {
+  // Half the call's time left, as each sentinel of a pass gets: an announced master that hangs (a
+  // stale or a wrong announcement) leaves the search that follows the rest.
+  const NarrowedCall half(half_of_call_left());
   Pass pass;  // its notes name the sentinel; no error is made of them here
   return confirm_master(endpoint, announced, endpoint.sentinels.front(), Timeouts{connect_timeout, command_timeout},
                         pass);

@@ -50,7 +50,9 @@ FoundMaster find_master_patiently(const SentinelEndpoint& endpoint, std::size_t 
 // The master a sentinel announced (+switch-master, switch_listener.hpp; its `sentinel` unused),
 // confirmed with ROLE: true when it says "master". Tried before the sentinels are asked after an
 // announcement: one that has not heard of the failover yet still names the old master, which may
-// still be up and a master. AuthError when it refuses the data credentials (as find_master).
+// still be up and a master. It takes at most half of the call's time left (half_of_call_left), so an
+// announced master that hangs leaves the rest to the sentinels. AuthError when it refuses the data
+// credentials (as find_master).
 bool confirm_announced(const SentinelEndpoint& endpoint, const FoundMaster& announced,
                        std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout);
 

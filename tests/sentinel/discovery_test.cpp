@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
+#include "redlimit/transport/sentinel_connection.hpp"
 #include "sentinel/deployment.hpp"
+#include "sentinel/fake_sentinel.hpp"
 #include "support/hung_node.hpp"
 
 namespace {
@@ -232,6 +234,44 @@ TEST_F(SentinelDiscovery, ASentinelHungAfterAnsweringFailsNoCall) {
               first_error.c_str(), static_cast<long long>(slowest.count()));
   EXPECT_EQ(failed, 0) << first_error;
   EXPECT_GE(slowest, 900ms);  // one check did wait on the hung sentinel: half of the 2 s call
+}
+
+// An announcement (+switch-master) naming a master that hangs, while the sentinels name the real
+// one (a stale or wrong announcement; a fake sentinel makes it, as no real one can be made to): the
+// call that confirms the announced master gives it half of its time (half_of_call_left), as every
+// step of a search does, and the sentinels the rest, so the call is decided on the real master.
+// Before, the confirmation took the whole call, which failed.
+TEST_F(SentinelDiscovery, AnAnnouncedMasterThatHangsCostsHalfOfTheCall) {
+  redlimit_sentinel::FakeSentinel fake;
+  fake.name_master("127.0.0.1", d().master().port());
+  redlimit_test::HungNode hung;
+  const std::string url = std::string("redis-sentinel://app:") + kAppPassword +
+                          "@127.0.0.1:" + std::to_string(fake.port()) + "/mymaster?sentinel_check_ms=0";
+  auto conn = std::make_shared<redlimit::SentinelConnection>(redlimit::parse_sentinel_url(url), quick());
+  RateLimiter limiter(conn, quick());
+  auto fw = limiter.fixed_window("announced-hung", redlimit::Limit::per_minute(1000));
+  ASSERT_TRUE(fw.consume("u").allowed);  // the master the fake sentinel names
+  const std::string real = "127.0.0.1:" + std::to_string(d().master().port());
+  ASSERT_EQ(conn->master(), real);
+  int sent = 0;  // once the listener has subscribed
+  for (int i = 0; i < 500 && sent == 0; ++i) {
+    sent = fake.announce("mymaster", "127.0.0.1", d().master().port(), "127.0.0.1", hung.port());
+    if (sent == 0) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(sent, 1) << "the listener did not subscribe within 5 s";
+  for (int i = 0; i < 500 && conn->announcements() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(conn->announcements(), 1u);
+  const auto started = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] {
+    if (!fw.consume("u").allowed) throw redlimit::Error("rejected");
+  });
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::printf("an announced master that hangs, a 2 s deadline: %s, decided after %lld ms\n", e.c_str(),
+              static_cast<long long>(took.count()));
+  EXPECT_EQ(e, "(no error)");
+  EXPECT_GE(took, 900ms);  // the announced master was asked first, and waited for
+  EXPECT_EQ(conn->master(), real);
+  EXPECT_EQ(conn->discoveries(), 2u);
 }
 
 TEST_F(SentinelDiscovery, WrongSentinelCredentialsAreNamedNeverShown) {
