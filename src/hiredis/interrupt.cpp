@@ -2,8 +2,11 @@
 #include "interrupt.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include "redlimit/errors.hpp"
 
@@ -55,5 +58,12 @@ InterruptScope::~InterruptScope() { t_interrupt = nullptr; }
 Interrupt* current_interrupt() { return t_interrupt; }
 
 bool interrupted() { return t_interrupt != nullptr && t_interrupt->halted(); }
+
+void block_sigpipe_on_this_thread() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+}
 
 }  // namespace redlimit::hiredis_detail

@@ -62,4 +62,10 @@ Interrupt* current_interrupt();
 // try again (discovery's passes) stops instead.
 bool interrupted();
 
+// For a thread of ours that talks to servers (the listener's, a search's), at its start: a write to
+// a server that has just closed fails with EPIPE instead of raising SIGPIPE, which would end a
+// process that does not ignore it (docs/api.md asks it to, for hiredis's sake; our threads do not
+// rely on that). A SIGPIPE left pending ends with the thread.
+void block_sigpipe_on_this_thread();
+
 }  // namespace redlimit::hiredis_detail

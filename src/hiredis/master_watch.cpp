@@ -91,6 +91,7 @@ bool MasterWatch::launch(std::function<Outcome()> work, Done done) {
   if (worker_.joinable()) worker_.join();
   busy_ = true;
   worker_ = std::thread([this, interrupt = interrupt_, work = std::move(work), done = std::move(done)] {
+    block_sigpipe_on_this_thread();
     Outcome out;
     {
       const InterruptScope scope(*interrupt);

@@ -2,9 +2,7 @@
 #include "switch_listener.hpp"
 
 #include <poll.h>
-#include <pthread.h>
 
-#include <csignal>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -123,13 +121,7 @@ SwitchListener::SwitchListener(SentinelEndpoint endpoint, std::chrono::milliseco
     : state_(std::make_shared<State>(std::move(endpoint), connect_timeout, command_timeout, std::move(heard))) {
   // The thread shares the state: it may outlive this object (see the destructor).
   thread_ = std::thread([state = state_] {
-    // A write to a sentinel that has just closed fails here with EPIPE instead of raising SIGPIPE,
-    // which would end a process that does not ignore it (docs/api.md asks it to, for hiredis's sake;
-    // this thread of ours does not rely on that).
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    block_sigpipe_on_this_thread();
     state->run();
   });
 }
