@@ -5,7 +5,7 @@
 // drops SYNs waits for connect_timeout, a hung sentinel's reply for command_timeout.
 //
 // A thread runs its I/O under an InterruptScope. Each RedisConnection it connects then connects
-// with connect_tcp (tcp_connect.hpp), whose wait also ends when the Interrupt's wake pipe becomes
+// with connect_context (tcp_connect.hpp), whose wait also ends when the Interrupt's wake pipe becomes
 // readable, and hands its socket to adopt(), which keeps a dup() of it. halt(), from any thread,
 // writes the pipe and shuts the reading half of every adopted socket down: any wait for bytes inside
 // hiredis or OpenSSL (a TLS handshake, AUTH, a reply) ends as if the server had closed, and a write

@@ -4,7 +4,6 @@
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -152,18 +151,7 @@ redisContext* RedisConnection::open_context(std::chrono::microseconds limit) {
     raw = limit.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
                             : redisConnectUnix(endpoint_.unix_path.c_str());
   } else if (hiredis_detail::Interrupt* interrupt = hiredis_detail::current_interrupt()) {
-    // Our own connect, which the interrupt's wake pipe ends.
-    std::string why;
-    bool timed_out = false;
-    const int fd =
-        hiredis_detail::connect_tcp(endpoint_.host, endpoint_.port, limit, interrupt->wake_fd(), why, timed_out);
-    if (fd < 0) {
-      const std::string what = fmt::format("connecting to {}: {}", describe(endpoint_), why);
-      if (timed_out) throw TimeoutError(what);
-      throw ConnectionError(what);
-    }
-    raw = redisConnectFd(fd);  // owns the socket from here, closed with the context
-    if (raw == nullptr) ::close(fd);
+    raw = hiredis_detail::connect_context(endpoint_, limit, interrupt->wake_fd());  // ends on its wake pipe
   } else {
     raw = limit.count() > 0 ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
                             : redisConnect(endpoint_.host.c_str(), endpoint_.port);

@@ -2,6 +2,8 @@
 #include "tcp_connect.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +15,10 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string>
+
+#include "endpoint_text.hpp"
+#include "redlimit/errors.hpp"
 
 namespace redlimit::hiredis_detail {
 
@@ -76,8 +82,7 @@ int connect_one(const addrinfo& a, int wake_fd, Clock::time_point until, bool bo
   return fd;
 }
 
-}  // namespace
-
+// The connected socket, or -1 with `why` (and `timed_out` when the limit ended it).
 int connect_tcp(const std::string& host, int port, std::chrono::microseconds limit, int wake_fd, std::string& why,
                 bool& timed_out) {
   timed_out = false;
@@ -110,6 +115,25 @@ int connect_tcp(const std::string& host, int port, std::chrono::microseconds lim
   }
   why = error != 0 ? std::strerror(error) : "no address";
   return -1;
+}
+
+}  // namespace
+
+redisContext* connect_context(const Endpoint& endpoint, std::chrono::microseconds limit, int wake_fd) {
+  std::string why;
+  bool timed_out = false;
+  const int fd = connect_tcp(endpoint.host, endpoint.port, limit, wake_fd, why, timed_out);
+  if (fd < 0) {
+    const std::string what = fmt::format("connecting to {}: {}", describe(endpoint), why);
+    if (timed_out) throw TimeoutError(what);
+    throw ConnectionError(what);
+  }
+  redisContext* c = redisConnectFd(fd);  // owns the socket from here, closed with the context
+  if (c == nullptr) {
+    ::close(fd);
+    throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint)));
+  }
+  return c;
 }
 
 }  // namespace redlimit::hiredis_detail
