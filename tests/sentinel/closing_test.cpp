@@ -6,9 +6,7 @@
 // again on new settings, stalled that long (the async client's event loop with it, where it releases
 // them). Each test makes a thread wait on a sentinel that never answers, with timeouts of 8 s, and
 // closes the client. No deployment: the only sentinel is the one that never answers.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -63,11 +61,8 @@ std::chrono::milliseconds closing_time(int port) {
 // nothing.
 bool connect_waits(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool pending = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EINPROGRESS;
+  const sockaddr_in a = redlimit_test::loopback_address(port);
+  const bool pending = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 && errno == EINPROGRESS;
   std::this_thread::sleep_for(200ms);
   int error = 0;
   socklen_t len = sizeof error;

@@ -5,33 +5,23 @@
 // the confirmation, PING with PONG, and anything else with an error; announce() sends every
 // subscriber a +switch-master message. One thread polls every connection; stopped and joined with
 // the object. Header-only, for the Sentinel suite.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/hung_node.hpp"
 
 namespace redlimit_sentinel {
 
 class FakeSentinel {
  public:
-  FakeSentinel() : listener_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listener_, 16) != 0 || ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      throw std::runtime_error("cannot listen on a loopback port");
-    }
-    port_ = ntohs(a.sin_port);
+  FakeSentinel() : listener_(redlimit_test::listen_on_loopback(16, port_)) {
     thread_ = std::thread([this] { serve(); });
   }
   ~FakeSentinel() {
@@ -155,8 +145,8 @@ class FakeSentinel {
     }
   }
 
+  int port_ = 0;  // before listener_: its initializer sets it
   int listener_;
-  int port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::mutex mutex_;  // guards the three below and clients_ (the serving thread changes it)
