@@ -1,18 +1,18 @@
 // AsyncRedis::Core and its hiredis context: opening one (AUTH and SELECT queued first), handing it
 // commands, the callbacks hiredis runs (replies, connect, disconnect), and freeing contexts only
 // where hiredis allows it. See async_core.hpp for the rules kept here.
-#include "async_core.hpp"
-#include "hiredis_reply.hpp"
-#include "self_connect.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <string_view>
 #include <utility>
 
+#include "async_core.hpp"
+#include "hiredis_reply.hpp"
 #include "redlimit/detail/message.hpp"
 #include "redlimit/errors.hpp"
+#include "self_connect.hpp"
+#include "tcp_connect.hpp"
 
 namespace redlimit {
 
@@ -88,8 +88,11 @@ void AsyncRedis::Core::forget(Conn& conn, const Pending* pending) {
 AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   if (conn_) return conn_.get();
   auto conn = std::make_unique<Conn>(*this);
-  redisAsyncContext* raw = target_.unix_path.empty() ? redisAsyncConnect(target_.host.c_str(), target_.port)
-                                                     : redisAsyncConnectUnix(target_.unix_path.c_str());
+  redisAsyncContext* raw =
+      target_.unix_path.empty()
+          ? hiredis_detail::async_connect_context(  // the name resolved within connect_timeout
+                target_, std::chrono::duration_cast<std::chrono::microseconds>(options_.connect_timeout))
+          : redisAsyncConnectUnix(target_.unix_path.c_str());
   if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(target_)));
   conn->ac.reset(raw);
   if (raw->err) throw ConnectionError(fmt::format("connecting to {}: {}", describe(target_), raw->errstr));

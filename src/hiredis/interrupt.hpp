@@ -11,8 +11,8 @@
 // hiredis or OpenSSL (a TLS handshake, AUTH, a reply) ends as if the server had closed, and a write
 // still goes out rather than failing with EPIPE. A dup outlives the connection's own descriptor, so
 // halt() never touches a descriptor number that was closed and given to someone else; forget_all()
-// closes the dups once the thread's connections are gone. Resolving a host name and a unix socket's
-// connect are not interrupted.
+// closes the dups once the thread's connections are gone. A host name's lookup is waited for on the
+// wake pipe too (name_lookup.hpp); a unix socket's connect is not interrupted.
 #include <atomic>
 #include <mutex>
 #include <vector>

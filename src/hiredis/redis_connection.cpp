@@ -150,11 +150,11 @@ redisContext* RedisConnection::open_context(std::chrono::microseconds limit) {
   if (!endpoint_.unix_path.empty()) {
     raw = limit.count() > 0 ? redisConnectUnixWithTimeout(endpoint_.unix_path.c_str(), tv)
                             : redisConnectUnix(endpoint_.unix_path.c_str());
-  } else if (hiredis_detail::Interrupt* interrupt = hiredis_detail::current_interrupt()) {
-    raw = hiredis_detail::connect_context(endpoint_, limit, interrupt->wake_fd());  // ends on its wake pipe
   } else {
-    raw = limit.count() > 0 ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
-                            : redisConnect(endpoint_.host.c_str(), endpoint_.port);
+    // Our connect, not hiredis's: the name's lookup is bounded too (tcp_connect.hpp), and under an
+    // interrupt the wait ends on its wake pipe.
+    hiredis_detail::Interrupt* interrupt = hiredis_detail::current_interrupt();
+    raw = hiredis_detail::connect_context(endpoint_, limit, interrupt ? interrupt->wake_fd() : -1);
   }
   if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(endpoint_)));
   return raw;

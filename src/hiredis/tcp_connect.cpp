@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "endpoint_text.hpp"
+#include "name_lookup.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::hiredis_detail {
@@ -26,10 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct AddrInfoFree {
-  void operator()(addrinfo* a) const { ::freeaddrinfo(a); }
-};
-
 enum class Outcome { connected, failed, timed_out, stopped };
 
 // Waits for a non-blocking connect on `fd` to end, or `wake_fd`, or `until`; then SO_ERROR says how
@@ -37,11 +35,7 @@ enum class Outcome { connected, failed, timed_out, stopped };
 Outcome finish(int fd, int wake_fd, Clock::time_point until, bool bounded, int& error) {
   for (;;) {
     int wait_ms = -1;
-    if (bounded) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-      if (left <= 0) return Outcome::timed_out;
-      wait_ms = static_cast<int>(std::min<long long>(left + 1, 1 << 30));  // rounded up: never 0 early
-    }
+    if (!poll_ms_left(until, bounded, wait_ms)) return Outcome::timed_out;
     pollfd fds[2] = {{fd, POLLOUT, 0}, {wake_fd, POLLIN, 0}};
     const int ready = ::poll(fds, wake_fd >= 0 ? 2 : 1, wait_ms);
     if (ready < 0) {
@@ -88,18 +82,18 @@ int connect_tcp(const std::string& host, int port, std::chrono::microseconds lim
   timed_out = false;
   const bool bounded = limit.count() > 0;
   const Clock::time_point until = Clock::now() + limit;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    why = ::gai_strerror(rc);
-    return -1;
+  std::shared_ptr<const addrinfo> found;
+  switch (look_up(host, port, until, bounded, wake_fd, found, why)) {
+    case LookupEnd::found:
+      break;
+    case LookupEnd::timed_out:
+      timed_out = true;
+      return -1;
+    default:
+      return -1;
   }
-  const std::unique_ptr<addrinfo, AddrInfoFree> held(found);
   int error = 0;
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+  for (const addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {
     Outcome out = Outcome::failed;
     const int fd = connect_one(*a, wake_fd, until, bounded, error, out);
     if (fd >= 0) return fd;
@@ -118,6 +112,33 @@ int connect_tcp(const std::string& host, int port, std::chrono::microseconds lim
 }
 
 }  // namespace
+
+// The endpoint's addresses, or the error connecting would throw.
+std::shared_ptr<const addrinfo> addresses(const Endpoint& endpoint, std::chrono::microseconds limit) {
+  std::string why;
+  std::shared_ptr<const addrinfo> found;
+  const LookupEnd end = look_up(endpoint.host, endpoint.port, Clock::now() + limit, limit.count() > 0, -1, found, why);
+  if (end == LookupEnd::found) return found;
+  const std::string what = fmt::format("connecting to {}: {}", describe(endpoint), why);
+  if (end == LookupEnd::timed_out) throw TimeoutError(what);
+  throw ConnectionError(what);
+}
+
+redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::chrono::microseconds limit) {
+  const std::shared_ptr<const addrinfo> found = addresses(endpoint, limit);
+  redisAsyncContext* raw = nullptr;
+  bool tried = false;
+  for (const addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST];
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
+    if (raw != nullptr) redisAsyncFree(raw);  // the last address's failure is the one reported
+    tried = true;
+    raw = redisAsyncConnect(text, endpoint.port);  // a numeric address: hiredis looks nothing up
+    if (raw == nullptr || raw->err == 0) break;
+  }
+  if (!tried) throw ConnectionError(fmt::format("connecting to {}: no address", describe(endpoint)));
+  return raw;
+}
 
 redisContext* connect_context(const Endpoint& endpoint, std::chrono::microseconds limit, int wake_fd) {
   std::string why;

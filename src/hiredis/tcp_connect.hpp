@@ -1,15 +1,18 @@
 #pragma once
-// A TCP connect that another thread can end, for the connections of an Interrupt (interrupt.hpp:
-// the Sentinel listener's, an async client's search): their owner, when it closes, must not wait out
+// redlimit's TCP connect, for every blocking connection (RedisConnection): it resolves the host
+// name within the connect's time (name_lookup.hpp), where hiredis's own connect
+// (redisConnectWithTimeout) waits for getaddrinfo however long the resolver takes, and it can be
+// ended by another thread, for the connections of an Interrupt (interrupt.hpp: the Sentinel
+// listener's, an async client's search), whose owner, when it closes, must not wait out
 // connect_timeout for a sentinel whose host never answers a SYN (down, or behind a firewall that
-// drops). hiredis's own connect (redisConnectWithTimeout) waits on a socket no other thread can see;
-// this one waits on the socket and a wake pipe together, and hands the connected socket to hiredis
+// drops). It waits on the socket and a wake pipe together, and hands the connected socket to hiredis
 // (redisConnectFd).
 #include <chrono>
 
 #include "redlimit/url.hpp"
 
 struct redisContext;
+struct redisAsyncContext;
 
 namespace redlimit::hiredis_detail {
 
@@ -17,7 +20,14 @@ namespace redlimit::hiredis_detail {
 // name resolves to in turn (as hiredis does), all within `limit` (0: no limit); its socket has
 // TCP_NODELAY and close-on-exec. Throws ConnectionError when it could not connect (the system's
 // reason for the last address, or "stopped": `wake_fd` became readable first) or allocate, and
-// TimeoutError when the limit passed. Resolving the name is not interruptible (getaddrinfo blocks).
+// TimeoutError when the limit passed, whether resolving the name or connecting. `wake_fd` < 0: none.
 redisContext* connect_context(const Endpoint& endpoint, std::chrono::microseconds limit, int wake_fd);
+
+// A hiredis async context whose connect has begun (non-blocking) to the endpoint's host and port.
+// The name is resolved here within `limit` (0: no limit), on the event loop's thread: hiredis's
+// redisAsyncConnect would hold the loop for as long as the resolver takes. Each address is tried in
+// turn until one's connect begins, as hiredis does. Throws TimeoutError when the lookup outlasts
+// the limit, ConnectionError when it fails; a context that could not begin carries its `err`.
+redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::chrono::microseconds limit);
 
 }  // namespace redlimit::hiredis_detail

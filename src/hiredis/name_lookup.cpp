@@ -1,0 +1,180 @@
+// See name_lookup.hpp.
+#include "name_lookup.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+namespace redlimit::hiredis_detail {
+
+using Clock = std::chrono::steady_clock;
+
+// One lookup: its thread writes `rc` and `result`, then sets `ended` and makes `done` readable; every
+// connect that waits on it reads them after that.
+struct Lookup {
+  std::string host, service, key;
+  int done[2] = {-1, -1};  // a byte is written when the lookup ends, and never read: readable for all
+  std::atomic<bool> ended{false};
+  int rc = 0;
+  addrinfo* result = nullptr;
+
+  Lookup(std::string h, std::string s) : host(std::move(h)), service(std::move(s)), key(host + '\n' + service) {}
+  ~Lookup() {
+    if (result != nullptr) ::freeaddrinfo(result);
+    for (const int fd : done) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Lookup(const Lookup&) = delete;
+  Lookup& operator=(const Lookup&) = delete;
+};
+
+namespace {
+
+std::atomic<ResolveFn> g_resolver{nullptr};
+
+addrinfo tcp_hints(int flags) {
+  addrinfo h{};
+  h.ai_family = AF_UNSPEC;
+  h.ai_socktype = SOCK_STREAM;
+  h.ai_flags = flags;
+  return h;
+}
+
+// The lookups in flight, by host and port. Never destroyed: a lookup's thread may still end after
+// main() has returned, and takes itself out of here.
+struct InFlight {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<Lookup>> lookups;
+};
+InFlight& in_flight() {
+  static auto* registry = new InFlight;
+  return *registry;
+}
+
+// The resolver: getaddrinfo, or a test's (set_resolver_for_tests).
+int resolve(const std::string& host, const std::string& service, addrinfo** result) {
+  const ResolveFn fn = g_resolver.load();
+  const addrinfo hints = tcp_hints(0);
+  return fn != nullptr ? fn(host.c_str(), service.c_str(), &hints, result)
+                       : ::getaddrinfo(host.c_str(), service.c_str(), &hints, result);
+}
+
+std::shared_ptr<const addrinfo> owned(addrinfo* list) {
+  return std::shared_ptr<const addrinfo>(list, [](const addrinfo* a) { ::freeaddrinfo(const_cast<addrinfo*>(a)); });
+}
+
+void run(const std::shared_ptr<Lookup>& l) {
+  l->rc = resolve(l->host, l->service, &l->result);
+  {
+    InFlight& r = in_flight();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    const auto it = r.lookups.find(l->key);
+    if (it != r.lookups.end() && it->second.lock() == l) r.lookups.erase(it);
+  }
+  l->ended.store(true, std::memory_order_release);
+  const char byte = 0;
+  if (::write(l->done[1], &byte, 1) < 0) {
+    // Cannot fail on an empty pipe; `ended` is set either way, and a waiter's poll ends by its limit.
+  }
+}
+
+// Starts a lookup's thread with every signal blocked (it inherits the mask): a process's handlers
+// and its sigwait() threads never see a signal land on it. False when no thread could be started.
+bool start(const std::shared_ptr<Lookup>& l) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  bool started = true;
+  try {
+    std::thread([l] { run(l); }).detach();
+  } catch (const std::system_error&) {
+    started = false;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return started;
+}
+
+// The lookup of `host` and `service` in flight, joined, or a new one started; null when none could
+// be (no pipe or thread left), and the caller resolves on its own thread.
+std::shared_ptr<Lookup> lookup_of(const std::string& host, const std::string& service) {
+  InFlight& r = in_flight();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto l = std::make_shared<Lookup>(host, service);
+  if (const auto it = r.lookups.find(l->key); it != r.lookups.end()) {
+    if (auto joined = it->second.lock()) return joined;
+  }
+  if (::pipe2(l->done, O_CLOEXEC | O_NONBLOCK) != 0 || !start(l)) return nullptr;
+  r.lookups[l->key] = l;
+  return l;
+}
+
+LookupEnd wait_for(const Lookup& l, int wake_fd, Clock::time_point until, bool bounded) {
+  for (;;) {
+    if (l.ended.load(std::memory_order_acquire)) return LookupEnd::found;
+    int wait_ms = -1;
+    if (!poll_ms_left(until, bounded, wait_ms)) return LookupEnd::timed_out;
+    pollfd fds[2] = {{l.done[0], POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int ready = ::poll(fds, wake_fd >= 0 ? 2 : 1, wait_ms);
+    if (ready < 0 && errno != EINTR) return LookupEnd::failed;
+    if (ready > 0 && wake_fd >= 0 && fds[1].revents != 0) return LookupEnd::stopped;
+  }
+}
+
+}  // namespace
+
+bool poll_ms_left(Clock::time_point until, bool bounded, int& wait_ms) {
+  wait_ms = -1;
+  if (!bounded) return true;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+  if (left <= 0) return false;
+  wait_ms = static_cast<int>(std::min<long long>(left + 1, 1 << 30));
+  return true;
+}
+
+LookupEnd look_up(const std::string& host, int port, Clock::time_point until, bool bounded, int wake_fd,
+                  std::shared_ptr<const addrinfo>& out, std::string& why) {
+  const std::string service = std::to_string(port);
+  // A numeric address is read without asking any resolver: it never blocks.
+  const addrinfo numeric_hints = tcp_hints(AI_NUMERICHOST | AI_NUMERICSERV);
+  addrinfo* numeric = nullptr;
+  if (::getaddrinfo(host.c_str(), service.c_str(), &numeric_hints, &numeric) == 0) {
+    out = owned(numeric);
+    return LookupEnd::found;
+  }
+  const std::shared_ptr<Lookup> l = lookup_of(host, service);
+  if (!l) {  // no thread to spare: resolved here, as hiredis would (unbounded)
+    addrinfo* found = nullptr;
+    if (const int rc = resolve(host, service, &found); rc != 0) {
+      why = ::gai_strerror(rc);
+      return LookupEnd::failed;
+    }
+    out = owned(found);
+    return LookupEnd::found;
+  }
+  const LookupEnd end = wait_for(*l, wake_fd, until, bounded);
+  if (end == LookupEnd::timed_out) why = "resolving the name timed out";
+  if (end == LookupEnd::stopped) why = "stopped";
+  if (end == LookupEnd::failed) why = "waiting for the name's lookup failed";
+  if (end != LookupEnd::found) return end;
+  if (l->rc != 0) {
+    why = ::gai_strerror(l->rc);
+    return LookupEnd::failed;
+  }
+  out = std::shared_ptr<const addrinfo>(l, l->result);  // keeps the lookup, and so its result, alive
+  return LookupEnd::found;
+}
+
+void set_resolver_for_tests(ResolveFn fn) { g_resolver.store(fn); }
+
+}  // namespace redlimit::hiredis_detail
