@@ -50,8 +50,9 @@ struct Options {
   TimeSource time_source = TimeSource::client;
   // Used when time_source is client, and for blocking waits. nullptr = SystemClock.
   std::shared_ptr<Clock> clock;
-  // Deadline to establish a connection; 0 = wait as long as the OS does. Within a call, connecting
-  // also stops at the call's deadline (command_timeout), whichever is first.
+  // Deadline to establish a connection, the host name's lookup included; 0 = wait as long as the
+  // OS does. Within a call, connecting also stops at the call's deadline (command_timeout),
+  // whichever is first.
   std::chrono::milliseconds connect_timeout{1000};
   // The deadline of one call, end to end: a decision (consume, consume_many, peek...) must finish
   // within command_timeout of its start, pool wait, connecting, the round trip, the reload after

@@ -196,6 +196,7 @@ void AsyncRedis::Core::pump(bool in_callback) {
     // for (resumed by apply()).
     if (command && !shutting_down_ && held_by_refusal()) return;
     if (command && !shutting_down_ && watch_ && waiting_for_master(now)) return;
+    if (command && !shutting_down_ && waiting_for_address(now)) return;  // resumed by resolved()
     if (front.close && in_callback) return;  // on_wake runs it, at the top level (async_core.hpp)
     Item item = std::move(front);
     backlog_.pop_front();

@@ -15,6 +15,8 @@
 //                       a server that refuses us (-READONLY): the connection drained, then let go
 //   async_sentinel.cpp  following a Sentinel deployment's master (the SentinelEndpoint factories):
 //                       when to ask the sentinels, and what their answer changes
+//   async_lookup.cpp    the target's host name looked up on a thread of its own (name_lookup.hpp)
+//                       while the commands wait in the backlog, within connect_timeout
 //   async_libevent.cpp  the libevent adapter (a pipe to wake the loop from other threads, an event
 //                       activated in-process from its own callbacks, an evtimer) and attach_libevent
 //   async_libuv.cpp     the libuv adapter (a uv_async_t, a uv_idle_t for wake-ups from its own
@@ -61,6 +63,7 @@
 
 #include "endpoint_text.hpp"
 #include "master_watch.hpp"
+#include "name_lookup.hpp"
 #include "redlimit/transport/redis_async.hpp"
 #include "switch_listener.hpp"
 #include "tls.hpp"
@@ -259,6 +262,10 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   // The server named in messages: target_, or the Sentinel master still being looked for.
   std::string where() const;
 
+  // async_lookup.cpp: the target's host name looked up off the loop.
+  bool waiting_for_address(TimePoint now);
+  void resolved(std::uint64_t lookup, const hiredis_detail::LookupResult& result);
+
   // async_context.cpp: the hiredis context.
   void send(Item& item, std::exception_ptr& connect_error);
   bool issue(Conn& conn, const std::vector<std::string>& args, Pending* pending);
@@ -299,6 +306,13 @@ class AsyncRedis::Core : public std::enable_shared_from_this<AsyncRedis::Core> {
   hiredis_detail::FoundMaster announced_;  // announced since the last search (port 0: none)
   std::atomic<std::uint64_t> announcements_{0};
   std::atomic<std::uint64_t> resent_{0};
+
+  // The target's addresses (async_lookup.cpp); loop thread only. Looked up for each connection,
+  // never kept past it: a name that moves is followed.
+  std::shared_ptr<const addrinfo> addresses_;  // for the next connection, to addresses_for_
+  std::string addresses_for_;                  // "host:port" they were looked up for
+  std::uint64_t lookup_ = 0;                   // the lookup out, by its number; 0: none
+  std::uint64_t lookups_ = 0;                  // lookups started
 
   // Shared with other threads, under mutex_.
   mutable std::mutex mutex_;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 namespace redlimit::hiredis_detail {
 
@@ -27,6 +28,8 @@ struct Lookup {
   std::atomic<bool> ended{false};
   int rc = 0;
   addrinfo* result = nullptr;
+  std::mutex mutex;                         // `then` and, for look_up_then, `ended`
+  std::vector<std::function<void()>> then;  // look_up_then's callbacks, run by the thread at its end
 
   Lookup(std::string h, std::string s) : host(std::move(h)), service(std::move(s)), key(host + '\n' + service) {}
   ~Lookup() {
@@ -82,11 +85,17 @@ void run(const std::shared_ptr<Lookup>& l) {
     const auto it = r.lookups.find(l->key);
     if (it != r.lookups.end() && it->second.lock() == l) r.lookups.erase(it);
   }
-  l->ended.store(true, std::memory_order_release);
+  std::vector<std::function<void()>> then;
+  {
+    std::lock_guard<std::mutex> lock(l->mutex);
+    l->ended.store(true, std::memory_order_release);
+    then.swap(l->then);
+  }
   const char byte = 0;
   if (::write(l->done[1], &byte, 1) < 0) {
     // Cannot fail on an empty pipe; `ended` is set either way, and a waiter's poll ends by its limit.
   }
+  for (const auto& f : then) f();
 }
 
 // Starts a lookup's thread with every signal blocked (it inherits the mask): a process's handlers
@@ -119,6 +128,18 @@ std::shared_ptr<Lookup> lookup_of(const std::string& host, const std::string& se
   return l;
 }
 
+// An ended lookup's outcome.
+LookupResult result_of(const std::shared_ptr<Lookup>& l) {
+  LookupResult r;
+  if (l->rc != 0) {
+    r.why = ::gai_strerror(l->rc);
+    return r;
+  }
+  r.end = LookupEnd::found;
+  r.addresses = std::shared_ptr<const addrinfo>(l, l->result);  // keeps the lookup, and its result, alive
+  return r;
+}
+
 LookupEnd wait_for(const Lookup& l, int wake_fd, Clock::time_point until, bool bounded) {
   for (;;) {
     if (l.ended.load(std::memory_order_acquire)) return LookupEnd::found;
@@ -142,16 +163,43 @@ bool poll_ms_left(Clock::time_point until, bool bounded, int& wait_ms) {
   return true;
 }
 
+bool numeric_address(const std::string& host, int port, std::shared_ptr<const addrinfo>& out) {
+  // Read without asking any resolver (AI_NUMERICHOST): it never blocks.
+  const addrinfo numeric_hints = tcp_hints(AI_NUMERICHOST | AI_NUMERICSERV);
+  addrinfo* numeric = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &numeric_hints, &numeric) != 0) return false;
+  out = owned(numeric);
+  return true;
+}
+
+void look_up_then(const std::string& host, int port, std::function<void(LookupResult)> done) {
+  LookupResult r;
+  if (numeric_address(host, port, r.addresses)) {
+    r.end = LookupEnd::found;
+    done(std::move(r));
+    return;
+  }
+  const std::shared_ptr<Lookup> l = lookup_of(host, std::to_string(port));
+  if (!l) {
+    r.why = "no thread could be started to resolve the name";
+    done(std::move(r));
+    return;
+  }
+  std::function<void()> call = [l, done = std::move(done)] { done(result_of(l)); };
+  {
+    std::lock_guard<std::mutex> lock(l->mutex);
+    if (!l->ended.load(std::memory_order_acquire)) {
+      l->then.push_back(std::move(call));
+      return;
+    }
+  }
+  call();
+}
+
 LookupEnd look_up(const std::string& host, int port, Clock::time_point until, bool bounded, int wake_fd,
                   std::shared_ptr<const addrinfo>& out, std::string& why) {
   const std::string service = std::to_string(port);
-  // A numeric address is read without asking any resolver: it never blocks.
-  const addrinfo numeric_hints = tcp_hints(AI_NUMERICHOST | AI_NUMERICSERV);
-  addrinfo* numeric = nullptr;
-  if (::getaddrinfo(host.c_str(), service.c_str(), &numeric_hints, &numeric) == 0) {
-    out = owned(numeric);
-    return LookupEnd::found;
-  }
+  if (numeric_address(host, port, out)) return LookupEnd::found;
   const std::shared_ptr<Lookup> l = lookup_of(host, service);
   if (!l) {  // no thread to spare: resolved here, as hiredis would (unbounded)
     addrinfo* found = nullptr;
@@ -163,16 +211,14 @@ LookupEnd look_up(const std::string& host, int port, Clock::time_point until, bo
     return LookupEnd::found;
   }
   const LookupEnd end = wait_for(*l, wake_fd, until, bounded);
-  if (end == LookupEnd::timed_out) why = "resolving the name timed out";
+  if (end == LookupEnd::timed_out) why = kTimedOut;
   if (end == LookupEnd::stopped) why = "stopped";
   if (end == LookupEnd::failed) why = "waiting for the name's lookup failed";
   if (end != LookupEnd::found) return end;
-  if (l->rc != 0) {
-    why = ::gai_strerror(l->rc);
-    return LookupEnd::failed;
-  }
-  out = std::shared_ptr<const addrinfo>(l, l->result);  // keeps the lookup, and so its result, alive
-  return LookupEnd::found;
+  LookupResult r = result_of(l);
+  out = std::move(r.addresses);
+  why = std::move(r.why);
+  return r.end;
 }
 
 void set_resolver_for_tests(ResolveFn fn) { g_resolver.store(fn); }

@@ -14,18 +14,37 @@
 #include <netdb.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 namespace redlimit::hiredis_detail {
 
 enum class LookupEnd { found, failed, timed_out, stopped };
+// The reason a lookup that outlasted its time gives.
+inline constexpr const char* kTimedOut = "resolving the name timed out";
 
 // Resolves `host` for a TCP connect to `port` by `until` (when `bounded`), ending early when
 // `wake_fd` (if >= 0) becomes readable. On `found`, `out` is the first of the addresses, in the
 // resolver's order (it holds the lookup they came from); on `failed`, `why` says why.
 LookupEnd look_up(const std::string& host, int port, std::chrono::steady_clock::time_point until, bool bounded,
                   int wake_fd, std::shared_ptr<const addrinfo>& out, std::string& why);
+
+// What a lookup ended with, for one that is not waited for (look_up_then).
+struct LookupResult {
+  LookupEnd end = LookupEnd::failed;
+  std::shared_ptr<const addrinfo> addresses;  // on `found`, as look_up's `out`
+  std::string why;                            // otherwise
+};
+
+// `host` as a numeric address (127.0.0.1, ::1) for a TCP connect to `port`, read at once into
+// `out`; false for a name.
+bool numeric_address(const std::string& host, int port, std::shared_ptr<const addrinfo>& out);
+
+// Looks `host` up (a name: numeric_address first), joining a lookup in flight, without waiting for
+// it: `done` runs once, on the lookup's thread when it ends (or here, when it has ended already or
+// no thread could be started). The async client's way: its event loop must not wait for a resolver.
+void look_up_then(const std::string& host, int port, std::function<void(LookupResult)> done);
 
 // How long a poll() may wait for `until`: false once it has passed; -1 (no limit) when not bounded.
 // Rounded up, so that a poll never ends a millisecond early and finds time still left.

@@ -124,8 +124,9 @@ std::shared_ptr<const addrinfo> addresses(const Endpoint& endpoint, std::chrono:
   throw ConnectionError(what);
 }
 
-redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::chrono::microseconds limit) {
-  const std::shared_ptr<const addrinfo> found = addresses(endpoint, limit);
+redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::shared_ptr<const addrinfo> found,
+                                         std::chrono::microseconds limit) {
+  if (!found) found = addresses(endpoint, limit);
   redisAsyncContext* raw = nullptr;
   bool tried = false;
   for (const addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {

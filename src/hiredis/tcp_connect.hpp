@@ -8,11 +8,13 @@
 // drops). It waits on the socket and a wake pipe together, and hands the connected socket to hiredis
 // (redisConnectFd).
 #include <chrono>
+#include <memory>
 
 #include "redlimit/url.hpp"
 
 struct redisContext;
 struct redisAsyncContext;
+struct addrinfo;
 
 namespace redlimit::hiredis_detail {
 
@@ -23,11 +25,13 @@ namespace redlimit::hiredis_detail {
 // TimeoutError when the limit passed, whether resolving the name or connecting. `wake_fd` < 0: none.
 redisContext* connect_context(const Endpoint& endpoint, std::chrono::microseconds limit, int wake_fd);
 
-// A hiredis async context whose connect has begun (non-blocking) to the endpoint's host and port.
-// The name is resolved here within `limit` (0: no limit), on the event loop's thread: hiredis's
-// redisAsyncConnect would hold the loop for as long as the resolver takes. Each address is tried in
-// turn until one's connect begins, as hiredis does. Throws TimeoutError when the lookup outlasts
-// the limit, ConnectionError when it fails; a context that could not begin carries its `err`.
-redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::chrono::microseconds limit);
+// A hiredis async context whose connect has begun (non-blocking) to `addresses` (the endpoint's
+// host looked up already, off the event loop: look_up_then, name_lookup.hpp; hiredis's
+// redisAsyncConnect would hold the loop for as long as the resolver takes), tried in turn until
+// one's connect begins, as hiredis does. Null `addresses`: looked up here within `limit` (0: none),
+// holding the caller that long at most. Throws TimeoutError when that lookup outlasts the limit,
+// ConnectionError when it fails; a context that could not begin carries its `err`.
+redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::shared_ptr<const addrinfo> addresses,
+                                         std::chrono::microseconds limit);
 
 }  // namespace redlimit::hiredis_detail

@@ -15,8 +15,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <future>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "integration/async_fixture.hpp"
 #include "redlimit/redlimit.hpp"
@@ -40,6 +42,12 @@ bool g_release = false;
 int counting(const char* host, const char* service, const addrinfo* hints, addrinfo** res) {
   ++g_calls;
   return ::getaddrinfo(host, service, hints, res);
+}
+
+int unknown(const char*, const char*, const addrinfo*, addrinfo** res) {
+  ++g_calls;
+  *res = nullptr;
+  return EAI_NONAME;
 }
 
 int hanging(const char*, const char*, const addrinfo*, addrinfo** res) {
@@ -129,36 +137,68 @@ TEST_F(NameLookupTest, AResolverThatHangsCostsTheConnectTimeoutAndOneLookupServe
   EXPECT_EQ(g_calls.load(), 1) << "each retry started a lookup of its own while the first still hung";
 }
 
+TEST_F(NameLookupTest, ANameThatDoesNotResolveFailsAtOnceWithTheResolversWords) {
+  set_resolver_for_tests(&unknown);
+  try {
+    auto limiter = redlimit::RateLimiter::connect(url_of("redis.redlimit-test"), quick());
+    (void)limiter.fixed_window("lookup", redlimit::Limit(5, 1min)).consume("u");
+    ADD_FAILURE() << "a connect to a name that does not resolve went through";
+  } catch (const redlimit::TimeoutError& e) {
+    ADD_FAILURE() << "a failed lookup reported as a timeout: " << e.what();
+  } catch (const redlimit::ConnectionError& e) {
+    EXPECT_NE(std::string(e.what()).find(::gai_strerror(EAI_NONAME)), std::string::npos) << e.what();
+  }
+  EXPECT_GE(g_calls.load(), 1);
+}
+
 #ifdef REDLIMIT_HAVE_LIBEVENT
-// The async client resolves on its event loop's thread before its non-blocking connect: a hung
-// resolver holds the loop for connect_timeout, no longer, and the call fails with the timeout.
-TEST_F(NameLookupTest, AnAsyncClientsLoopIsHeldForTheConnectTimeoutAtMost) {
+// The async client looks the name up off its event loop (src/hiredis/async_lookup.cpp): while the
+// resolver hangs, another client on the same loop is answered, and the calls waiting for the name
+// fail with TimeoutError once connect_timeout has passed, all of them on one lookup.
+TEST_F(NameLookupTest, AnAsyncClientsLookupNeverHoldsItsEventLoop) {
   set_resolver_for_tests(&hanging);
   LibeventLoop loop;
-  redlimit::Endpoint e = redlimit::parse_url(url_of("redis.redlimit-test"));
   redlimit::AsyncOptions o;
-  o.connect_timeout = kConnectTimeout;
-  auto redis = loop.attach(e, o);
+  o.connect_timeout = 1000ms;
+  o.command_timeout = 5000ms;
+  auto named = loop.attach(redlimit::parse_url(url_of("redis.redlimit-test")), o);
+  auto numeric = loop.attach(redlimit::parse_url(url_of("127.0.0.1")), o);
   loop.start();
   const auto t0 = Steady::now();
-  auto reply = command(*redis, {"PING"});
+  auto first = command(*named, {"PING"});
+  auto second = command(*named, {"PING"});
+  auto pong = command(*numeric, {"PING"});
+  EXPECT_EQ(get_within(pong).str, "PONG");
+  const auto answered = since(t0);
+  EXPECT_NE(first.wait_for(0s), std::future_status::ready) << "the named client's call ended before the other's PONG";
   std::string what;
   try {
-    (void)get_within(reply);
+    (void)get_within(first);
     ADD_FAILURE() << "a PING went through a hung resolver";
   } catch (const redlimit::TimeoutError& err) {
     what = err.what();
   }
-  const auto took = since(t0);
-  std::printf("the async PING failed after %lld ms: %s\n", static_cast<long long>(took.count()), what.c_str());
+  const auto failed = since(t0);
+  EXPECT_THROW((void)get_within(second), redlimit::TimeoutError);
+  std::printf(
+      "the other client's PONG after %lld ms; the named client's PINGs failed after %lld ms "
+      "(connect_timeout %lld ms): %s\n",
+      static_cast<long long>(answered.count()), static_cast<long long>(failed.count()),
+      static_cast<long long>(o.connect_timeout.count()), what.c_str());
   EXPECT_NE(what.find("resolving the name timed out"), std::string::npos) << what;
-  EXPECT_LT(took, kBound);
+  EXPECT_LT(answered, o.connect_timeout) << "the loop waited for the lookup";
+  EXPECT_GE(failed, o.connect_timeout - 50ms);
+  EXPECT_LT(failed, o.connect_timeout + kBound);
+  EXPECT_EQ(g_calls.load(), 1) << "the two calls waiting for the name made a lookup each";
+
   set_resolver_for_tests(&counting);  // the lookup in flight still hangs; a new name is asked anew
-  auto named = loop.attach(redlimit::parse_url(url_of("localhost")), o);
-  auto pong = command(*named, {"PING"});
-  EXPECT_EQ(get_within(pong).str, "PONG");
-  redis.reset();
+  auto local = loop.attach(redlimit::parse_url(url_of("localhost")), o);
+  auto by_name = command(*local, {"PING"});
+  EXPECT_EQ(get_within(by_name).str, "PONG");
+  EXPECT_EQ(g_calls.load(), 2);
   named.reset();
+  numeric.reset();
+  local.reset();
   loop.stop();
 }
 #endif

@@ -56,7 +56,8 @@ struct uv_loop_s;
 namespace redlimit {
 
 struct AsyncOptions {
-  // Deadline to establish the connection; 0 = wait as long as the OS does.
+  // Deadline to establish the connection, the host name's lookup included (made off the event
+  // loop, docs/reliability.md §7); 0 = wait as long as the OS does.
   std::chrono::milliseconds connect_timeout{1000};
   // Deadline of one call, end to end (queued, connecting, sent, answered; a decision's NOSCRIPT
   // reload included), counted from when it was queued; 0 = no deadline. It is also the connection's
