@@ -70,9 +70,10 @@ end
 -- - a policy's decision of m > 1 limits (width 6 + 2m): such an admission is its limits' pairs
 --   alone, {remaining_1, reset_after_1, ..., remaining_m, reset_after_m} (in a batch after a 2),
 --   from which the client takes the decision's own (the least remaining, the latest reset, the
---   first limit with the least left: policy.lua, conclude); any other decision comes whole. Alone
---   in its call, such an admission is one integer instead when decide() packs it (policy.lua,
---   packable: the limits' remaining, their resets left for the client to work out).
+--   first limit with the least left: parts/policy_writes.lua, conclude); any other decision
+--   comes whole. Alone in its call, such an admission is one integer instead when decide() packs
+--   it (policy.lua, packable: the limits' remaining, their resets left for the client to work
+--   out).
 -- One request's reply goes in a table kept from call to call (one_out; a policy's admission in
 -- its `each`, kept by policy.lua), as batch_out above; another policy decision in a table built
 -- whole, at its size (put() grows one from empty, which a batch's reply amortises and a single

@@ -64,7 +64,7 @@ std::vector<std::int64_t> buckets_with_units(const PolicyTwin::Limit& l, std::in
   return list;
 }
 
-// A limit's own reset_after (policy.lua, own_reset): until its newest bucket stops weighing
+// A limit's own reset_after (lua/parts/policy_writes.lua, own_reset): until its newest bucket stops weighing
 // anything; 0 when it has none.
 std::int64_t own_reset(const PolicyTwin::Limit& l, std::int64_t now) {
   return l.newest ? std::max<std::int64_t>(0, (*l.newest + l.n + 1) * l.P - now) : 0;

@@ -52,7 +52,7 @@ bool policy_admission(const Reply& reply, const std::vector<std::int64_t>& limit
   return reply.type == Reply::Type::array && limits.size() > 1 && reply.elements.size() == 2 * limits.size();
 }
 
-// The whole decision a policy's admission stands for (lua/policy.lua, conclude): allowed, the least
+// The whole decision a policy's admission stands for (lua/parts/policy_writes.lua, conclude): allowed, the least
 // remaining, no retry, the latest reset, no delay, the first limit with the least left, the pairs.
 Reply whole_admission(const Reply& pairs) {
   const auto& p = pairs.elements;

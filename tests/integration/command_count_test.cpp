@@ -229,7 +229,7 @@ TEST_F(CommandCountTest, ASlidingLogSetsItsTtlOncePerHalfSecond) {
 }
 
 // A policy sets its key's TTL again only when the time its hash turns all stale moves: the latest
-// end of a limit's newest bucket (policy.lua, conclude). A second-long limit's next bucket under an
+// end of a limit's newest bucket (parts/policy_writes.lua, conclude). A second-long limit's next bucket under an
 // hour-long limit's moves nothing; the hour-long limit's next bucket moves it a minute on.
 TEST_F(CommandCountTest, APolicySetsItsTtlOnlyWhenItsHashLivesLonger) {
   using Counts = std::map<std::string, std::int64_t>;

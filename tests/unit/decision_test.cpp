@@ -187,7 +187,7 @@ TEST(DecisionTest, PolicyReplyNamesTheDecidingLimit) {
 
 // A policy's admission is its limits' pairs alone (lua/epilogue.lua, reply): the decision's
 // remaining is their least, its reset their latest, and the first limit with the least left decides,
-// as policy.lua's conclude() says for an admission.
+// as conclude() in lua/parts/policy_writes.lua says for an admission.
 TEST(DecisionTest, APolicysAdmissionIsItsLimitsPairsAlone) {
   const std::vector<std::int64_t> limits{10, 120, 240};
   const std::vector<microseconds> windows{microseconds(1'000'000), microseconds(60'000'000),

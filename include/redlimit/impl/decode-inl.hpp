@@ -42,7 +42,7 @@ inline void limit_states(const std::vector<Reply>& v, std::size_t from, const st
   }
 }
 
-// A policy's admission from its limits' states alone (lua/policy.lua, conclude): the least remaining,
+// A policy's admission from its limits' states alone (lua/parts/policy_writes.lua, conclude): the least remaining,
 // the latest reset, and the first limit with the least left deciding; retry and delay 0.
 inline std::size_t admission_of(Decision& d) {
   std::size_t index = 0;
