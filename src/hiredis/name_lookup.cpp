@@ -31,7 +31,7 @@ struct Lookup {
   std::mutex mutex;                         // `then` and, for look_up_then, `ended`
   std::vector<std::function<void()>> then;  // look_up_then's callbacks, run by the thread at its end
 
-  Lookup(std::string h, std::string s) : host(std::move(h)), service(std::move(s)), key(host + '\n' + service) {}
+  Lookup(std::string h, std::string s, std::string k) : host(std::move(h)), service(std::move(s)), key(std::move(k)) {}
   ~Lookup() {
     if (result != nullptr) ::freeaddrinfo(result);
     for (const int fd : done) {
@@ -119,10 +119,11 @@ bool start(const std::shared_ptr<Lookup>& l) {
 std::shared_ptr<Lookup> lookup_of(const std::string& host, const std::string& service) {
   InFlight& r = in_flight();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto l = std::make_shared<Lookup>(host, service);
-  if (const auto it = r.lookups.find(l->key); it != r.lookups.end()) {
-    if (auto joined = it->second.lock()) return joined;
+  std::string key = host + '\n' + service;  // the registry's key: no host holds a line break
+  if (const auto it = r.lookups.find(key); it != r.lookups.end()) {
+    if (auto joined = it->second.lock()) return joined;  // (a lookup's thread holds it until it ends)
   }
+  auto l = std::make_shared<Lookup>(host, service, std::move(key));
   if (::pipe2(l->done, O_CLOEXEC | O_NONBLOCK) != 0 || !start(l)) return nullptr;
   r.lookups[l->key] = l;
   return l;

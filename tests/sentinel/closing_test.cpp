@@ -23,6 +23,7 @@
 #include "redlimit/redlimit.hpp"
 #include "redlimit/transport/redis_async.hpp"
 #include "redlimit/transport/sentinel_connection.hpp"
+#include "support/fake_resolver.hpp"
 #include "support/hung_node.hpp"
 
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -78,6 +79,24 @@ TEST(SentinelListener, ClosingEndsAConnectThatGetsNoAnswer) {
   const auto took = closing_time(silent.port());
   std::printf("closing with the listener's connect in progress: %lld ms (connect_timeout %lld ms)\n",
               static_cast<long long>(took.count()), static_cast<long long>(kTimeout.count()));
+  EXPECT_LT(took, 1000ms);
+}
+
+// A sentinel named by a host name whose lookup hangs (tests/support/fake_resolver.hpp): the listener
+// waits for the lookup (src/hiredis/name_lookup.hpp) on its interrupt's wake pipe too. Before, its
+// getaddrinfo ran on the listener's thread, and closing waited for the resolver (10 s here).
+TEST(SentinelListener, ClosingEndsALookupOfTheSentinelsName) {
+  redlimit_test::FakeResolver resolver(redlimit_test::FakeResolver::Kind::hanging);
+  auto conn = std::make_unique<redlimit::SentinelConnection>(
+      redlimit::parse_sentinel_url("redis-sentinel://sentinel.redlimit-test:26379/mymaster"), long_timeouts());
+  const auto settled = Steady::now();
+  while (resolver.hung() == 0 && Steady::now() - settled < kTimeout) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(resolver.hung(), 1) << "the listener did not look the sentinel's name up";
+  const auto t0 = Steady::now();
+  conn.reset();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0);
+  std::printf("closing with the listener's lookup of the sentinel's name hung: %lld ms (the resolver hangs %lld s)\n",
+              static_cast<long long>(took.count()), static_cast<long long>(redlimit_test::FakeResolver::kHang.count()));
   EXPECT_LT(took, 1000ms);
 }
 
