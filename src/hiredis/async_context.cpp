@@ -88,12 +88,9 @@ void AsyncRedis::Core::forget(Conn& conn, const Pending* pending) {
 AsyncRedis::Core::Conn* AsyncRedis::Core::connection() {
   if (conn_) return conn_.get();
   auto conn = std::make_unique<Conn>(*this);
-  // The addresses pump() waited for (async_lookup.cpp), used once.
-  redisAsyncContext* raw = target_.unix_path.empty()
-                               ? hiredis_detail::async_connect_context(
-                                     target_, std::move(addresses_),
-                                     std::chrono::duration_cast<std::chrono::microseconds>(options_.connect_timeout))
-                               : redisAsyncConnectUnix(target_.unix_path.c_str());
+  // The addresses pump() waited for (waiting_for_address, async_lookup.cpp), used once.
+  redisAsyncContext* raw = target_.unix_path.empty() ? hiredis_detail::async_connect_context(target_, addresses_.get())
+                                                     : redisAsyncConnectUnix(target_.unix_path.c_str());
   addresses_.reset();
   if (raw == nullptr) throw ConnectionError(fmt::format("cannot allocate a connection to {}", describe(target_)));
   conn->ac.reset(raw);

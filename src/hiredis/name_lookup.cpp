@@ -174,14 +174,9 @@ bool numeric_address(const std::string& host, int port, std::shared_ptr<const ad
 }
 
 void look_up_then(const std::string& host, int port, std::function<void(LookupResult)> done) {
-  LookupResult r;
-  if (numeric_address(host, port, r.addresses)) {
-    r.end = LookupEnd::found;
-    done(std::move(r));
-    return;
-  }
   const std::shared_ptr<Lookup> l = lookup_of(host, std::to_string(port));
   if (!l) {
+    LookupResult r;
     r.why = "no thread could be started to resolve the name";
     done(std::move(r));
     return;

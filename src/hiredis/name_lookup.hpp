@@ -41,9 +41,10 @@ struct LookupResult {
 // `out`; false for a name.
 bool numeric_address(const std::string& host, int port, std::shared_ptr<const addrinfo>& out);
 
-// Looks `host` up (a name: numeric_address first), joining a lookup in flight, without waiting for
-// it: `done` runs once, on the lookup's thread when it ends (or here, when it has ended already or
-// no thread could be started). The async client's way: its event loop must not wait for a resolver.
+// Looks the name `host` up (its caller has tried numeric_address first), joining a lookup in flight,
+// without waiting for it: `done` runs once, on the lookup's thread when it ends (or here, when it
+// has ended already or no thread could be started). The async client's way: its event loop must not
+// wait for a resolver.
 void look_up_then(const std::string& host, int port, std::function<void(LookupResult)> done);
 
 // How long a poll() may wait for `until`: false once it has passed; -1 (no limit) when not bounded.

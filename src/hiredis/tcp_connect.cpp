@@ -113,23 +113,10 @@ int connect_tcp(const std::string& host, int port, std::chrono::microseconds lim
 
 }  // namespace
 
-// The endpoint's addresses, or the error connecting would throw.
-std::shared_ptr<const addrinfo> addresses(const Endpoint& endpoint, std::chrono::microseconds limit) {
-  std::string why;
-  std::shared_ptr<const addrinfo> found;
-  const LookupEnd end = look_up(endpoint.host, endpoint.port, Clock::now() + limit, limit.count() > 0, -1, found, why);
-  if (end == LookupEnd::found) return found;
-  const std::string what = fmt::format("connecting to {}: {}", describe(endpoint), why);
-  if (end == LookupEnd::timed_out) throw TimeoutError(what);
-  throw ConnectionError(what);
-}
-
-redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::shared_ptr<const addrinfo> found,
-                                         std::chrono::microseconds limit) {
-  if (!found) found = addresses(endpoint, limit);
+redisAsyncContext* async_connect_context(const Endpoint& endpoint, const addrinfo* addresses) {
   redisAsyncContext* raw = nullptr;
   bool tried = false;
-  for (const addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {
+  for (const addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
     char text[NI_MAXHOST];
     if (::getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
     if (raw != nullptr) redisAsyncFree(raw);  // the last address's failure is the one reported

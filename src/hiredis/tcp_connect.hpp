@@ -8,7 +8,6 @@
 // drops). It waits on the socket and a wake pipe together, and hands the connected socket to hiredis
 // (redisConnectFd).
 #include <chrono>
-#include <memory>
 
 #include "redlimit/url.hpp"
 
@@ -26,12 +25,10 @@ namespace redlimit::hiredis_detail {
 redisContext* connect_context(const Endpoint& endpoint, std::chrono::microseconds limit, int wake_fd);
 
 // A hiredis async context whose connect has begun (non-blocking) to `addresses` (the endpoint's
-// host looked up already, off the event loop: look_up_then, name_lookup.hpp; hiredis's
-// redisAsyncConnect would hold the loop for as long as the resolver takes), tried in turn until
-// one's connect begins, as hiredis does. Null `addresses`: looked up here within `limit` (0: none),
-// holding the caller that long at most. Throws TimeoutError when that lookup outlasts the limit,
-// ConnectionError when it fails; a context that could not begin carries its `err`.
-redisAsyncContext* async_connect_context(const Endpoint& endpoint, std::shared_ptr<const addrinfo> addresses,
-                                         std::chrono::microseconds limit);
+// host looked up already, off the event loop: async_lookup.cpp; hiredis's redisAsyncConnect would
+// resolve the name on the loop's thread for as long as the resolver takes), tried in turn until
+// one's connect begins, as hiredis does. A context that could not begin carries its `err`; throws
+// ConnectionError when there is no address to try.
+redisAsyncContext* async_connect_context(const Endpoint& endpoint, const addrinfo* addresses);
 
 }  // namespace redlimit::hiredis_detail
