@@ -176,5 +176,63 @@ TEST_F(ResilienceTest, BreakerOptionsAreValidated) {
   EXPECT_NO_THROW(RateLimiter(mock, o));
 }
 
+// The cooldown is timed on monotonic(), not on the wall time decisions use. Before, an open breaker
+// took its times from now(): a wall clock stepped back an hour kept it open for that hour (every call
+// short-circuited), and one stepped forward ended its cooldown at once.
+TEST_F(ResilienceTest, AWallClockStepNeitherHoldsNorCutsTheCooldown) {
+  auto stepped = std::make_shared<SteppedClock>();
+  Options o = options(OnFailure::fail_open, 2);
+  o.clock = stepped;
+  o.breaker_cooldown = 1000ms;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  {
+    InSequence seq;
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(decision_reply(1, 4, 0, 1'000'000)));  // the probe
+    EXPECT_CALL(*mock, command(_)).Times(2).WillRepeatedly(Throw(ConnectionError("refused")));
+    EXPECT_CALL(*mock, command(_)).WillOnce(Return(decision_reply(1, 4, 0, 1'000'000)));  // the probe
+  }
+  fw.consume("u");
+  fw.consume("u");  // open
+  stepped->step_wall(-1h);
+  stepped->pass(999ms);
+  EXPECT_EQ(fw.consume("u").source, Source::failure_policy);
+  EXPECT_EQ(limiter.health().breaker, redlimit::BreakerState::open);
+  stepped->pass(1ms);  // the cooldown has passed, an hour before the wall clock's reading of it
+  EXPECT_EQ(limiter.health().breaker, redlimit::BreakerState::half_open);
+  EXPECT_EQ(fw.consume("u").source, Source::primary);
+  EXPECT_EQ(limiter.health().breaker, redlimit::BreakerState::closed);
+
+  fw.consume("u");
+  fw.consume("u");  // open again
+  stepped->step_wall(2h);
+  stepped->pass(999ms);
+  EXPECT_EQ(fw.consume("u").source, Source::failure_policy);  // the wall's two hours end no cooldown
+  stepped->pass(1ms);
+  EXPECT_EQ(fw.consume("u").source, Source::primary);
+  EXPECT_EQ(limiter.counters().breaker_short_circuits, 2u);
+}
+
+// A clock that says nothing of monotonic() gets the machine's steady clock, whatever its now() reads.
+TEST(ClockMonotonic, IsTheSteadyClockUnlessAClockSaysOtherwise) {
+  class FrozenWall final : public redlimit::Clock {
+   public:
+    Micros now() const override { return Micros{0}; }
+    void sleep_for(Micros) override {}
+  };
+  const FrozenWall frozen;
+  const auto steady = [] {
+    return std::chrono::duration_cast<Micros>(std::chrono::steady_clock::now().time_since_epoch());
+  };
+  const Micros before = steady();
+  const Micros reading = frozen.monotonic();
+  const Micros after = steady();
+  EXPECT_GE(reading, before);
+  EXPECT_LE(reading, after);
+  ManualClock manual(Micros{123});
+  manual.advance(Micros{7});
+  EXPECT_EQ(manual.monotonic(), Micros{130});  // a ManualClock's is its own time
+}
 
 }  // namespace

@@ -45,6 +45,28 @@ TEST_F(RejectCacheTest, RejectedSubjectIsRejectedLocallyUntilItsRetryAfter) {
   EXPECT_EQ(c.rejected, 3u);
 }
 
+// A cached rejection stands for its retry_after of elapsed time (the clock's monotonic()), however
+// the wall clock steps. Before, its end was a wall time: a clock stepped back an hour kept the subject
+// rejected in-process for that hour, never asking Redis.
+TEST_F(RejectCacheTest, AWallClockStepBackDoesNotProlongARejection) {
+  auto stepped = std::make_shared<SteppedClock>();
+  Options o = options(OnFailure::raise);
+  o.local_reject_cache = true;
+  o.clock = stepped;
+  const RateLimiter limiter(mock, o);
+  const auto fw = limiter.fixed_window("api", Limit::per_second(5));
+  EXPECT_CALL(*mock, command(_))
+      .WillOnce(Return(decision_reply(0, 0, 500'000, 500'000)))
+      .WillOnce(Return(decision_reply(1, 4, 0, 1'000'000)));
+  EXPECT_EQ(fw.consume("u").source, Source::primary);
+  stepped->step_wall(-1h);
+  stepped->pass(499ms);
+  EXPECT_EQ(fw.consume("u").source, Source::local_cache);
+  stepped->pass(1ms);  // the rejection's 500 ms have passed
+  EXPECT_EQ(fw.consume("u").source, Source::primary);
+  EXPECT_EQ(limiter.counters().local_cache_hits, 1u);
+}
+
 TEST_F(RejectCacheTest, CheaperRequestsAndOtherSubjectsStillGoToRedis) {
   const RateLimiter limiter = make();
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));

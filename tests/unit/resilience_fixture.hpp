@@ -1,9 +1,11 @@
 #pragma once
 // The fixture shared by the resilience unit tests (failure policy, breaker, observability, reject
-// cache): a MockConnection, a ManualClock, options per failure policy and a recording metrics sink.
+// cache): a MockConnection, a ManualClock (and a SteppedClock, whose wall and monotonic times part),
+// options per failure policy and a recording metrics sink.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -65,6 +67,21 @@ class RecordingSink : public redlimit::MetricsSink {
   }
   std::mutex mutex;
   std::vector<Seen> events;
+};
+
+// A clock whose wall time and monotonic reading the test sets apart, as a host's drift apart when
+// NTP steps its wall clock.
+class SteppedClock final : public redlimit::Clock {
+ public:
+  Micros now() const override { return Micros{wall.load()}; }
+  void sleep_for(Micros) override {}
+  Micros monotonic() const override { return Micros{steady.load()}; }
+  void step_wall(std::chrono::microseconds d) { wall.fetch_add(d.count()); }
+  void pass(std::chrono::microseconds d) { steady.fetch_add(d.count()); }
+
+ private:
+  std::atomic<long long> wall{1'700'000'000'000'000};
+  std::atomic<long long> steady{42'000'000};
 };
 
 class ResilienceTest : public ::testing::Test {

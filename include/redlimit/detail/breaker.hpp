@@ -1,7 +1,8 @@
 #pragma once
-// Consecutive-failure circuit breaker on the limiter's clock: after `threshold` failures in a row the
-// limiter stops sending to Redis for `cooldown` (the failure policy answers meanwhile); then one
-// caller probes (half-open) and its outcome closes the breaker or opens it again.
+// Consecutive-failure circuit breaker: after `threshold` failures in a row the limiter stops sending
+// to Redis for `cooldown` (the failure policy answers meanwhile); then one caller probes (half-open)
+// and its outcome closes the breaker or opens it again. Its times are the clock's monotonic()
+// readings (clock.hpp), never the wall time the decisions use.
 #include <chrono>
 #include <cstddef>
 #include <memory>

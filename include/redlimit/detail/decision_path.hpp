@@ -152,7 +152,7 @@ class DecisionPath {
   Operation op_;
   const Script* script_;
   std::chrono::steady_clock::time_point started_;
-  std::chrono::microseconds now_{0};  // the limiter's clock when begin() ran
+  std::chrono::microseconds now_{0};  // the clock's monotonic() when begin() ran
   std::vector<ScriptCall> requests_;  // one call per request, as added
   std::vector<std::int64_t> costs_;
   std::vector<std::chrono::steady_clock::time_point> started_each_;  // add() with `started` only

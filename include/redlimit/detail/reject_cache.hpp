@@ -3,7 +3,9 @@
 // after Redis rejects `cost` units with a retry_after, further requests for at least that cost are
 // rejected in-process until then, so a flood from one subject costs Redis nothing. Admissions are
 // never cached: every admitted request is still decided by Redis. Sharded, bounded, and a request
-// cheaper than the cached rejection still goes to Redis (it may fit).
+// cheaper than the cached rejection still goes to Redis (it may fit). Its times are the clock's
+// monotonic() readings (clock.hpp): a rejection stands for its retry_after of elapsed time, however
+// the wall clock is stepped meanwhile.
 #include <array>
 #include <chrono>
 #include <cstdint>

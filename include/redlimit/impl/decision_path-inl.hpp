@@ -43,7 +43,7 @@ REDLIMIT_INLINE const std::vector<ScriptCall>& DecisionPath::begin(bool span_nod
   Context& ctx = *ctx_;
   span_node_ = span_node;
   started_ = std::chrono::steady_clock::now();
-  now_ = ctx.clock->now();
+  now_ = ctx.clock->monotonic();  // what the breakers and the reject cache time (clock.hpp)
   out_.assign(requests_.size(), Decision{});
   // Requests the local reject cache can answer never leave the process.
   for (std::size_t i = 0; i < requests_.size(); ++i) {
@@ -170,7 +170,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
   // as it always did; a shard that answered anything is up.
   for (const auto& o : outages) {
     count_errors(1);
-    if (Breaker* b = breaker_at(o.first)) b->failure(ctx.clock->now());
+    if (Breaker* b = breaker_at(o.first)) b->failure(ctx.clock->monotonic());
   }
   if (breaker_of_.empty() && any_answered && !through_.empty()) through_.front()->success();
   for (Breaker* b : answered) b->success();
@@ -193,7 +193,7 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
 REDLIMIT_INLINE std::vector<Decision> DecisionPath::fail(const std::exception& error) {
   Context& ctx = *ctx_;
   count_errors(failed_calls());
-  for (Breaker* b : through_) b->failure(ctx.clock->now());  // each shard the call went to, once
+  for (Breaker* b : through_) b->failure(ctx.clock->monotonic());  // each shard the call went to, once
   try {
     for (std::size_t p : pending_) out_[p] = on_failure(error, call_of(p));
   } catch (const std::exception& e) {

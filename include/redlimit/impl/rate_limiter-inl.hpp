@@ -170,7 +170,7 @@ REDLIMIT_INLINE Health RateLimiter::health() const {
   if (ctx_->breakers) {
     // A master replaced by a failover keeps its breaker, which no call consults any more: it is
     // left out, so that it does not hold the limiter's health at open or half-open for good.
-    for (const auto& [shard, state] : ctx_->breakers->states(ctx_->clock->now())) {
+    for (const auto& [shard, state] : ctx_->breakers->states(ctx_->clock->monotonic())) {
       if (!ctx_->connection->shard_serves(shard)) continue;
       h.breakers.emplace_back(shard, state);
       h.breaker = std::max(h.breaker, state);  // the worst: open > half-open > closed

@@ -28,7 +28,7 @@ REDLIMIT_INLINE bool SyncLane::sending() { return sync_lane_impl::sending; }
 REDLIMIT_INLINE bool SyncLane::takes(Context& ctx, const ScriptCall& call, std::int64_t cost) const {
   if (sending()) return false;
   if (!ctx.breakers && !ctx.reject_cache) return true;
-  const auto now = ctx.clock->now();
+  const auto now = ctx.clock->monotonic();  // the breakers' and the reject cache's time (clock.hpp)
   if (ctx.breakers && ctx.breakers->of(ctx.connection->node_of(call.keys[0])).state(now) != BreakerState::closed) {
     return false;
   }
