@@ -18,19 +18,21 @@ class Clock {
   virtual Micros now() const = 0;
   // Waits `d` on this clock (used by blocking calls). ManualClock advances itself instead.
   virtual void sleep_for(Micros d) = 0;
-  // A reading that never goes back, for what the limiter times rather than decides on: the circuit
-  // breaker's cooldown, a cached rejection's retry_after (Options::local_reject_cache). On the wall
-  // clock a backward step (an NTP correction, a VM restored) would hold an open breaker or a cached
-  // rejection for the step's length, and a forward one would cut a cooldown short.
-  // By default the machine's steady clock, whatever now() reads; ManualClock answers its own time,
-  // so that a test moves the breaker with the rest.
-  virtual Micros monotonic() const;
+  // What the limiter times rather than decides on: the circuit breaker's cooldown, a cached
+  // rejection's retry_after (Options::local_reject_cache), acquire()'s max_wait. By default now():
+  // a clock of one's own keeps one time for everything, and its sleep_for moves both (ManualClock's
+  // does). SystemClock answers the machine's steady clock, which never goes back: on the wall clock a
+  // backward step (an NTP correction, a VM restored) would hold an open breaker or a cached
+  // rejection, or keep an acquire retrying, for the step's length, and a forward one would cut a
+  // cooldown short. A clock of one's own that reads the wall clock should answer steady time here too.
+  virtual Micros monotonic() const { return now(); }
 };
 
 class SystemClock final : public Clock {
  public:
   Micros now() const override;
   void sleep_for(Micros d) override;
+  Micros monotonic() const override;  // std::chrono::steady_clock
   static std::shared_ptr<SystemClock> instance();
 };
 
@@ -41,7 +43,6 @@ class ManualClock final : public Clock {
   explicit ManualClock(Micros start = Micros{1'700'000'000'000'000}) : now_(start.count()) {}
   Micros now() const override { return Micros{now_.load()}; }
   void sleep_for(Micros d) override { advance(d); }
-  Micros monotonic() const override { return now(); }  // goes back only when the test sets it back
   void set(Micros t) { now_.store(t.count()); }
   void advance(Micros d) { now_.fetch_add(d.count()); }
 

@@ -67,8 +67,8 @@ struct Options {
   // Circuit breaker: after this many consecutive failures, decisions skip Redis (and go straight
   // to on_failure) for breaker_cooldown; then one call probes Redis, and a success closes it.
   // On a Redis Cluster each master has a breaker of its own (docs/cluster.md, "One master down").
-  // The cooldown is timed on Clock::monotonic(): a step of the wall clock does not move it (a
-  // ManualClock's cooldown passes only when the test moves it). 0 = no breaker.
+  // The cooldown is timed on Clock::monotonic(): the system clock's steady time, which a step of
+  // the wall clock does not move (a ManualClock's passes only when the test moves it). 0 = no breaker.
   int breaker_threshold = 5;
   std::chrono::milliseconds breaker_cooldown{1000};
 

@@ -214,25 +214,26 @@ TEST_F(ResilienceTest, AWallClockStepNeitherHoldsNorCutsTheCooldown) {
   EXPECT_EQ(limiter.counters().breaker_short_circuits, 2u);
 }
 
-// A clock that says nothing of monotonic() gets the machine's steady clock, whatever its now() reads.
-TEST(ClockMonotonic, IsTheSteadyClockUnlessAClockSaysOtherwise) {
-  class FrozenWall final : public redlimit::Clock {
-   public:
-    Micros now() const override { return Micros{0}; }
-    void sleep_for(Micros) override {}
-  };
-  const FrozenWall frozen;
+// SystemClock's monotonic() is the machine's steady clock; a clock that says nothing of it answers
+// its now(), as ManualClock does.
+TEST(ClockMonotonic, IsTheSteadyClockForTheSystemClockAndNowForTheOthers) {
   const auto steady = [] {
     return std::chrono::duration_cast<Micros>(std::chrono::steady_clock::now().time_since_epoch());
   };
   const Micros before = steady();
-  const Micros reading = frozen.monotonic();
+  const Micros reading = redlimit::SystemClock::instance()->monotonic();
   const Micros after = steady();
   EXPECT_GE(reading, before);
   EXPECT_LE(reading, after);
+  class Fixed final : public redlimit::Clock {
+   public:
+    Micros now() const override { return Micros{5}; }
+    void sleep_for(Micros) override {}
+  };
+  EXPECT_EQ(Fixed().monotonic(), Micros{5});
   ManualClock manual(Micros{123});
   manual.advance(Micros{7});
-  EXPECT_EQ(manual.monotonic(), Micros{130});  // a ManualClock's is its own time
+  EXPECT_EQ(manual.monotonic(), Micros{130});
 }
 
 }  // namespace

@@ -9,12 +9,12 @@
 
 namespace redlimit {
 
-REDLIMIT_INLINE Micros Clock::monotonic() const {
-  return std::chrono::duration_cast<Micros>(std::chrono::steady_clock::now().time_since_epoch());
-}
-
 REDLIMIT_INLINE Micros SystemClock::now() const {
   return std::chrono::duration_cast<Micros>(std::chrono::system_clock::now().time_since_epoch());
+}
+
+REDLIMIT_INLINE Micros SystemClock::monotonic() const {
+  return std::chrono::duration_cast<Micros>(std::chrono::steady_clock::now().time_since_epoch());
 }
 
 REDLIMIT_INLINE void SystemClock::sleep_for(Micros d) {

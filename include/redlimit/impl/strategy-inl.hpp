@@ -275,10 +275,12 @@ REDLIMIT_INLINE Decision Strategy::acquire(std::string_view subject, std::int64_
     if (max_wait.count() < 0) throw InvalidArgument("max_wait must not be negative");
   });
   Clock& clock = *ctx_->clock;
-  const Micros deadline = strategy_impl::deadline_after(clock.now(), max_wait);
+  // max_wait is timed, not decided on: on monotonic() (clock.hpp), a wall clock stepped back while
+  // we sleep does not add the step to the wait.
+  const Micros deadline = strategy_impl::deadline_after(clock.monotonic(), max_wait);
   while (true) {
     Decision d = consume(subject, cost);
-    const Micros left = strategy_impl::time_left(deadline, clock.now());
+    const Micros left = strategy_impl::time_left(deadline, clock.monotonic());
     if (d.allowed) {
       if (d.delay.count() == 0) return d;
       if (d.delay > left) {
