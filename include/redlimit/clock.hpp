@@ -19,7 +19,8 @@ class Clock {
   // Waits `d` on this clock (used by blocking calls). ManualClock advances itself instead.
   virtual void sleep_for(Micros d) = 0;
   // What the limiter times rather than decides on: the circuit breaker's cooldown, a cached
-  // rejection's retry_after (Options::local_reject_cache), acquire()'s max_wait. By default now():
+  // rejection's retry_after (Options::local_reject_cache), acquire()'s max_wait, a lease's duration
+  // and the rates Leases measures. By default now():
   // a clock of one's own keeps one time for everything, and its sleep_for moves both (ManualClock's
   // does). SystemClock answers the machine's steady clock, which never goes back: on the wall clock a
   // backward step (an NTP correction, a VM restored) would hold an open breaker or a cached

@@ -27,8 +27,8 @@
 namespace redlimit {
 
 struct LeaseOptions {
-  // The longest a lease lives (on the limiter's clock). A fixed window's lease also ends with its
-  // window. What a crashed process can lose is bounded by one lease.
+  // The longest a lease lives (timed on the clock's monotonic(), clock.hpp). A fixed window's lease
+  // also ends with its window (on the limiter's clock). What a crashed process can lose is bounded by one lease.
   std::chrono::microseconds duration{std::chrono::milliseconds(100)};
   // A subject is leased once its local rate reaches this many requests a second (measured over
   // `duration`); colder subjects are decided per request, with no extra Redis traffic.

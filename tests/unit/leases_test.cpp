@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 
@@ -89,6 +90,48 @@ TEST_F(LeasesTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
   leases.return_expired();
   EXPECT_EQ(leases.stats().units_returned, static_cast<std::uint64_t>(held));
   EXPECT_EQ(tb.peek("u").remaining, 1'000'000 - 2'500) << "exactly the admitted units stay taken";
+}
+
+// A clock whose wall time and monotonic reading the test moves apart (NTP stepping the wall clock).
+class SteppedClock final : public redlimit::Clock {
+ public:
+  explicit SteppedClock(Micros start) : wall_(start.count()) {}
+  Micros now() const override { return Micros{wall_.load()}; }
+  Micros monotonic() const override { return Micros{steady_.load()}; }
+  void sleep_for(Micros d) override { pass(d); }
+  void pass(Micros d) {
+    wall_ += d.count();
+    steady_ += d.count();
+  }
+  void step_wall(Micros d) { wall_ += d.count(); }
+
+ private:
+  std::atomic<long long> wall_;
+  std::atomic<long long> steady_{7'000'000};
+};
+
+// A lease's duration is a span the table times, on monotonic(). Before, its end was a wall time: a
+// wall clock stepped back an hour kept the lease, and its units, out of the store for that hour.
+TEST(LeasesOnASteppedClock, AWallClockStepBackDoesNotProlongALease) {
+  auto clock = std::make_shared<SteppedClock>(kT0);
+  redlimit::Options lo;
+  lo.clock = clock;
+  const auto limiter = redlimit::RateLimiter::in_memory(lo);
+  const auto tb = limiter.token_bucket("tb", 1'000'000, 1'000, 1h);  // barely refills
+  LeaseOptions o;
+  o.hot_rate = 100;
+  Leases leases(tb, o);
+  for (int i = 0; i < 2'500; ++i) {
+    clock->pass(100us);
+    ASSERT_TRUE(leases.consume("u").allowed);
+  }
+  ASSERT_EQ(leases.state("u"), LeaseState::leased);
+  const std::int64_t held = 1'000'000 - 2'500 - tb.peek("u").remaining;
+  ASSERT_GT(held, 0);
+  clock->step_wall(-1h);
+  clock->pass(o.duration);
+  leases.return_expired();
+  EXPECT_EQ(leases.stats().units_returned, static_cast<std::uint64_t>(held));
 }
 
 TEST_F(LeasesTest, CloseReturnsEverythingAndLaterCallsGoToTheStore) {

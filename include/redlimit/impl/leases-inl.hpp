@@ -33,13 +33,13 @@ using std::chrono::microseconds;
 struct Lease {
   std::mutex m;
   std::int64_t left = 0;                                           // units still held
-  std::int64_t expires = 0;                                        // the lease ends (clock, us)
+  std::int64_t expires = 0;  // the lease's time is up (us, the clock's monotonic(): a span it times)
   std::int64_t window_end = std::numeric_limits<std::int64_t>::max();  // fixed window: refunds stop
   std::int64_t reset_at = 0;                                       // the lease decision's reset, absolute
   std::int64_t remaining_seen = -1;                                // Redis's remaining at the last call
   std::int64_t bucket_start = 0, bucket_requests = 0, bucket_units = 0;  // the rate being measured
   double rate = 0, unit_rate = 0;                                  // requests and units a second
-  std::int64_t last_use = 0;
+  std::int64_t last_use = 0;                                       // monotonic(), as the rate's bucket: both time spans
   LeaseState state = LeaseState::cold;
 };
 
@@ -167,7 +167,8 @@ struct Leases::Table {
     return d;
   }
 
-  Decision take(std::string_view subject, leases_impl::Lease& l, std::int64_t now, std::int64_t k, std::int64_t cost);
+  Decision take(std::string_view subject, leases_impl::Lease& l, std::int64_t now, std::int64_t mono, std::int64_t k,
+                std::int64_t cost);
   Decision consume(std::string_view subject, std::int64_t cost);
   void return_expired(bool all);
   void sweep_loop();
@@ -175,7 +176,7 @@ struct Leases::Table {
 };
 
 REDLIMIT_INLINE Decision Leases::Table::take(std::string_view subject, leases_impl::Lease& l, std::int64_t now,
-                                             std::int64_t k, std::int64_t cost) {
+                                             std::int64_t mono, std::int64_t k, std::int64_t cost) {
   const Decision d = strategy.consume(subject, k);
   if (d.source != Source::primary || !d.allowed) {
     // Rejected (or decided by the failure policy): this request is decided alone, and the subject
@@ -200,7 +201,7 @@ REDLIMIT_INLINE Decision Leases::Table::take(std::string_view subject, leases_im
   // The script's now is no earlier than ours, so now + reset_after is no later than the window's
   // end: the lease never outlives its window.
   l.window_end = windowed ? l.reset_at : std::numeric_limits<std::int64_t>::max();
-  l.expires = std::min(now + options.duration.count(), l.window_end);
+  l.expires = mono + options.duration.count();  // and the window's end (consume)
   Decision out = d;
   out.remaining = d.remaining + l.left;
   return out;
@@ -217,9 +218,13 @@ REDLIMIT_INLINE Decision Leases::Table::consume(std::string_view subject, std::i
   const auto lease = find(subject, true);
   leases_impl::Lease& l = *lease;
   std::lock_guard<std::mutex> g(l.m);
+  // Wall time (`now`) for what the decisions say, monotonic time (`mono`) for the spans the table
+  // times: a lease's duration, the rate, idleness (clock.hpp). A lease ends at whichever comes first,
+  // its duration or its window's end, so a wall clock stepped back keeps it no longer than its time.
   const std::int64_t now = clock->now().count();
-  observe(l, now, cost);
-  if (l.left >= cost && now < l.expires) {
+  const std::int64_t mono = clock->monotonic().count();
+  observe(l, mono, cost);
+  if (l.left >= cost && mono < l.expires && now < l.window_end) {
     l.left -= cost;
     ++stats.local_decisions;
     return local(l, now);
@@ -234,13 +239,14 @@ REDLIMIT_INLINE Decision Leases::Table::consume(std::string_view subject, std::i
     l.state = LeaseState::little_left;
     return remote(subject, l, cost);
   }
-  return take(subject, l, now, k, cost);
+  return take(subject, l, now, mono, k, cost);
 }
 
 // Ends the leases that have expired (all of them when closing) and forgets subjects idle for ten
 // lease durations, so the table holds the subjects in use, not every subject ever seen.
 REDLIMIT_INLINE void Leases::Table::return_expired(bool all) {
   const std::int64_t now = clock->now().count();
+  const std::int64_t mono = clock->monotonic().count();  // as in consume()
   const std::int64_t idle = 10 * options.duration.count();
   for (auto& sh : shards) {
     std::vector<std::pair<std::string, std::shared_ptr<leases_impl::Lease>>> due;
@@ -249,7 +255,7 @@ REDLIMIT_INLINE void Leases::Table::return_expired(bool all) {
       for (auto it = sh.leases.begin(); it != sh.leases.end();) {
         leases_impl::Lease& l = *it->second;
         std::unique_lock<std::mutex> lk(l.m, std::try_to_lock);
-        if (lk.owns_lock() && l.left == 0 && now - l.last_use > idle && !all) {
+        if (lk.owns_lock() && l.left == 0 && mono - l.last_use > idle && !all) {
           lk.unlock();
           it = sh.leases.erase(it);
           continue;
@@ -260,7 +266,9 @@ REDLIMIT_INLINE void Leases::Table::return_expired(bool all) {
     }
     for (auto& [subject, lease] : due) {
       std::lock_guard<std::mutex> g(lease->m);
-      if (lease->left > 0 && (all || now >= lease->expires)) give_back(subject, *lease, now);
+      if (lease->left > 0 && (all || mono >= lease->expires || now >= lease->window_end)) {
+        give_back(subject, *lease, now);
+      }
       if (all) lease->state = LeaseState::closed;
     }
   }
