@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <map>
 #include <memory>
 
 #include "redlimit/clock.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/rate_limiter.hpp"
+#include "support/stepped_clock.hpp"
 
 namespace {
 
@@ -92,28 +92,10 @@ TEST_F(LeasesTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
   EXPECT_EQ(tb.peek("u").remaining, 1'000'000 - 2'500) << "exactly the admitted units stay taken";
 }
 
-// A clock whose wall time and monotonic reading the test moves apart (NTP stepping the wall clock).
-class SteppedClock final : public redlimit::Clock {
- public:
-  explicit SteppedClock(Micros start) : wall_(start.count()) {}
-  Micros now() const override { return Micros{wall_.load()}; }
-  Micros monotonic() const override { return Micros{steady_.load()}; }
-  void sleep_for(Micros d) override { pass(d); }
-  void pass(Micros d) {
-    wall_ += d.count();
-    steady_ += d.count();
-  }
-  void step_wall(Micros d) { wall_ += d.count(); }
-
- private:
-  std::atomic<long long> wall_;
-  std::atomic<long long> steady_{7'000'000};
-};
-
 // A lease's duration is a span the table times, on monotonic(). Before, its end was a wall time: a
 // wall clock stepped back an hour kept the lease, and its units, out of the store for that hour.
 TEST(LeasesOnASteppedClock, AWallClockStepBackDoesNotProlongALease) {
-  auto clock = std::make_shared<SteppedClock>(kT0);
+  auto clock = std::make_shared<redlimit_test::SteppedClock>(kT0);
   redlimit::Options lo;
   lo.clock = clock;
   const auto limiter = redlimit::RateLimiter::in_memory(lo);

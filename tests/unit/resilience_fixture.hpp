@@ -5,7 +5,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
+#include "support/stepped_clock.hpp"
 #include "unit/mock_connection.hpp"
 
 
@@ -69,20 +69,7 @@ class RecordingSink : public redlimit::MetricsSink {
   std::vector<Seen> events;
 };
 
-// A clock whose wall time and monotonic reading the test sets apart, as a host's drift apart when
-// NTP steps its wall clock.
-class SteppedClock final : public redlimit::Clock {
- public:
-  Micros now() const override { return Micros{wall.load()}; }
-  void sleep_for(Micros) override {}
-  Micros monotonic() const override { return Micros{steady.load()}; }
-  void step_wall(std::chrono::microseconds d) { wall.fetch_add(d.count()); }
-  void pass(std::chrono::microseconds d) { steady.fetch_add(d.count()); }
-
- private:
-  std::atomic<long long> wall{1'700'000'000'000'000};
-  std::atomic<long long> steady{42'000'000};
-};
+using redlimit_test::SteppedClock;
 
 class ResilienceTest : public ::testing::Test {
  protected:
