@@ -20,12 +20,12 @@ class Clock {
   virtual void sleep_for(Micros d) = 0;
   // What the limiter times rather than decides on: the circuit breaker's cooldown, a cached
   // rejection's retry_after (Options::local_reject_cache), acquire()'s max_wait, a lease's duration
-  // and the rates Leases measures. By default now():
-  // a clock of one's own keeps one time for everything, and its sleep_for moves both (ManualClock's
-  // does). SystemClock answers the machine's steady clock, which never goes back: on the wall clock a
-  // backward step (an NTP correction, a VM restored) would hold an open breaker or a cached
-  // rejection, or keep an acquire retrying, for the step's length, and a forward one would cut a
-  // cooldown short. A clock of one's own that reads the wall clock should answer steady time here too.
+  // and the rates Leases measures. By default now(): a clock of one's own keeps one time for
+  // everything, and its sleep_for moves both (ManualClock's does). SystemClock answers the machine's
+  // steady clock, which never goes back: on the wall clock a backward step (an NTP correction, a VM
+  // restored) would hold an open breaker or a cached rejection, or keep an acquire retrying, for the
+  // step's length, and a forward one would cut a cooldown short. A clock of one's own that reads the
+  // wall clock should answer steady time here too.
   virtual Micros monotonic() const { return now(); }
 };
 

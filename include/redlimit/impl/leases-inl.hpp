@@ -33,13 +33,13 @@ using std::chrono::microseconds;
 struct Lease {
   std::mutex m;
   std::int64_t left = 0;                                           // units still held
-  std::int64_t expires = 0;  // the lease's time is up (us, the clock's monotonic(): a span it times)
-  std::int64_t window_end = std::numeric_limits<std::int64_t>::max();  // fixed window: refunds stop
+  std::int64_t expires = 0;                                        // its time is up (monotonic(), us)
+  std::int64_t window_end = std::numeric_limits<std::int64_t>::max();  // fixed window (now()): lease, refunds end
   std::int64_t reset_at = 0;                                       // the lease decision's reset, absolute
   std::int64_t remaining_seen = -1;                                // Redis's remaining at the last call
-  std::int64_t bucket_start = 0, bucket_requests = 0, bucket_units = 0;  // the rate being measured
+  std::int64_t bucket_start = 0, bucket_requests = 0, bucket_units = 0;  // the rate measured (monotonic())
   double rate = 0, unit_rate = 0;                                  // requests and units a second
-  std::int64_t last_use = 0;                                       // monotonic(), as the rate's bucket: both time spans
+  std::int64_t last_use = 0;                                       // for the idle sweep (monotonic())
   LeaseState state = LeaseState::cold;
 };
 
