@@ -7,9 +7,10 @@ namespace {
 
 class RejectCacheTest : public ResilienceTest {
  protected:
-  RateLimiter make() const {
+  RateLimiter make(std::shared_ptr<redlimit::Clock> other_clock = nullptr) const {
     Options o = options(OnFailure::raise);
     o.local_reject_cache = true;
+    if (other_clock) o.clock = std::move(other_clock);
     return RateLimiter(mock, o);
   }
 };
@@ -50,10 +51,7 @@ TEST_F(RejectCacheTest, RejectedSubjectIsRejectedLocallyUntilItsRetryAfter) {
 // rejected in-process for that hour, never asking Redis.
 TEST_F(RejectCacheTest, AWallClockStepBackDoesNotProlongARejection) {
   auto stepped = std::make_shared<SteppedClock>();
-  Options o = options(OnFailure::raise);
-  o.local_reject_cache = true;
-  o.clock = stepped;
-  const RateLimiter limiter(mock, o);
+  const RateLimiter limiter = make(stepped);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   EXPECT_CALL(*mock, command(_))
       .WillOnce(Return(decision_reply(0, 0, 500'000, 500'000)))

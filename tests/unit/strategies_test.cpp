@@ -1,5 +1,6 @@
 // What differs between strategies behind RateLimiter(MockConnection): their parameters and the ARGV
 // those become, policies, and the checks at construction (InvalidArgument before anything is sent).
+#include "support/stepped_clock.hpp"
 #include "unit/strategy_fixture.hpp"
 
 namespace {
@@ -171,31 +172,20 @@ TEST_F(StrategiesTest, AcquireOnAShaperRefundsWhenTheDelayExceedsMaxWait) {
   EXPECT_EQ(clock->now(), Micros{kStrategyStart});
 }
 
-// A host whose wall clock NTP steps back an hour during an acquire's first sleep.
-class SteppedBackInItsSleep final : public redlimit::Clock {
- public:
-  Micros now() const override { return Micros{wall.load()}; }
-  Micros monotonic() const override { return Micros{steady.load()}; }
-  void sleep_for(Micros d) override {
-    steady += d.count();
-    wall += d.count() - (stepped.exchange(true) ? 0 : 3'600'000'000LL);
-  }
-  std::atomic<long long> wall{kStrategyStart}, steady{0};
-  std::atomic<bool> stepped{false};
-};
-
 // max_wait is timed on the clock's monotonic(). Before, acquire's deadline was a wall time, and the
 // step gave its loop an hour more of retries (and of sleeping) past max_wait.
 TEST_F(StrategiesTest, AcquireGivesUpAtMaxWaitThoughTheWallClockStepsBack) {
-  auto stepped = std::make_shared<SteppedBackInItsSleep>();
+  auto stepped = std::make_shared<redlimit_test::SteppedClock>(Micros{kStrategyStart});
+  stepped->step_wall_in_next_sleep(-1h);  // NTP, during the first sleep
   Options o;
   o.clock = stepped;
   const RateLimiter limiter(mock, o);
   const auto fw = limiter.fixed_window("api", Limit::per_second(5));
   EXPECT_CALL(*mock, command(_)).Times(3).WillRepeatedly(Return(decision_reply(0, 0, 400'000, 400'000)));
+  const Micros started = stepped->monotonic();
   const Decision d = fw.acquire("u", 1, 1s);
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(stepped->steady.load(), 800'000);  // two waits of 400 ms: a third would pass max_wait
+  EXPECT_EQ(stepped->monotonic() - started, 800ms);  // two waits of 400 ms: a third would pass max_wait
 }
 
 // ---- policies ----------------------------------------------------------------------------------
