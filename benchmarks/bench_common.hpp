@@ -52,6 +52,8 @@ struct Config {
   long flood_limit = 1000;        // the flooded sliding log's limit (flood = 100x this)
   std::vector<std::string> strategies;  // empty = all
   std::vector<std::string> modes;       // empty = all
+  // --sliding-log-members: the form of the entries sliding logs write (Options::sliding_log_members)
+  redlimit::SlidingLogMembers members = redlimit::SlidingLogMembers::text;
 };
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -340,6 +342,7 @@ inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coa
   o.share_script_calls = coalesce;
   o.shared_call_flights = flights;
   o.batch_per_master = per_master;
+  o.sliding_log_members = c.members;
   return redlimit::RateLimiter::connect(url_of(c), o);
 }
 

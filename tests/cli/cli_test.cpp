@@ -99,7 +99,15 @@ TEST_F(CliTest, InspectShowsPeekAndDecodedState) {
   sl.consume("s", 2);
   r = on_server({"inspect", "sl", "log", "s", "--limit", "5/1m", "--json"});
   EXPECT_THAT(r.out, HasSubstr(R"("remaining":3,)"));
-  EXPECT_THAT(r.out, HasSubstr(R"("type":"zset","entries":1,"newest":"0000000000000002/2")"));
+  EXPECT_THAT(r.out, HasSubstr(R"("type":"zset","entries":1,"newest":"0000000000000002/2","newest_form":"text")"));
+  // A compact entry (Options::sliding_log_members) reads the same.
+  redlimit::Options compact_options;
+  compact_options.sliding_log_members = redlimit::SlidingLogMembers::compact;
+  const redlimit::RateLimiter compact = redlimit::RateLimiter::connect(redis.url(), compact_options);
+  compact.sliding_log("log", redlimit::Limit::per_minute(5)).consume("s", 1);
+  r = on_server({"inspect", "sl", "log", "s", "--limit", "5/1m", "--json"});
+  EXPECT_THAT(r.out, HasSubstr(R"("remaining":2,)"));
+  EXPECT_THAT(r.out, HasSubstr(R"("type":"zset","entries":2,"newest":"0000000000000003/1","newest_form":"compact")"));
 }
 
 TEST_F(CliTest, BlockUnblockAndReset) {

@@ -203,6 +203,8 @@ struct Config {
   std::vector<Micros> edges;  // windows and precisions: jumps land on (and around) their multiples
   std::function<Target(const redlimit::RateLimiter&)> make;
   std::size_t limits = 1;     // number of limits (policies): each should decide some rejections
+  // The form of the sliding log's entries the Redis limiter writes (the memory backend keeps none).
+  redlimit::SlidingLogMembers members = redlimit::SlidingLogMembers::text;
 };
 
 inline std::vector<Config> configs() {
@@ -219,6 +221,12 @@ inline std::vector<Config> configs() {
   c.push_back({"sliding_log_lazy_trim", 10, {1s}, [](const redlimit::RateLimiter& l) {
                  return target(l.sliding_log("diff", Limit(40, 1s)));
                }});
+  c.push_back({"sliding_log_compact",
+               10,
+               {1s},
+               [](const redlimit::RateLimiter& l) { return target(l.sliding_log("diff", Limit(10, 1s))); },
+               1,
+               redlimit::SlidingLogMembers::compact});
   c.push_back({"sliding_window_precision_eq_window", 10, {1s}, [](const redlimit::RateLimiter& l) {
                  return target(l.sliding_window("diff", Limit(10, 1s)));
                }});

@@ -36,7 +36,8 @@ TEST_P(DifferentialTest, MemoryBackendDecidesExactlyAsRedis) {
 
   // One clock for all three limiters: Redis (through RecordingRedis), in_memory(), and a
   // MemoryConnection we can inspect.
-  const redlimit::Options opts = options();
+  redlimit::Options opts = options();
+  opts.sliding_log_members = config.members;
   auto redis_conn = std::make_shared<RecordingRedis>(server().url());
   const redlimit::RateLimiter redis_limiter(redis_conn, opts);
   const redlimit::RateLimiter memory_limiter = redlimit::RateLimiter::in_memory(opts);

@@ -133,6 +133,25 @@ TEST_F(StrategiesTest, LeakyBucketDefaultsToMeter) {
   lb.consume("u");
 }
 
+// The entries' form travels as a third parameter, and only when compact: a text log's calls are
+// word for word those of the builds before the option (lua/sliding_log.lua).
+TEST_F(StrategiesTest, ASlidingLogNamesCompactEntriesInItsParameters) {
+  for (const redlimit::SlidingLogMembers members :
+       {redlimit::SlidingLogMembers::text, redlimit::SlidingLogMembers::compact}) {
+    Options o;
+    o.clock = clock;
+    o.sliding_log_members = members;
+    const RateLimiter limiter(mock, o);
+    const auto sl = limiter.sliding_log("api", Limit(3, 5s));
+    std::vector<std::string> args{now(), "1", "1", "3", "5000000"};
+    if (members == redlimit::SlidingLogMembers::compact) args.emplace_back("compact");
+    EXPECT_CALL(*mock, command(evalsha(scripts::sliding_log(), keys(sl, "u"), args_of(args))))
+        .WillOnce(Return(decision_reply(1, 2, 0, 5'000'000)));
+    EXPECT_EQ(sl.consume("u").remaining, 2);
+    ::testing::Mock::VerifyAndClearExpectations(mock.get());
+  }
+}
+
 TEST_F(StrategiesTest, ShaperDelayReachesTheDecision) {
   const RateLimiter limiter = make_limiter();
   const auto lb = limiter.leaky_bucket("api", 10, Limit::per_second(2), LeakyMode::shaper);

@@ -15,6 +15,23 @@ long long field(const std::string& v, std::size_t at, std::size_t n) {
   return static_cast<long long>(x);
 }
 
+// A big-endian unsigned integer of `n` bytes at `at` (a compact sliding-log entry, lua/sliding_log.lua).
+long long big_endian(const std::string& v, std::size_t at, std::size_t n) {
+  unsigned long long x = 0;
+  for (std::size_t i = 0; i < n; ++i) x = (x << 8) | static_cast<unsigned char>(v[at + i]);
+  return static_cast<long long>(x);
+}
+
+// A sliding log's entry as text "<cum>/<cost>" whichever form it was written in (docs/keys.md):
+// a compact one (20 bytes, pack('>I7I6I7', cum, cost, time)) is shown as the text one would be.
+std::string log_entry(const std::string& member, bool& compact) {
+  compact = member.size() == 20 && static_cast<unsigned char>(member[0]) < '0';
+  if (!compact) return member;
+  std::string cum = std::to_string(big_endian(member, 0, 7));
+  if (cum.size() < 16) cum.insert(0, 16 - cum.size(), '0');
+  return cum + "/" + std::to_string(big_endian(member, 7, 6));
+}
+
 Reply call(redlimit::Connection& conn, std::vector<std::string> argv) {
   Reply r = conn.command(argv);
   if (r.is_error()) throw redlimit::ReplyError(argv[0] + ": " + r.str);
@@ -56,11 +73,13 @@ Output decode_state(redlimit::Connection& conn, const std::string& kind, const s
   if (type == "none") return o;
   if (type == "string") {
     o.object("value", decode_string(kind, call(conn, {"GET", key}).str));
-  } else if (type == "zset") {  // sliding log: entries "<cum>/<cost>" scored by time
+  } else if (type == "zset") {  // sliding log: entries "<cum>/<cost>" (or compact) scored by time
     o.number("entries", call(conn, {"ZCARD", key}).integer);
     const Reply newest = call(conn, {"ZRANGE", key, "-1", "-1", "WITHSCORES"});
     if (newest.elements.size() == 2) {
-      o.text("newest", newest.elements[0].str);
+      bool compact = false;
+      o.text("newest", log_entry(newest.elements[0].str, compact));
+      o.text("newest_form", compact ? "compact" : "text");
       o.text("newest_at_us", newest.elements[1].str);
     }
   } else if (type == "hash") {

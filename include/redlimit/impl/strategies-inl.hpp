@@ -134,10 +134,16 @@ REDLIMIT_INLINE FixedWindow::FixedWindow(std::shared_ptr<detail::Context> ctx, s
                strategies_impl::to_args({limit.count(), limit.window().count()})),
       limit_(limit) {}
 
+// The params name the entries' form only when compact, so that a text log's calls are those of the
+// builds before it. ctx is copied, not moved: the order in which Strategy's arguments are built is
+// unspecified, and the params read the options through it.
 REDLIMIT_INLINE SlidingLog::SlidingLog(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
-    : Strategy(std::move(ctx), std::move(resource), "sl", detail::scripts::sliding_log(),
-               {limit.count()},
-               strategies_impl::to_args({limit.count(), limit.window().count()})),
+    : Strategy(ctx, std::move(resource), "sl", detail::scripts::sliding_log(), {limit.count()},
+               [&] {
+                 auto args = strategies_impl::to_args({limit.count(), limit.window().count()});
+                 if (ctx->options.sliding_log_members == SlidingLogMembers::compact) args.emplace_back("compact");
+                 return args;
+               }()),
       limit_(limit) {}
 
 REDLIMIT_INLINE SlidingWindow::SlidingWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)

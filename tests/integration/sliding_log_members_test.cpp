@@ -1,0 +1,164 @@
+// The sliding log's two entry forms (Options::sliding_log_members, lua/sliding_log.lua): compact
+// entries carry their time and decide as text ones do; clients writing either form share one log
+// exactly, in any order and at one instant; a member of neither form restarts the log.
+#include "support/fixture.hpp"
+
+namespace redlimit_test {
+namespace {
+
+using redlimit::SlidingLogMembers;
+
+// An entry as either form writes it: text "<cum>/<cost>" scored by its time, or compact
+// pack('>I7I6I7', cum, cost, time).
+struct LogEntry {
+  std::int64_t cum = 0, cost = 0, time = 0;
+  bool compact = false;
+  std::int64_t score = 0;
+};
+
+std::int64_t big_endian(const std::string& s, std::size_t from, std::size_t n) {
+  std::int64_t v = 0;
+  for (std::size_t i = from; i < from + n; ++i) v = v * 256 + static_cast<unsigned char>(s[i]);
+  return v;
+}
+
+LogEntry decode(const std::string& member, const std::string& score) {
+  LogEntry e;
+  e.score = std::stoll(score);
+  if (member.size() == 20 && static_cast<unsigned char>(member[0]) < '0') {
+    e = {big_endian(member, 0, 7), big_endian(member, 7, 6), big_endian(member, 13, 7), true, e.score};
+  } else {
+    const std::size_t slash = member.find('/');
+    e.cum = std::stoll(member.substr(0, slash));
+    e.cost = std::stoll(member.substr(slash + 1));
+    e.time = e.score;
+  }
+  return e;
+}
+
+class SlidingLogMembersTest : public StrictRedisTest {
+ protected:
+  // A limiter on this test's server and clock writing entries in the form given.
+  redlimit::RateLimiter writing(SlidingLogMembers members) {
+    redlimit::Options o = options();
+    o.sliding_log_members = members;
+    return redlimit::RateLimiter::connect(server().url(), o);
+  }
+  std::vector<LogEntry> entries(const redlimit::SlidingLog& sl, std::string_view subject) {
+    const redlimit::Reply r = server().command({"ZRANGE", sl.key_for(subject), "0", "-1", "WITHSCORES"});
+    std::vector<LogEntry> out;
+    for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2)
+      out.push_back(decode(r.elements[i].str, r.elements[i + 1].str));
+    return out;
+  }
+};
+
+TEST_F(SlidingLogMembersTest, CompactEntriesCarryTheirTimeAndDecideAsText) {
+  const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
+  auto sl = compact.sliding_log("sl", Limit(5, 10s));
+  at(0s);
+  ASSERT_TRUE(sl.consume("u", 2).allowed);
+  at(3s);
+  ASSERT_TRUE(sl.consume("u", 3).allowed);
+  const std::vector<LogEntry> log = entries(sl, "u");
+  ASSERT_EQ(log.size(), 2u);
+  for (const LogEntry& e : log) {
+    EXPECT_TRUE(e.compact);
+    EXPECT_EQ(e.time, e.score);  // the time it carries is its score
+  }
+  EXPECT_EQ(log[0].cum, 2);
+  EXPECT_EQ(log[0].cost, 2);
+  EXPECT_EQ(log[0].time, (kT0 + 0s).count());
+  EXPECT_EQ(log[1].cum, 5);
+  EXPECT_EQ(log[1].cost, 3);
+  EXPECT_EQ(log[1].time, (kT0 + 3s).count());
+  // Full: room for 2 once the first entry leaves at 10 s, exactly.
+  at(4s);
+  const Decision d = sl.consume("u", 2);
+  EXPECT_FALSE(d.allowed) << d;
+  EXPECT_EQ(d.reset_after, 9s) << d;
+  // A text client reads the compact log as its writer does.
+  const Decision p = rl().sliding_log("sl", Limit(5, 10s)).peek("u", 2);
+  EXPECT_FALSE(p.allowed) << p;
+  EXPECT_EQ(p.retry_after, d.retry_after) << p;
+  EXPECT_EQ(p.reset_after, d.reset_after) << p;
+  expect_retry_after_exact(*clock, sl, "u", 2, d);
+}
+
+// Two clients, one writing each form, take turns on one subject at one instant (the entries then
+// share a score unless the form changes) and later: the log admits exactly its limit, keeps cum
+// order with rank, and a compact entry after a text newest of its instant is a microsecond later.
+TEST_F(SlidingLogMembersTest, TextAndCompactClientsShareALogExactly) {
+  const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
+  auto a = rl().sliding_log("sl", Limit(12, 1h));
+  auto b = compact.sliding_log("sl", Limit(12, 1h));
+  at(0s);
+  std::int64_t admitted = 0;
+  for (int i = 0; i < 6; ++i) {  // 3 of 1 unit, 3 of 2: 9 units
+    const auto& sl = (i % 2 == 0) ? a : b;
+    if (sl.consume("u", 1 + i % 2).allowed) admitted += 1 + i % 2;
+  }
+  at(1s);
+  for (int i = 0; i < 6; ++i) {  // 3 admitted, then full
+    const auto& sl = (i % 3 == 0) ? a : b;
+    if (sl.consume("u").allowed) admitted += 1;
+  }
+  EXPECT_EQ(admitted, 12);
+  EXPECT_EQ(a.peek("u").remaining, 0);
+  EXPECT_EQ(b.peek("u").remaining, 0);
+  const std::vector<LogEntry> log = entries(a, "u");
+  std::int64_t cum = 0;
+  bool text_then_compact = false;
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].cum, cum + log[i].cost) << "rank " << i;  // cum order is rank order
+    cum = log[i].cum;
+    if (i > 0 && log[i].compact && !log[i - 1].compact) {
+      EXPECT_GT(log[i].score, log[i - 1].score) << "rank " << i;
+      if (log[i - 1].score == (kT0 + 0s).count()) text_then_compact = log[i].score == log[i - 1].score + 1;
+    }
+  }
+  EXPECT_EQ(cum, 12);
+  EXPECT_TRUE(text_then_compact) << "no compact entry followed a text one at 0 s";
+  // The first entries leave an hour (and the bumped ones a microsecond) later; nothing before.
+  at(1h - 1us);
+  EXPECT_EQ(b.peek("u").remaining, 0);
+  at(1h + 1us);
+  EXPECT_GT(a.peek("u").remaining, 0);
+}
+
+TEST_F(SlidingLogMembersTest, ARefundShortensACompactEntryInItsForm) {
+  const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
+  auto sl = compact.sliding_log("sl", Limit(10, 1h));
+  at(0s);
+  ASSERT_TRUE(sl.consume("u", 5).allowed);
+  at(1s);
+  rl().sliding_log("sl", Limit(10, 1h)).refund("u", 2);  // by a text client
+  const std::vector<LogEntry> log = entries(sl, "u");
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_TRUE(log[0].compact);
+  EXPECT_EQ(log[0].cum, 3);
+  EXPECT_EQ(log[0].cost, 3);
+  EXPECT_EQ(log[0].time, (kT0 + 0s).count());
+  EXPECT_EQ(sl.peek("u").remaining, 7);
+}
+
+// Not a member either form writes (a short one with a low first byte, as no compact entry is):
+// read as no state and replaced at the next write, by either client, without an error.
+TEST_F(SlidingLogMembersTest, AMemberOfNeitherFormRestartsTheLog) {
+  const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
+  for (const redlimit::RateLimiter* limiter : {&rl(), &compact}) {
+    auto sl = limiter->sliding_log("sl", Limit(3, 1h));
+    at(0s);
+    const std::string key = sl.key_for("u");
+    server().command({"ZADD", key, std::to_string(clock->now().count()), std::string("\x01\x02z", 3)});
+    server().command({"PEXPIRE", key, "3600000"});
+    EXPECT_EQ(sl.peek("u").remaining, 3);
+    EXPECT_TRUE(sl.consume("u").allowed);
+    EXPECT_EQ(server().integer({"ZCARD", key}), 1);
+    EXPECT_EQ(sl.peek("u").remaining, 2);
+    server().command({"DEL", key});
+  }
+}
+
+}  // namespace
+}  // namespace redlimit_test
