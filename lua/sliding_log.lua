@@ -67,9 +67,10 @@ local most_cost -- the largest cost the call's log can admit: its limit (helpers
 -- docs/algorithms.md). A text member's cum digits (16, more past 10^16) end at its one '/': a
 -- plain find from the 17th byte and sub() cost Redis less than a pattern match, and the cost is
 -- only converted when asked for (tonumber() runs the C library's strtod).
+-- A text member is told from a compact one by its first byte (a digit) only when it too is 20
+-- bytes long, which a cost of 1 never is: the length is a VM operation, byte() a call into C.
 local function parse(member, cum_only)
-  if byte(member, 1) < 48 then -- below '0': compact, or not ours
-    if #member ~= 20 then return nil end
+  if #member == 20 and byte(member, 1) < 48 then -- below '0': compact
     local c, k, t = unpack_('>I7I6I7', member)
     return c, k, t
   end
@@ -120,7 +121,7 @@ local function decide(key, cost)
   -- The newest entry, then the oldest live one (past the entries that left and are still there).
   local cum, newest_t, base, used = nil, nil, 0, 0
   local renew -- an admission sets the key's TTL (see above)
-  local newest_text -- the newest entry is in the text form
+  local newest_text -- this call writes compact entries, and the newest is a text one
   -- Without its score when this call writes compact entries: the newest then carries its time,
   -- unless it is a text entry, whose score is asked for (ZSCORE) until a compact one follows it.
   local newest
@@ -131,11 +132,16 @@ local function decide(key, cost)
     newest = {}
   end
   if newest[1] then
-    local _
-    cum, _, newest_t = parse(newest[1], true)
-    if cum and not newest_t then
-      newest_text = true
-      newest_t = tonumber(newest[2] or redis.call('ZSCORE', key, newest[1]))
+    if compact then
+      local _
+      cum, _, newest_t = parse(newest[1])
+      if cum and not newest_t then
+        newest_text = true
+        newest_t = tonumber(redis.call('ZSCORE', key, newest[1]))
+      end
+    else
+      cum = parse(newest[1], true)
+      newest_t = tonumber(newest[2])
     end
     if not cum then -- a 0.2 log: restarted (UNLINK: a big one is freed off the main thread)
       if record or refund then redis.call('UNLINK', key) end
@@ -169,10 +175,8 @@ local function decide(key, cost)
     -- counts are integers >= 0 below 2^53: exact, helpers.lua, TWO52), where floor_div and max
     -- were Lua and C calls, each costing Redis about as much as the arithmetic.
     local t = now
-    if cum and newest_t >= now then
-      t = newest_t
-      if compact and newest_text then t = t + 1 end -- (see above: the two forms in one log)
-    end
+    if cum and newest_t > now then t = newest_t end
+    if newest_text and t == newest_t then t = t + 1 end -- (see above: the two forms in one log)
     renew = not cum or t - t % RENEW_SLOT ~= newest_t - newest_t % RENEW_SLOT
     local after = cum and cum + cost
     if cum and (trim_every <= 1 or cum - cum % trim_every ~= after - after % trim_every) then
@@ -180,7 +184,9 @@ local function decide(key, cost)
     end
     cum = (cum or 0) + cost
     newest_t = t
-    redis.call('ZADD', key, t == now and now_text() or fmt(t), member(cum, cost, compact and t))
+    -- The member built here rather than by member(): a Lua call less an admission.
+    redis.call('ZADD', key, t == now and now_text() or fmt(t),
+      compact and pack('>I7I6I7', cum, cost, t) or format('%016d/%d', cum, cost))
     used = used + cost
   end
 

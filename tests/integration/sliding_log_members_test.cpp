@@ -142,6 +142,27 @@ TEST_F(SlidingLogMembersTest, ARefundShortensACompactEntryInItsForm) {
   EXPECT_EQ(sl.peek("u").remaining, 7);
 }
 
+// A text member of a cost of 100 to 999 is 20 bytes long, as a compact one is: its first byte (a
+// digit) tells them apart (sliding_log.lua, parse).
+TEST_F(SlidingLogMembersTest, ATwentyByteTextEntryReadsAsText) {
+  const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
+  auto text = rl().sliding_log("sl", Limit(1000, 1h));
+  at(0s);
+  ASSERT_TRUE(text.consume("u", 150).allowed);
+  ASSERT_EQ(server().command({"ZRANGE", text.key_for("u"), "0", "0"}).elements.at(0).str.size(), 20u);
+  at(1s);
+  const Decision d = compact.sliding_log("sl", Limit(1000, 1h)).consume("u", 2);
+  EXPECT_TRUE(d.allowed) << d;
+  EXPECT_EQ(d.remaining, 848) << d;
+  const std::vector<LogEntry> log = entries(text, "u");
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_FALSE(log[0].compact);
+  EXPECT_EQ(log[0].cum, 150);
+  EXPECT_TRUE(log[1].compact);
+  EXPECT_EQ(log[1].cum, 152);
+  EXPECT_EQ(text.peek("u").remaining, 848);
+}
+
 // Not a member either form writes (a short one with a low first byte, as no compact entry is):
 // read as no state and replaced at the next write, by either client, without an error.
 TEST_F(SlidingLogMembersTest, AMemberOfNeitherFormRestartsTheLog) {
