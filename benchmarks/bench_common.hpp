@@ -52,7 +52,8 @@ struct Config {
   long flood_limit = 1000;        // the flooded sliding log's limit (flood = 100x this)
   std::vector<std::string> strategies;  // empty = all
   std::vector<std::string> modes;       // empty = all
-  // --sliding-log-members: the form of the entries sliding logs write (Options::sliding_log_members)
+  // The form of the entries sliding logs write (Options::sliding_log_members): set per row by
+  // for_spec, from the Spec.
   redlimit::SlidingLogMembers members = redlimit::SlidingLogMembers::text;
 };
 
@@ -288,6 +289,9 @@ struct Spec {
   std::string id;
   std::string label;
   std::function<std::shared_ptr<redlimit::Strategy>(const redlimit::RateLimiter&, const std::string&)> make;
+  // The form of a sliding log's entries that the limiter a row opens for this spec writes
+  // (Options::sliding_log_members).
+  redlimit::SlidingLogMembers members = redlimit::SlidingLogMembers::text;
 };
 
 template <typename T>
@@ -323,6 +327,24 @@ inline std::vector<Spec> all_specs(std::chrono::microseconds window = std::chron
          return share(l.policy(r, redlimit::parse_limits("100/1s; 1000/1m; 10000/1h@1m")));
        }},
   };
+}
+
+// The throughput suite's: every strategy, and the sliding log once more with compact entries, so that
+// the two forms are measured side by side in one run.
+inline std::vector<Spec> throughput_specs() {
+  std::vector<Spec> specs = all_specs();
+  const redlimit::Limit rate(1000, std::chrono::minutes(1));
+  specs.insert(specs.begin() + 2,
+               Spec{"sliding_log_compact", "sliding log 1000/min, compact entries",
+                    [=](const redlimit::RateLimiter& l, const std::string& r) { return share(l.sliding_log(r, rate)); },
+                    redlimit::SlidingLogMembers::compact});
+  return specs;
+}
+
+// The options a row of `spec` runs under: the spec's entry form.
+inline Config for_spec(Config c, const Spec& spec) {
+  c.members = spec.members;
+  return c;
 }
 
 inline bool wanted(const std::vector<std::string>& list, const std::string& id) {

@@ -48,8 +48,8 @@ void caller(const redlimit::Strategy& s, const std::vector<std::string>& subject
 
 RunResult run_sync(const Config& c, const Spec& spec, const Mode& m, const std::string& resource,
                    const std::vector<std::string>& subjects, Admin& admin) {
-  auto limiter =
-      connect(c, static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce, m.per_master, m.flights);
+  auto limiter = connect(for_spec(c, spec), static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce,
+                         m.per_master, m.flights);
   auto strategy = spec.make(limiter, resource);
   // Open every pooled connection before the clock starts (on a cluster, a connection to each
   // master: 16 subjects per thread land on all three).
@@ -109,7 +109,7 @@ RunResult run_async(const Config& c, const Spec& spec, const Mode& m, const std:
   std::thread loop([base] { event_base_dispatch(base); });
   RunResult r;
   {
-    auto limiter = connect(c, 1, m.coalesce);
+    auto limiter = connect(for_spec(c, spec), 1, m.coalesce);
     limiter.attach_async(redis);
     auto strategy = spec.make(limiter, resource);
     strategy->consume_future(subjects[0]).get();  // opens the connection before the clock starts
@@ -232,7 +232,7 @@ void suite_throughput(const Config& c, Admin& admin, const std::string& suite) {
       for (int k = 0; k < (cluster ? 32 : 1); ++k) s->consume(subject_name(k));
     }
   }
-  for (const auto& spec : all_specs()) {
+  for (const auto& spec : throughput_specs()) {
     if (!wanted(c.strategies, spec.id)) continue;
     for (const auto& m : all_modes()) {
       if (!wanted(c.modes, m.id) || (!cluster && !m.per_master)) continue;  // per slot: a cluster's

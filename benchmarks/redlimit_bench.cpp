@@ -5,7 +5,6 @@
 //   redlimit_bench --port P [--host H] [--suite all|throughput|raw|memory|growth|flood|largest|lease|functions]
 //                  [--seconds S] [--max-ops N] [--sizes 1,1000,100000,1000000]
 //                  [--growth-budget S] [--flood-limit L] [--strategies id,id,...] [--modes m,m,...]
-//                  [--sliding-log-members text|compact]
 //   redlimit_bench --url redis-cluster://host:port[,host:port...] [--suite cluster|failover] [--seconds S] ...
 //
 // --url redis://... or unix://... replaces --host/--port. With a redis-cluster:// URL the suites
@@ -44,14 +43,7 @@ int main(int argc, char** argv) {
     else if (a == "--flood-limit") c.flood_limit = std::stol(next());
     else if (a == "--strategies") c.strategies = split(next(), ',');
     else if (a == "--modes") c.modes = split(next(), ',');
-    else if (a == "--sliding-log-members") {
-      const std::string m = next();
-      if (m != "text" && m != "compact") {
-        fmt::print(stderr, "redlimit_bench: --sliding-log-members is text or compact, not {}\n", m);
-        return 2;
-      }
-      c.members = m == "compact" ? redlimit::SlidingLogMembers::compact : redlimit::SlidingLogMembers::text;
-    } else if (a == "--sizes") {
+    else if (a == "--sizes") {
       c.sizes.clear();
       for (const auto& s : split(next(), ',')) c.sizes.push_back(std::stol(s));
     } else {

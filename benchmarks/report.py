@@ -124,6 +124,10 @@ before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek) until
 | sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (`PEXPIRE` only when the hash lives longer: the latest end of a limit's newest bucket moves, which a shorter limit's next bucket under a longer one's does not) | 1 | 3.00 (128 new subjects) |
 | sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 4 (`ZRANGEBYSCORE` of the oldest live entry joins; `PEXPIRE` only by the first admission of each half-second, the trim only every `limit / 8` units) | 3 | 3.01 |
 
+A sliding log writing compact entries (`Options::sliding_log_members`) makes the same commands; its
+`ZRANGE` of the newest asks for no score (the entry carries its time), unless that newest is a text
+entry, whose score it then asks for with `ZSCORE` (a log's last text entry, once).
+
 A policy wrote one `HINCRBY` per limit before (6 commands for 3 limits, 5.01 per decision in a
 batch); one `HSET` now writes them all. `TIME` is called only with `TimeSource::redis`; with the
 client's clock (the default) the time comes in `ARGV`.

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 STRATEGIES = [
     ("fixed_window", "fixed window"),
     ("sliding_log", "sliding log"),
+    ("sliding_log_compact", "sliding log, compact entries (Options::sliding_log_members)"),
     ("sliding_window", "sliding window (precision = window)"),
     ("sliding_window_p10", "sliding window (precision = window/10)"),
     ("token_bucket", "token bucket"),
@@ -16,6 +17,7 @@ STRATEGIES = [
 SHORT = {
     "fixed_window": "fixed window",
     "sliding_log": "sliding log",
+    "sliding_log_compact": "sliding log (compact)",
     "sliding_window": "sliding window",
     "sliding_window_p10": "sliding window /10",
     "token_bucket": "token bucket",

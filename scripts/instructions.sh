@@ -10,8 +10,8 @@
 #   scripts/instructions.sh [BENCH_BINARY] [STRATEGIES] [MODE] [SECONDS]
 #     defaults: build-bench/benchmarks/redlimit_bench, every strategy, batch128, 3
 #
-# The strategy `sliding_log_compact` is the sliding log writing compact entries
-# (Options::sliding_log_members; docs/algorithms.md, "Where its Redis time goes"):
+# The strategy `sliding_log_compact` (one of the bench's throughput suite) is the sliding log
+# writing compact entries (Options::sliding_log_members; docs/algorithms.md, "Where its Redis time goes"):
 #   scripts/instructions.sh build-bench/benchmarks/redlimit_bench sliding_log,sliding_log_compact batch128
 # The strategy `peer` is the reference of issue 13's first targets: a Function doing what
 # rate-limiter-flexible's fixed-window script does per call (SET NX with the window's TTL, INCRBY,
@@ -197,8 +197,6 @@ for strategy in ${strategies//,/ }; do
       policy_live) live_run "$1" hash ;;
       packed_policy) live_run "$1" packed ;;
       floor) reference_run "$1" floor_fixed_window "$FLOOR_LIBRARY" 1795000000000000 '1 1 1000 60000000' ;;
-      sliding_log_compact) "$bench" --port "$SERVER_PORT" --suite throughput --strategies sliding_log \
-        --sliding-log-members compact --modes "$mode" --subjects "$subjects" --seconds "$1" ;;
       *) "$bench" --port "$SERVER_PORT" --suite throughput --strategies "$strategy" --modes "$mode" --subjects "$subjects" \
         --seconds "$1" ;;
     esac
