@@ -44,6 +44,11 @@ class SlidingLogMembersTest : public StrictRedisTest {
     o.sliding_log_members = members;
     return redlimit::RateLimiter::connect(server().url(), o);
   }
+  // A log of one member no redlimit client wrote, dated now, living an hour.
+  void plant(const std::string& key, const std::string& member) {
+    server().command({"ZADD", key, std::to_string(clock->now().count()), member});
+    server().command({"PEXPIRE", key, "3600000"});
+  }
   std::vector<LogEntry> entries(const redlimit::SlidingLog& sl, std::string_view subject) {
     const redlimit::Reply r = server().command({"ZRANGE", sl.key_for(subject), "0", "-1", "WITHSCORES"});
     std::vector<LogEntry> out;
@@ -171,12 +176,32 @@ TEST_F(SlidingLogMembersTest, AMemberOfNeitherFormRestartsTheLog) {
     auto sl = limiter->sliding_log("sl", Limit(3, 1h));
     at(0s);
     const std::string key = sl.key_for("u");
-    server().command({"ZADD", key, std::to_string(clock->now().count()), std::string("\x01\x02z", 3)});
-    server().command({"PEXPIRE", key, "3600000"});
+    plant(key, std::string("\x01\x02z", 3));
     EXPECT_EQ(sl.peek("u").remaining, 3);
     EXPECT_TRUE(sl.consume("u").allowed);
     EXPECT_EQ(server().integer({"ZCARD", key}), 1);
     EXPECT_EQ(sl.peek("u").remaining, 2);
+    server().command({"DEL", key});
+  }
+}
+
+// A foreign 20-byte member with a low first byte reads as a compact entry with whatever numbers its
+// bytes make (here a cost far above the limit, dated two centuries on): the subject is refused,
+// with waits, and no call throws or leaves the key without a TTL.
+TEST_F(SlidingLogMembersTest, AForeignCompactLookingMemberNeitherThrowsNorLosesTheTtl) {
+  const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
+  for (const redlimit::RateLimiter* limiter : {&rl(), &compact}) {
+    auto sl = limiter->sliding_log("sl", Limit(3, 1h));
+    at(0s);
+    const std::string key = sl.key_for("u");
+    plant(key, std::string(20, '\x1f'));
+    const Decision p = sl.peek("u");
+    EXPECT_FALSE(p.allowed) << p;
+    const Decision d = sl.consume("u");
+    EXPECT_FALSE(d.allowed) << d;
+    EXPECT_GT(d.retry_after.count(), 0) << d;
+    sl.refund("u", 1);
+    EXPECT_NE(server().integer({"PTTL", key}), -1);
     server().command({"DEL", key});
   }
 }
