@@ -57,6 +57,7 @@ local function after_cutoff_text() -- ZRANGEBYSCORE's exclusive bound: scores > 
   return after_cutoff_str
 end
 local compact -- this call's: admissions write compact entries (params' third word)
+local COMPACT, TEXT = '>I7I6I7', '%016d/%d' -- the two forms of a member: struct and format strings
 local state_is_string, reads_marker, width = false, true, 5
 local most_cost -- the largest cost the call's log can admit: its limit (helpers.lua, cost_above)
 
@@ -71,7 +72,7 @@ local most_cost -- the largest cost the call's log can admit: its limit (helpers
 -- bytes long, which a cost of 1 never is: the length is a VM operation, byte() a call into C.
 local function parse(member, cum_only)
   if #member == 20 and byte(member, 1) < 48 then -- below '0': compact
-    local c, k, t = unpack_('>I7I6I7', member)
+    local c, k, t = unpack_(COMPACT, member)
     return c, k, t
   end
   local slash = find(member, '/', 17, true)
@@ -85,8 +86,8 @@ end
 -- The member of an entry: compact when its time is given, else text. Compact keeps byte order the
 -- cum order among entries of one score, as the text's padding does: cum comes first, big-endian.
 local function member(cum, cost, t)
-  if t then return pack('>I7I6I7', cum, cost, t) end
-  return format('%016d/%d', cum, cost)
+  if t then return pack(COMPACT, cum, cost, t) end
+  return format(TEXT, cum, cost)
 end
 
 -- The entry at rank i: cum, cost, and its time when `timed`. Ranks and scores go to redis.call()
@@ -134,7 +135,7 @@ local function decide(key, cost)
   if newest[1] then
     if compact then
       local _
-      cum, _, newest_t = parse(newest[1])
+      cum, _, newest_t = parse(newest[1], true) -- a text newest's cost is not wanted
       if cum and not newest_t then
         newest_text = true
         newest_t = tonumber(redis.call('ZSCORE', key, newest[1]))
@@ -186,7 +187,7 @@ local function decide(key, cost)
     newest_t = t
     -- The member built here rather than by member(): a Lua call less an admission.
     redis.call('ZADD', key, t == now and now_text() or fmt(t),
-      compact and pack('>I7I6I7', cum, cost, t) or format('%016d/%d', cum, cost))
+      compact and pack(COMPACT, cum, cost, t) or format(TEXT, cum, cost))
     used = used + cost
   end
 

@@ -88,13 +88,11 @@ std::optional<std::string> params_error(ScriptId id, const std::string_view* wor
   const Words p(words, n);
   try {
     switch (id) {
-      case ScriptId::sliding_log:  // "<limit> <window> [compact]": the entries' form (no state here)
-        if (n != 3 || p.at(3) != "compact") p.expect(2, "a sliding log");
-        p.param(1, 1, kMaxCount, "limit");
-        p.param(2, 1, kMaxWindow, "window");
-        break;
       case ScriptId::fixed_window:
-        p.expect(2, "a fixed window");
+      case ScriptId::sliding_log:  // a sliding log's "[compact]": its entries' form (no state here)
+        if (id == ScriptId::fixed_window || n != 3 || p.at(3) != "compact") {
+          p.expect(2, id == ScriptId::fixed_window ? "a fixed window" : "a sliding log");
+        }
         p.param(1, 1, kMaxCount, "limit");
         p.param(2, 1, kMaxWindow, "window");
         break;
