@@ -3,8 +3,9 @@
 -- KEYS: two per request (prologue.lua): the state, then the block marker (a sorted set cannot
 -- hold a block)
 -- state: sorted set, an entry per admission scored by its time (us): <cost> units admitted at that
---        time, and <cum> the units admitted to this key up to and including them, so that the units
---        in any run of entries is a difference of two cums. A member in one of two forms (parse):
+--        time, and <cum> the units admitted to this key up to and including them, modulo CUM_MOD
+--        (below), so that the units in any run of entries is a difference of two cums, modulo
+--        CUM_MOD. A member in one of two forms (parse):
 --        text "<cum>/<cost>", <cum> zero-padded to 16 digits; or compact, 20 bytes,
 --        pack('>I7I6I7', cum, cost, time)
 -- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
@@ -16,7 +17,14 @@
 -- when t <= now - window. An entry is stamped max(now, the newest entry's time) — a client whose
 -- clock lags cannot date units before others already in the log — so time order and cum order
 -- agree, and the zero padding makes the member order of entries of one microsecond the cum order too.
--- Units in the window = cum(newest) - (cum(oldest live) - cost(oldest live)).
+-- Units in the window = cum(newest) - (cum(oldest live) - cost(oldest live)), modulo CUM_MOD.
+-- cum is kept modulo CUM_MOD = 2^50 because a log that never empties (a subject never idle for a
+-- window) adds up its costs for ever: byte counts at 1 GB/s passed 2^53 in 104 days, where a double
+-- rounds them (two admissions then wrote one member: the second was admitted and never counted)
+-- and the text form outgrew its 16 digits (ordered as text, a 17-digit cum sorts before 16). A
+-- difference modulo 2^50 is exact while the window holds less, and it holds at most the limit
+-- (<= 2^40). An entry whose cum wrapped sorts before the newest among entries of one score, so it
+-- is stamped a microsecond later, as below; a log an earlier build wrote past 2^50 reads the same.
 -- The two forms mix in one log (a deploy turning compact on or off), in both orders: among entries
 -- of one score a compact member sorts first (its first byte is below a digit's), so a compact entry
 -- is stamped at least a microsecond after a text newest (it then counts a microsecond longer),
@@ -58,6 +66,7 @@ local function after_cutoff_text() -- ZRANGEBYSCORE's exclusive bound: scores > 
 end
 local compact -- this call's: admissions write compact entries (params' third word)
 local COMPACT, TEXT = '>I7I6I7', '%016d/%d' -- the two forms of a member: struct and format strings
+local CUM_MOD = 1125899906842624 -- 2^50: cums are kept modulo it (see above)
 local state_is_string, reads_marker, width = false, true, 5
 local most_cost -- the largest cost the call's log can admit: its limit (helpers.lua, cost_above)
 
@@ -103,16 +112,18 @@ local function at_rank(key, i, timed)
   return c, k, tonumber(e[2])
 end
 
--- The first rank in [lo, hi] whose cum reaches `target` (hi's does; base = the cum before rank lo).
--- cum grows by at least 1 a rank, so the answer is at most lo + target - base - 1, exactly that when
--- every cost is 1: then one probe confirms it. Otherwise a binary search.
+-- The first rank in [lo, hi] whose cum reaches `target` units past `base`, the cum before rank lo
+-- (hi's does): cums are compared as their distance from base, modulo CUM_MOD (% in the VM is never
+-- negative for a positive divisor). cum grows by at least 1 a rank, so the answer is at most
+-- lo + target - 1, exactly that when every cost is 1: then one probe confirms it. Otherwise a
+-- binary search.
 local function rank_reaching(key, lo, hi, target, base)
-  hi = min(hi, lo + target - base - 1)
-  if hi > lo and at_rank(key, hi - 1) >= target then
+  hi = min(hi, lo + target - 1)
+  if hi > lo and (at_rank(key, hi - 1) - base) % CUM_MOD >= target then
     hi = hi - 1
     while lo < hi do
       local mid = floor_div(lo + hi, 2)
-      if at_rank(key, mid) >= target then hi = mid else lo = mid + 1 end
+      if (at_rank(key, mid) - base) % CUM_MOD >= target then hi = mid else lo = mid + 1 end
     end
   end
   return hi
@@ -152,7 +163,7 @@ local function decide(key, cost)
     else
       local c, k = parse(redis.call('ZRANGEBYSCORE', key, after_cutoff_text(), '+inf', 'LIMIT', '0', '1')[1])
       base = c - k
-      used = cum - base
+      used = (cum - base) % CUM_MOD
     end
   end
   if used == 0 then cum = nil end
@@ -165,7 +176,9 @@ local function decide(key, cost)
       local e = redis.call('ZPOPMAX', key)
       local c, k, t = parse(e[1]) -- t: the entry is compact, and stays so
       if k > left then
-        redis.call('ZADD', key, e[2], member(c - left, k - left, t))
+        c = c - left
+        if c < 0 then c = c + CUM_MOD end -- it had wrapped
+        redis.call('ZADD', key, e[2], member(c, k - left, t))
         left = 0
       else
         left = left - k
@@ -177,13 +190,16 @@ local function decide(key, cost)
     -- were Lua and C calls, each costing Redis about as much as the arithmetic.
     local t = now
     if cum and newest_t > now then t = newest_t end
-    if newest_text and t == newest_t then t = t + 1 end -- (see above: the two forms in one log)
+    local after = (cum or 0) + cost
+    local wrapped = after >= CUM_MOD -- (see above: cum modulo CUM_MOD)
+    if wrapped then after = after % CUM_MOD end -- (a log an earlier build wrote may be past it)
+    -- A compact entry after a text newest, or a wrapped cum, sorts before the newest (see above).
+    if (newest_text or wrapped) and t == newest_t then t = t + 1 end
     renew = not cum or t - t % RENEW_SLOT ~= newest_t - newest_t % RENEW_SLOT
-    local after = cum and cum + cost
-    if cum and (trim_every <= 1 or cum - cum % trim_every ~= after - after % trim_every) then
+    if cum and (trim_every <= 1 or wrapped or cum - cum % trim_every ~= after - after % trim_every) then
       redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff_text())
     end
-    cum = (cum or 0) + cost
+    cum = after
     newest_t = t
     -- The member built here rather than by member(): a Lua call less an admission.
     redis.call('ZADD', key, t == now and now_text() or fmt(t),
@@ -193,13 +209,13 @@ local function decide(key, cost)
 
   local retry_after = 0
   if not allowed then
-    -- Room for `cost` once every unit up to cum + cost - limit has left: it is live (used + cost >
-    -- limit) and at most cum (cost <= limit: a larger one fails the call, helpers.lua's
-    -- cost_above); the entry holding it leaves at its time + window.
+    -- Room for `cost` once the first used + cost - limit units past base have left: that many are
+    -- live (used + cost > limit) and at most used (cost <= limit: a larger one fails the call,
+    -- helpers.lua's cost_above); the entry holding the last of them leaves at its time + window.
     -- The ranks count the entries that left and are still there: `first` is the oldest live one's.
     local card = redis.call('ZCARD', key)
     local first = redis.call('ZCOUNT', key, '-inf', cutoff_text())
-    local r = rank_reaching(key, first, card - 1, cum + cost - limit, base)
+    local r = rank_reaching(key, first, card - 1, used + cost - limit, base)
     local _, _, t = at_rank(key, r, true)
     retry_after = t + window - now
   end

@@ -9,16 +9,23 @@ SlidingLogTwin::SlidingLogTwin(const Call& c)
 namespace {
 
 constexpr std::int64_t kRenewSlot = kTtlMarginMs * 500;  // sliding_log.lua's RENEW_SLOT (us)
+// sliding_log.lua's CUM_MOD: cums are kept modulo 2^50, and units are differences modulo it.
+constexpr std::int64_t kCumMod = std::int64_t{1} << 50;
+std::int64_t units_past(std::int64_t cum, std::int64_t base) {
+  const std::int64_t d = (cum - base) % kCumMod;
+  return d < 0 ? d + kCumMod : d;
+}
 
-// rank_reaching(lo, hi, target, base): the first rank in [lo, hi] whose cum reaches `target`.
+// rank_reaching(lo, hi, target, base): the first rank in [lo, hi] whose cum reaches `target` units
+// past `base`.
 std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi, std::int64_t target,
                            std::int64_t base) {
-  hi = std::min(hi, lo + target - base - 1);
-  if (hi > lo && log.at(hi - 1)->cum >= target) {
+  hi = std::min(hi, lo + target - 1);
+  if (hi > lo && units_past(log.at(hi - 1)->cum, base) >= target) {
     hi = hi - 1;
     while (lo < hi) {
       const std::int64_t mid = floor_div(lo + hi, 2);
-      if (log.at(mid)->cum >= target) {
+      if (units_past(log.at(mid)->cum, base) >= target) {
         hi = mid;
       } else {
         lo = mid + 1;
@@ -34,7 +41,7 @@ void give_back(EntryLog& log, std::int64_t left) {
   while (left > 0) {
     const LogEntry e = log.pop_newest();
     if (e.cost > left) {
-      log.append({e.time, e.cum - left, e.cost - left});
+      log.append({e.time, e.cum >= left ? e.cum - left : e.cum - left + kCumMod, e.cost - left});
       left = 0;
     } else {
       left -= e.cost;
@@ -66,7 +73,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
       const LogEntry* oldest = log->at(static_cast<std::int64_t>(log->count_through(cutoff_)));
       cum = log->at(-1)->cum;
       base = oldest->cum - oldest->cost;
-      used = *cum - base;
+      used = units_past(*cum, base);
     }
   }
 
@@ -77,15 +84,19 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
     if (left > 0) give_back(*log, left);  // used > 0: the log holds live entries
     if (log != nullptr && log->empty()) key.erase();
   } else if (allowed && c_.record) {
-    const std::int64_t t = cum ? std::max(now, newest_t) : now;
+    std::int64_t t = cum ? std::max(now, newest_t) : now;
+    std::int64_t after = cum.value_or(0) + cost;
+    const bool wrapped = after >= kCumMod;  // stamped a microsecond later, as sliding_log.lua does
+    if (wrapped) after %= kCumMod;          // (a log an earlier build wrote may be past it)
+    if (wrapped && t == newest_t) ++t;
     // The TTL is set by the first admission of each RENEW_SLOT (sliding_log.lua).
     renew = !cum || floor_div(t, kRenewSlot) != floor_div(newest_t, kRenewSlot);
-    // The trim, by the admission whose cum crosses a multiple of trim_every (sliding_log.lua).
-    if (cum && (trim_every_ <= 1 || floor_div(*cum, trim_every_) != floor_div(*cum + cost, trim_every_))) {
+    // The trim, by the admission whose cum crosses a multiple of trim_every or wraps (sliding_log.lua).
+    if (cum && (trim_every_ <= 1 || wrapped || floor_div(*cum, trim_every_) != floor_div(after, trim_every_))) {
       log->remove_through(cutoff_);
     }
     if (log == nullptr) log = &std::get<EntryLog>(key.create(EntryLog{}).state);
-    cum = cum.value_or(0) + cost;
+    cum = after;
     newest_t = t;
     log->append({t, *cum, cost});
     used += cost;
@@ -99,7 +110,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
     if (!cum) throw ScriptError{"ERR redlimit: a rejection with nothing in the log"};
     const auto card = static_cast<std::int64_t>(log->size());
     const auto first = static_cast<std::int64_t>(log->count_through(cutoff_));  // ZCOUNT -inf cutoff
-    const std::int64_t r = rank_reaching(*log, first, card - 1, *cum + cost - limit_, base);
+    const std::int64_t r = rank_reaching(*log, first, card - 1, used + cost - limit_, base);
     d.retry_after = log->at(r)->time + window_ - now;
   }
   if (used > 0) {

@@ -49,11 +49,11 @@ struct Text {
 
 // sliding_log.lua's sorted set: one entry per admitted request, member "<cum>/<cost>" (cum zero-
 // padded) scored by its time. The script only ever adds at the end of Redis's order (a time no
-// earlier, a cum greater, than every entry's) and removes from either end, so a vector in that order,
-// with its front trimmed by an index, is the sorted set.
+// earlier than every entry's, and a cum greater or, wrapped, a later time) and removes from either
+// end, so a vector in that order, with its front trimmed by an index, is the sorted set.
 struct LogEntry {
   std::int64_t time = 0;
-  std::int64_t cum = 0;   // units admitted to the key up to and including this entry
+  std::int64_t cum = 0;   // units admitted to the key up to and including this entry, modulo 2^50
   std::int64_t cost = 0;  // this entry's units
 };
 

@@ -1,62 +1,14 @@
 // The sliding log's two entry forms (Options::sliding_log_members, lua/sliding_log.lua): compact
 // entries carry their time and decide as text ones do; clients writing either form share one log
 // exactly, in any order and at one instant; a member of neither form restarts the log.
-#include "support/fixture.hpp"
+#include "sliding_log_fixture.hpp"
 
 namespace redlimit_test {
 namespace {
 
 using redlimit::SlidingLogMembers;
 
-// An entry as either form writes it: text "<cum>/<cost>" scored by its time, or compact
-// pack('>I7I6I7', cum, cost, time).
-struct LogEntry {
-  std::int64_t cum = 0, cost = 0, time = 0;
-  bool compact = false;
-  std::int64_t score = 0;
-};
-
-std::int64_t big_endian(const std::string& s, std::size_t from, std::size_t n) {
-  std::int64_t v = 0;
-  for (std::size_t i = from; i < from + n; ++i) v = v * 256 + static_cast<unsigned char>(s[i]);
-  return v;
-}
-
-LogEntry decode(const std::string& member, const std::string& score) {
-  LogEntry e;
-  e.score = std::stoll(score);
-  if (member.size() == 20 && static_cast<unsigned char>(member[0]) < '0') {
-    e = {big_endian(member, 0, 7), big_endian(member, 7, 6), big_endian(member, 13, 7), true, e.score};
-  } else {
-    const std::size_t slash = member.find('/');
-    e.cum = std::stoll(member.substr(0, slash));
-    e.cost = std::stoll(member.substr(slash + 1));
-    e.time = e.score;
-  }
-  return e;
-}
-
-class SlidingLogMembersTest : public StrictRedisTest {
- protected:
-  // A limiter on this test's server and clock writing entries in the form given.
-  redlimit::RateLimiter writing(SlidingLogMembers members) {
-    redlimit::Options o = options();
-    o.sliding_log_members = members;
-    return redlimit::RateLimiter::connect(server().url(), o);
-  }
-  // A log of one member no redlimit client wrote, dated now, living an hour.
-  void plant(const std::string& key, const std::string& member) {
-    server().command({"ZADD", key, std::to_string(clock->now().count()), member});
-    server().command({"PEXPIRE", key, "3600000"});
-  }
-  std::vector<LogEntry> entries(const redlimit::SlidingLog& sl, std::string_view subject) {
-    const redlimit::Reply r = server().command({"ZRANGE", sl.key_for(subject), "0", "-1", "WITHSCORES"});
-    std::vector<LogEntry> out;
-    for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2)
-      out.push_back(decode(r.elements[i].str, r.elements[i + 1].str));
-    return out;
-  }
-};
+class SlidingLogMembersTest : public SlidingLogFixture {};
 
 TEST_F(SlidingLogMembersTest, CompactEntriesCarryTheirTimeAndDecideAsText) {
   const redlimit::RateLimiter compact = writing(SlidingLogMembers::compact);
@@ -65,9 +17,9 @@ TEST_F(SlidingLogMembersTest, CompactEntriesCarryTheirTimeAndDecideAsText) {
   ASSERT_TRUE(sl.consume("u", 2).allowed);
   at(3s);
   ASSERT_TRUE(sl.consume("u", 3).allowed);
-  const std::vector<LogEntry> log = entries(sl, "u");
+  const std::vector<SlidingLogEntry> log = entries(sl, "u");
   ASSERT_EQ(log.size(), 2u);
-  for (const LogEntry& e : log) {
+  for (const SlidingLogEntry& e : log) {
     EXPECT_TRUE(e.compact);
     EXPECT_EQ(e.time, e.score);  // the time it carries is its score
   }
@@ -111,7 +63,7 @@ TEST_F(SlidingLogMembersTest, TextAndCompactClientsShareALogExactly) {
   EXPECT_EQ(admitted, 12);
   EXPECT_EQ(a.peek("u").remaining, 0);
   EXPECT_EQ(b.peek("u").remaining, 0);
-  const std::vector<LogEntry> log = entries(a, "u");
+  const std::vector<SlidingLogEntry> log = entries(a, "u");
   std::int64_t cum = 0;
   bool text_then_compact = false;
   for (std::size_t i = 0; i < log.size(); ++i) {
@@ -138,7 +90,7 @@ TEST_F(SlidingLogMembersTest, ARefundShortensACompactEntryInItsForm) {
   ASSERT_TRUE(sl.consume("u", 5).allowed);
   at(1s);
   rl().sliding_log("sl", Limit(10, 1h)).refund("u", 2);  // by a text client
-  const std::vector<LogEntry> log = entries(sl, "u");
+  const std::vector<SlidingLogEntry> log = entries(sl, "u");
   ASSERT_EQ(log.size(), 1u);
   EXPECT_TRUE(log[0].compact);
   EXPECT_EQ(log[0].cum, 3);
@@ -159,7 +111,7 @@ TEST_F(SlidingLogMembersTest, ATwentyByteTextEntryReadsAsText) {
   const Decision d = compact.sliding_log("sl", Limit(1000, 1h)).consume("u", 2);
   EXPECT_TRUE(d.allowed) << d;
   EXPECT_EQ(d.remaining, 848) << d;
-  const std::vector<LogEntry> log = entries(text, "u");
+  const std::vector<SlidingLogEntry> log = entries(text, "u");
   ASSERT_EQ(log.size(), 2u);
   EXPECT_FALSE(log[0].compact);
   EXPECT_EQ(log[0].cum, 150);
