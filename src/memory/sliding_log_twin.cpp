@@ -35,8 +35,9 @@ std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi
   return hi;
 }
 
-// A refund of `left` units (at most what the window holds): whole entries from the newest, the last
-// one shortened, as sliding_log.lua gives them back.
+// A refund of `left` units (fewer than the window holds: a refund of them all drops the log): whole
+// entries from the newest, the last one shortened, as sliding_log.lua's give_back leaves them (it
+// finds the cut by rank past a few entries, to the same end).
 void give_back(EntryLog& log, std::int64_t left) {
   while (left > 0) {
     const LogEntry e = log.pop_newest();
@@ -81,8 +82,11 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   if (c_.refund) {
     const std::int64_t left = std::min(cost, used);
     used -= left;
-    if (left > 0) give_back(*log, left);  // used > 0: the log holds live entries
-    if (log != nullptr && log->empty()) key.erase();
+    if (left > 0 && used == 0) {
+      key.erase();  // every live unit back: sliding_log.lua drops the log (give_back)
+    } else if (left > 0) {
+      give_back(*log, left);  // the log keeps live entries (used > 0)
+    }
   } else if (allowed && c_.record) {
     std::int64_t t = cum ? std::max(now, newest_t) : now;
     std::int64_t after = cum.value_or(0) + cost;

@@ -12,20 +12,8 @@ namespace {
 using redlimit::SlidingLogMembers;
 
 constexpr std::int64_t kCumMod = std::int64_t{1} << 50;
-constexpr SlidingLogMembers kForms[] = {SlidingLogMembers::text, SlidingLogMembers::compact};
 
-class SlidingLogCumTest : public SlidingLogFixture {
- protected:
-  // body(form, limiter) once per entry form, with a limiter writing it, on an empty server.
-  template <typename Body>
-  void each_form(Body body) {
-    for (const SlidingLogMembers form : kForms) {
-      SCOPED_TRACE(form == SlidingLogMembers::compact ? "compact" : "text");
-      server().command({"FLUSHALL"});
-      body(form, writing(form));
-    }
-  }
-};
+class SlidingLogCumTest : public SlidingLogFixture {};
 
 // A log an earlier build wrote after 2^53 - 3 units (a byte quota at 1 GB/s, its subject never idle
 // for 104 days): every admission is an entry of its own and counted, its cum taken modulo 2^50.

@@ -60,6 +60,16 @@ class SlidingLogFixture : public StrictRedisTest {
     server().command({"ZADD", key, std::to_string(at.value_or(clock->now()).count()), member});
     server().command({"PEXPIRE", key, "3600000"});
   }
+  // body(form, limiter) once per entry form, with a limiter writing it, on an empty server.
+  template <typename Body>
+  void each_form(Body body) {
+    for (const redlimit::SlidingLogMembers form :
+         {redlimit::SlidingLogMembers::text, redlimit::SlidingLogMembers::compact}) {
+      SCOPED_TRACE(form == redlimit::SlidingLogMembers::compact ? "compact" : "text");
+      server().command({"FLUSHALL"});
+      body(form, writing(form));
+    }
+  }
   std::vector<SlidingLogEntry> entries(const redlimit::SlidingLog& sl, std::string_view subject) {
     const redlimit::Reply r = server().command({"ZRANGE", sl.key_for(subject), "0", "-1", "WITHSCORES"});
     std::vector<SlidingLogEntry> out;
