@@ -9,9 +9,9 @@ SlidingLogTwin::SlidingLogTwin(const Call& c)
 namespace {
 
 constexpr std::int64_t kRenewSlot = kTtlMarginMs * 500;  // sliding_log.lua's RENEW_SLOT (us)
-// sliding_log.lua's CUM_MOD: cums are kept modulo 2^50, and units are differences modulo it.
+// sliding_log.lua's CUM_MOD: cums are kept modulo 2^50, and so is any difference of two.
 constexpr std::int64_t kCumMod = std::int64_t{1} << 50;
-std::int64_t units_past(std::int64_t cum, std::int64_t base) {
+std::int64_t cum_diff(std::int64_t cum, std::int64_t base) {
   const std::int64_t d = (cum - base) % kCumMod;
   return d < 0 ? d + kCumMod : d;
 }
@@ -21,11 +21,11 @@ std::int64_t units_past(std::int64_t cum, std::int64_t base) {
 std::int64_t rank_reaching(const EntryLog& log, std::int64_t lo, std::int64_t hi, std::int64_t target,
                            std::int64_t base) {
   hi = std::min(hi, lo + target - 1);
-  if (hi > lo && units_past(log.at(hi - 1)->cum, base) >= target) {
+  if (hi > lo && cum_diff(log.at(hi - 1)->cum, base) >= target) {
     hi = hi - 1;
     while (lo < hi) {
       const std::int64_t mid = floor_div(lo + hi, 2);
-      if (units_past(log.at(mid)->cum, base) >= target) {
+      if (cum_diff(log.at(mid)->cum, base) >= target) {
         hi = mid;
       } else {
         lo = mid + 1;
@@ -42,7 +42,7 @@ void give_back(EntryLog& log, std::int64_t left) {
   while (left > 0) {
     const LogEntry e = log.pop_newest();
     if (e.cost > left) {
-      log.append({e.time, e.cum >= left ? e.cum - left : e.cum - left + kCumMod, e.cost - left});
+      log.append({e.time, cum_diff(e.cum, left), e.cost - left});
       left = 0;
     } else {
       left -= e.cost;
@@ -74,7 +74,7 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
       const LogEntry* oldest = log->at(static_cast<std::int64_t>(log->count_through(cutoff_)));
       cum = log->at(-1)->cum;
       base = oldest->cum - oldest->cost;
-      used = units_past(*cum, base);
+      used = cum_diff(*cum, base);
     }
   }
 

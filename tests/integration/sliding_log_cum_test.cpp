@@ -89,9 +89,7 @@ TEST_F(SlidingLogCumTest, DecisionsAcrossTheWrapAreExact) {
 TEST_F(SlidingLogCumTest, RedisDecidesAsMemoryWhileTheCumWraps) {
   constexpr std::int64_t kLimit = std::int64_t{1} << 40;
   each_form([&](SlidingLogMembers form, const redlimit::RateLimiter& limiter) {
-    redlimit::Options o = options();
-    o.sliding_log_members = form;
-    const redlimit::RateLimiter memory_limiter = redlimit::RateLimiter::in_memory(o);
+    const redlimit::RateLimiter memory_limiter = in_memory_writing(form);
     const auto memory = memory_limiter.sliding_log("wrap", Limit(kLimit, 1s));
     const auto redis = limiter.sliding_log("wrap", Limit(kLimit, 1s));
     std::mt19937_64 gen(form == SlidingLogMembers::compact ? 7 : 3);

@@ -48,11 +48,17 @@ inline std::string text_member(std::int64_t cum, std::int64_t cost) {
 
 class SlidingLogFixture : public StrictRedisTest {
  protected:
-  // A limiter on this test's server and clock writing entries in the form given.
+  // A limiter on this test's server and clock writing entries in the form given; the same in memory.
   redlimit::RateLimiter writing(redlimit::SlidingLogMembers members) {
+    return redlimit::RateLimiter::connect(server().url(), options_writing(members));
+  }
+  redlimit::RateLimiter in_memory_writing(redlimit::SlidingLogMembers members) {
+    return redlimit::RateLimiter::in_memory(options_writing(members));
+  }
+  redlimit::Options options_writing(redlimit::SlidingLogMembers members) {
     redlimit::Options o = options();
     o.sliding_log_members = members;
-    return redlimit::RateLimiter::connect(server().url(), o);
+    return o;
   }
   // An entry no redlimit client wrote here (another program's, or an earlier build's), dated now
   // unless `at` is given, in a log living an hour.

@@ -28,9 +28,7 @@ class SlidingLogRefundTest : public SlidingLogFixture {
 // and of many (past the pops, the cut in an entry and on a boundary between two) alike.
 TEST_F(SlidingLogRefundTest, ARefundOfManyEntriesTakesTheNewestUnits) {
   each_form([&](SlidingLogMembers form, const redlimit::RateLimiter& limiter) {
-    redlimit::Options o = options();
-    o.sliding_log_members = form;
-    const redlimit::RateLimiter memory_limiter = redlimit::RateLimiter::in_memory(o);
+    const redlimit::RateLimiter memory_limiter = in_memory_writing(form);
     const auto memory = memory_limiter.sliding_log("rf", Limit(1000, 1h));
     const auto redis = limiter.sliding_log("rf", Limit(1000, 1h));
     std::vector<SlidingLogEntry> model;
@@ -81,8 +79,9 @@ TEST_F(SlidingLogRefundTest, ARefundOfManyEntriesTakesTheNewestUnits) {
     // Every live unit back: the log is dropped, and the subject has its whole limit.
     expect_same_decision(redis.refund("u", used), memory.refund("u", used), "the rest");
     EXPECT_EQ(server().integer({"EXISTS", redis.key_for("u")}), 0);
-    expect_same_decision(redis.peek("u", 1000), memory.peek("u", 1000), "after the rest");
-    EXPECT_TRUE(redis.peek("u", 1000).allowed);
+    const Decision full = redis.peek("u", 1000);
+    expect_same_decision(full, memory.peek("u", 1000), "after the rest");
+    EXPECT_TRUE(full.allowed) << full;
   });
 }
 
