@@ -236,7 +236,7 @@ Reply MemoryConnection::eval(const std::vector<std::string>& argv, bool by_sha) 
   Reply reply;
   {
     ShardLocks locks(*this, &argv[3], nkeys);
-    reply = mem::run_script(*id, &argv[3], nkeys, args, *now, locks);
+    reply = mem::run_script(*id, &argv[3], nkeys, args, split->param_words, *now, locks);
     locks.sweep(clock_now);
   }
   after_operation();

@@ -43,12 +43,12 @@ bool blocked(const Call& c, const Packed* v, int width, Decided& d) {
   return v != nullptr && blocked_until(c, v->blocked_until, width, d);
 }
 
-// ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the script's `params`
-// parameters, unless they all cost ARGV[2] and none is sent (prologue.lua).
+// ARGV[2] is request 1's cost; those of requests 2..n close ARGV, after the head's parameters
+// (Call::param_words; a sliding log has 2 or 3), unless they all cost ARGV[2] and none is sent (prologue.lua).
 // Each a decimal integer in [1, kMaxCount], as the scripts check it (helpers.lua, integer_in), and
 // at most `most`, the least limit of the parameters (helpers.lua, cost_above).
-std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t params, std::int64_t most) {
-  const std::size_t at = i == 0 || c.argc() <= 3 + params ? 2 : c.argc() - n + i + 1;
+std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::int64_t most) {
+  const std::size_t at = i == 0 || c.argc() <= 3 + c.param_words ? 2 : c.argc() - n + i + 1;
   const std::string_view s = c.arg(at).value_or(std::string_view{});
   const std::optional<std::int64_t> v = decimal_in(s, 1, kMaxCount);
   if (!v) throw ScriptError{"ERR a cost (" + std::string(s) + ") is not an integer in [1, 2^40]"};
@@ -61,9 +61,9 @@ std::int64_t cost_of(const Call& c, std::size_t i, std::size_t n, std::size_t pa
 
 // Every request's cost, read before anything is decided or written (epilogue.lua): a bad one fails
 // the call whole, whichever request it belongs to.
-std::vector<std::int64_t> costs_of(const Call& c, std::size_t n, std::size_t params, std::int64_t most) {
+std::vector<std::int64_t> costs_of(const Call& c, std::size_t n, std::int64_t most) {
   std::vector<std::int64_t> costs(n);
-  for (std::size_t i = 0; i < n; ++i) costs[i] = cost_of(c, i, n, params, most);
+  for (std::size_t i = 0; i < n; ++i) costs[i] = cost_of(c, i, n, most);
   return costs;
 }
 
@@ -125,7 +125,7 @@ void reset_past_block(const Call& c, std::int64_t cost, KeyRef& state, Decided& 
 // the block it holds, decide(), at most one write.
 template <class Twin>
 Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Tables& tables) {
-  const std::int64_t cost = cost_of(c, 0, 1, 0, twin.most_cost());  // before anything is read
+  const std::int64_t cost = cost_of(c, 0, 1, twin.most_cost());  // before anything is read
   KeyRef state(tables.of(keys[0]), keys[0], c.now);
   const Packed* v = packed(state.get());
   Out out(1, Twin::width(), twin.most_cost());
@@ -147,8 +147,7 @@ Reply one_string(const Twin& twin, const Call& c, const std::string* keys, Table
 // with, where epilogue.lua writes each admission as it goes (a string state's decide() cannot fail
 // between two writes).
 template <class Twin>
-Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
-                    Tables& tables) {
+Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
   struct Slot {
     KeyRef ref;
     const Entry* read;            // what MGET saw (its own kind decides how it reads)
@@ -176,7 +175,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   Out out(n, Twin::width(), twin.most_cost());
   std::vector<std::size_t> order;
   Memo memo;
-  const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
+  const std::vector<std::int64_t> costs = costs_of(c, n, twin.most_cost());
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[i];
     const std::int64_t cost = costs[i];
@@ -214,8 +213,7 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
 // The fixed window runs its own requests (no epilogue: fixed_window.lua), which this loop runs alike: each in
 // order, a repeated rejection answered from the memo (the script remembers the last one; same answers).
 template <class Twin>
-Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params, Tables& tables,
-                bool reads_marker) {
+Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables, bool reads_marker) {
   std::vector<std::optional<Entry>> markers(n);
   for (std::size_t i = 0; reads_marker && i < n; ++i) {
     KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);
@@ -224,7 +222,7 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
   Out out(n, twin.width(), twin.most_cost());
   if constexpr (std::is_same_v<Twin, PolicyTwin>) out.pack_with(&twin);
   Memo memo;
-  const std::vector<std::int64_t> costs = costs_of(c, n, params, twin.most_cost());
+  const std::vector<std::int64_t> costs = costs_of(c, n, twin.most_cost());
   const std::size_t stride = reads_marker ? 2 : 1;  // the keys a request sends
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& key = keys[stride * i];
@@ -247,28 +245,27 @@ Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t 
 }
 
 template <class Twin>
-Reply run_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, std::size_t params,
-                  Tables& tables) {
-  return n == 1 ? one_string(twin, c, keys, tables) : batch_strings(twin, c, keys, n, params, tables);
+Reply run_strings(const Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
+  return n == 1 ? one_string(twin, c, keys, tables) : batch_strings(twin, c, keys, n, tables);
 }
 
 Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
   switch (id) {
     case ScriptId::fixed_window: {
       FixedWindowTwin twin(c);
-      return run_keyed(twin, c, keys, n, 2, tables, /*reads_marker=*/false);
+      return run_keyed(twin, c, keys, n, tables, /*reads_marker=*/false);
     }
     case ScriptId::token_bucket:
-      return run_strings(TokenBucketTwin(c), c, keys, n, 3, tables);
+      return run_strings(TokenBucketTwin(c), c, keys, n, tables);
     case ScriptId::leaky_bucket:
-      return run_strings(LeakyBucketTwin(c), c, keys, n, 4, tables);
+      return run_strings(LeakyBucketTwin(c), c, keys, n, tables);
     case ScriptId::sliding_log: {
       SlidingLogTwin twin(c);
-      return run_keyed(twin, c, keys, n, 2, tables, /*reads_marker=*/true);
+      return run_keyed(twin, c, keys, n, tables, /*reads_marker=*/true);
     }
     case ScriptId::policy: {
       PolicyTwin twin(c);
-      return run_keyed(twin, c, keys, n, 1 + 4 * static_cast<std::size_t>(c.num(4)), tables, /*reads_marker=*/false);
+      return run_keyed(twin, c, keys, n, tables, /*reads_marker=*/false);
     }
     case ScriptId::block: {
       KeyRef marker(tables.of(keys[1]), keys[1], c.now);
@@ -285,9 +282,9 @@ Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t 
 }  // namespace
 
 Reply run_script(ScriptId id, const std::string* keys, std::size_t nkeys, const std::vector<std::string_view>& args,
-                 std::int64_t now, Tables& tables) {
+                 std::size_t param_words, std::int64_t now, Tables& tables) {
   try {
-    const Call c(args, now);
+    const Call c(args, param_words, now);
     return dispatch(id, c, keys, nkeys / keys_per_request(id), tables);
   } catch (const ScriptError& e) {
     if (e.message.rfind("WRONGTYPE", 0) == 0) return Reply::make_error(e.message);

@@ -51,13 +51,14 @@ class Tables {
 };
 
 // One EVALSHA of `id` with KEYS = keys[0..nkeys) (keys_per_request(id) a request; nkeys a multiple,
-// at least one request's) and ARGV = args (args[0] is ARGV[1]), at time `now` (script_now()), as one atomic step:
+// at least one request's) and ARGV = args (args[0] is ARGV[1]; param_words of them, from args[3] on,
+// the head's parameters: Call), at time `now` (script_now()), as one atomic step:
 // every request of a batch sees the same now and the writes of the requests before it.
 // Returns what Redis returns: the decisions one after the other, or an error reply where the
 // script raises an error. Like Redis, which does not roll a script back, an error keeps the writes
 // already made: none for a string state (the epilogue writes those after every decide()), those of
 // the requests before it for a sorted set or a hash (their decide() writes as it goes).
 Reply run_script(ScriptId id, const std::string* keys, std::size_t nkeys, const std::vector<std::string_view>& args,
-                 std::int64_t now, Tables& tables);
+                 std::size_t param_words, std::int64_t now, Tables& tables);
 
 }  // namespace redlimit::detail::memory

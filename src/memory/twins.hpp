@@ -66,11 +66,13 @@ inline LeaseSpan lease_span(std::int64_t at, std::int64_t lease) {
 
 // The prologue's locals (now, record, refund), and ARGV as Lua's tonumber() reads it, laid out one
 // argument a word (memory_connection.cpp, script_args): 1 now, 2 cost, 3 mode, then the
-// parameters, then the costs of a batch's later requests. The scripts take 2 to the parameters in
-// one argument, the head (lua/prologue.lua); the twins number them as named here.
+// parameters (`param_words` of them), then the costs of a batch's later requests. The scripts take
+// 2 to the parameters in one argument, the head (lua/prologue.lua); the twins number them as named
+// here.
 class Call {
  public:
-  Call(const std::vector<std::string_view>& args, std::int64_t now_us) : args_(&args), now(now_us) {
+  Call(const std::vector<std::string_view>& args, std::size_t words, std::int64_t now_us)
+      : args_(&args), now(now_us), param_words(words) {
     if (const auto m = arg(3)) {  // a missing ARGV[3] is nil: none of the modes
       record = *m == "1" || *m == "4";  // "4": consume, a batch of distinct keys (lua/prologue.lua)
       refund = *m == "2";
@@ -98,6 +100,8 @@ class Call {
 
  public:
   const std::int64_t now;
+  // The head's parameter words (a sliding log's are 2 or 3: "[compact]"): the later costs follow.
+  const std::size_t param_words;
   bool record = false;
   bool refund = false;
 };

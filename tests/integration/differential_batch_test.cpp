@@ -18,7 +18,8 @@ TEST_P(DifferentialTest, BatchesDecideExactlyAsRedis) {
   auto uniform = [&rng](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
-  const redlimit::Options opts = options();
+  redlimit::Options opts = options();
+  opts.sliding_log_members = config.members;
   const redlimit::RateLimiter redis_limiter(std::make_shared<RecordingRedis>(server().url()), opts);
   const redlimit::RateLimiter memory_limiter = redlimit::RateLimiter::in_memory(opts);
   const Target redis = config.make(redis_limiter);

@@ -203,7 +203,8 @@ struct Config {
   std::vector<Micros> edges;  // windows and precisions: jumps land on (and around) their multiples
   std::function<Target(const redlimit::RateLimiter&)> make;
   std::size_t limits = 1;     // number of limits (policies): each should decide some rejections
-  // The form of the sliding log's entries the Redis limiter writes (the memory backend keeps none).
+  // The form of the sliding log's entries both limiters are given: Redis writes it; the memory backend
+  // keeps no members, but reads the word the option adds to the script's parameters.
   redlimit::SlidingLogMembers members = redlimit::SlidingLogMembers::text;
 };
 
