@@ -4,7 +4,11 @@
 namespace redlimit::detail::memory {
 
 SlidingLogTwin::SlidingLogTwin(const Call& c)
-    : c_(c), limit_(c.num(4)), window_(c.num(5)), cutoff_(c.now - window_), trim_every_(floor_div(limit_, 8)) {}
+    : c_(c),
+      limit_(c.num(4)),
+      window_(c.num(5)),
+      cutoff_(c.now - window_),
+      trim_every_(std::min<std::int64_t>(floor_div(limit_, 8), kTrimMost / 8)) {}
 
 namespace {
 
@@ -95,9 +99,10 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
     if (wrapped && t == newest_t) ++t;
     // The TTL is set by the first admission of each RENEW_SLOT (sliding_log.lua).
     renew = !cum || floor_div(t, kRenewSlot) != floor_div(newest_t, kRenewSlot);
-    // The trim, by the admission whose cum crosses a multiple of trim_every or wraps (sliding_log.lua).
+    // The trim, by the admission whose cum crosses a multiple of trim_every or wraps: the entries that
+    // left, kTrimMost at most (sliding_log.lua).
     if (cum && (trim_every_ <= 1 || wrapped || floor_div(*cum, trim_every_) != floor_div(after, trim_every_))) {
-      log->remove_through(cutoff_);
+      log->remove_through(cutoff_, kTrimMost);
     }
     if (log == nullptr) log = &std::get<EntryLog>(key.create(EntryLog{}).state);
     cum = after;

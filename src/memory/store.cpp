@@ -34,8 +34,8 @@ void EntryLog::compact() {
   }
 }
 
-void EntryLog::remove_through(std::int64_t cutoff) {
-  head_ = first_after(cutoff);
+void EntryLog::remove_through(std::int64_t cutoff, std::size_t most) {
+  head_ += std::min(count_through(cutoff), most);
   compact();
 }
 

@@ -63,8 +63,9 @@ class EntryLog {
   bool empty() const { return size() == 0; }
   // ZRANGE i i (0 = oldest; negative from the newest, as Redis counts); nullptr past either end.
   const LogEntry* at(std::int64_t rank) const;
-  // ZREMRANGEBYSCORE -inf cutoff
-  void remove_through(std::int64_t cutoff);
+  // ZREMRANGEBYRANK 0 n-1 where n = min(ZCOUNT -inf cutoff, most): the oldest entries scored at or
+  // before cutoff, `most` of them at most.
+  void remove_through(std::int64_t cutoff, std::size_t most);
   // ZCOUNT -inf cutoff
   std::size_t count_through(std::int64_t cutoff) const;
   // ZPOPMAX: the newest entry, removed.

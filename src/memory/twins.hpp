@@ -202,6 +202,7 @@ class SlidingLogTwin {
   const Call& c_;
   std::int64_t limit_, window_, cutoff_;
   std::int64_t trim_every_;  // units between two trims of the entries that left (sliding_log.lua)
+  static constexpr std::size_t kTrimMost = 1024;  // entries a trim removes at most (TRIM_MOST)
 };
 
 class PolicyTwin {

@@ -76,6 +76,13 @@ class SlidingLogFixture : public StrictRedisTest {
       body(form, writing(form));
     }
   }
+  // Calls of `command` counted by INFO commandstats since the last CONFIG RESETSTAT.
+  std::int64_t calls_of(const std::string& command) {
+    const std::string info = server().command({"INFO", "commandstats"}).str;
+    const std::string tag = "cmdstat_" + command + ":calls=";
+    const std::size_t at = info.find(tag);
+    return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+  }
   std::vector<SlidingLogEntry> entries(const redlimit::SlidingLog& sl, std::string_view subject) {
     const redlimit::Reply r = server().command({"ZRANGE", sl.key_for(subject), "0", "-1", "WITHSCORES"});
     std::vector<SlidingLogEntry> out;

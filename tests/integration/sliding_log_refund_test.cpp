@@ -12,16 +12,7 @@ namespace {
 
 using redlimit::SlidingLogMembers;
 
-class SlidingLogRefundTest : public SlidingLogFixture {
- protected:
-  // Calls of `command` counted by INFO commandstats since the last CONFIG RESETSTAT.
-  std::int64_t calls_of(const std::string& command) {
-    const std::string info = server().command({"INFO", "commandstats"}).str;
-    const std::string tag = "cmdstat_" + command + ":calls=";
-    const std::size_t at = info.find(tag);
-    return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
-  }
-};
+using SlidingLogRefundTest = SlidingLogFixture;
 
 // The expected log: each refund takes the newest units off a model of the entries, which the log
 // in Redis, the memory backend's decisions and both backends' peeks must match, refunds of one entry

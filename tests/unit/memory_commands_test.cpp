@@ -284,10 +284,16 @@ TEST(MemoryScripts, EntryLogCountsRanksAndTrimsAsRedisDoes) {
   EXPECT_EQ(log.at(4), nullptr);
   EXPECT_EQ(log.at(-5), nullptr);
   EXPECT_EQ(log.pop_newest().cum, 7);  // ZPOPMAX
-  log.remove_through(4);                // ZREMRANGEBYSCORE -inf 4
+  log.remove_through(4, 10);           // ZCOUNT -inf 4 (1), ZREMRANGEBYRANK 0 0
   ASSERT_EQ(log.size(), 2u);
   EXPECT_EQ(log.at(0)->cum, 4);
-  log.remove_through(5);
+  log.append({9, 7, 1});
+  log.remove_through(9, 2);  // three entries through 9, two of them removed: the oldest
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log.at(0)->cum, 7);
+  log.remove_through(8, 5);  // none through 8
+  EXPECT_EQ(log.size(), 1u);
+  log.remove_through(9, 5);
   EXPECT_TRUE(log.empty());
 }
 
