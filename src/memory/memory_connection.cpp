@@ -141,7 +141,7 @@ Reply MemoryConnection::command(const std::vector<std::string>& argv) {
   const std::string name = upper(argv[0]);
   if (name == "EVALSHA") return eval(argv, true);
   if (name == "EVAL") return eval(argv, false);
-  if (name == "DEL") return del(argv);
+  if (name == "DEL" || name == "UNLINK") return del(argv);
   if (name == "SET") return set(argv);
   if (name == "PING") {
     if (argv.size() == 1) return Reply::make_status("PONG");

@@ -38,7 +38,7 @@ TEST_P(EveryStrategyReplyTest, DelayIsDecoded) {
 TEST_P(EveryStrategyReplyTest, ResetErrorReplyThrowsReplyError) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "u")))).WillOnce(Return(Reply::make_error("ERR boom")));
+  EXPECT_CALL(*mock, command(concat({"UNLINK"}, both_keys(s, "u")))).WillOnce(Return(Reply::make_error("ERR boom")));
   EXPECT_THROW(s.reset("u"), ReplyError);
 }
 

@@ -228,14 +228,14 @@ TEST_P(EveryStrategyTest, SubjectOf1024BytesIsAccepted) {
 TEST_P(EveryStrategyTest, ResetSendsOneDelOfTheSubjectsKeys) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "user-42")))).WillOnce(Return(Reply::make_integer(1)));
+  EXPECT_CALL(*mock, command(concat({"UNLINK"}, both_keys(s, "user-42")))).WillOnce(Return(Reply::make_integer(1)));
   s.reset("user-42");
 }
 
 TEST_P(EveryStrategyTest, ResetOfAnUnknownSubjectIsFine) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
-  EXPECT_CALL(*mock, command(concat({"DEL"}, both_keys(s, "nobody")))).WillOnce(Return(Reply::make_integer(0)));
+  EXPECT_CALL(*mock, command(concat({"UNLINK"}, both_keys(s, "nobody")))).WillOnce(Return(Reply::make_integer(0)));
   EXPECT_NO_THROW(s.reset("nobody"));
 }
 

@@ -147,8 +147,13 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   r = store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1 1 x 1"});
   EXPECT_TRUE(r.is_error()) << "a limit that is not a number is a Lua error";
 
-  // DEL counts the keys that existed.
+  // DEL counts the keys that existed; so does UNLINK (what reset() sends), which is DEL here.
   r = store->command({"DEL", "redlimit:{r|u}:fw", "redlimit:{r|u}:blk", "nope"});
+  ASSERT_EQ(r.type, Reply::Type::integer);
+  EXPECT_EQ(r.integer, 1);
+  EXPECT_EQ(store->size(), 0u);
+  ASSERT_FALSE(store->command(eval_argv("EVALSHA", scripts::fixed_window().sha1, args)).is_error());
+  r = store->command({"unlink", "nope", "redlimit:{r|u}:fw"});
   ASSERT_EQ(r.type, Reply::Type::integer);
   EXPECT_EQ(r.integer, 1);
   EXPECT_EQ(store->size(), 0u);

@@ -1,6 +1,6 @@
 #pragma once
 // The narrow seam between strategies and Redis: send one command, get one reply. Strategies need
-// nothing else (EVALSHA, EVAL, DEL), so unit tests swap in a gmock MockConnection and other
+// nothing else (FCALL, EVALSHA, EVAL, UNLINK), so unit tests swap in a gmock MockConnection and other
 // transports (a pool, a cluster router) plug in beside RedisConnection.
 #include <chrono>
 #include <cstddef>

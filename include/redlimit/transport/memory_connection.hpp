@@ -1,6 +1,6 @@
 #pragma once
 // The in-memory backend: a Connection that answers the commands redlimit's strategies send
-// (EVALSHA, EVAL, DEL, PING) by running C++ twins of the Lua scripts on a process-local store.
+// (EVALSHA, EVAL, DEL or UNLINK, PING) by running C++ twins of the Lua scripts on a process-local store.
 // RateLimiter::in_memory() builds one; every strategy and policy then decides exactly as on Redis,
 // with no server. What holds them together: tests/golden/*.trace, recorded from a real Redis and
 // replayed against this backend by the unit suite (tests/unit/golden_test.cpp), and the live
@@ -62,7 +62,7 @@ class MemoryConnection final : public Connection {
   // EVALSHA sha numkeys key... arg...  runs the twin of the script with that SHA1 (NOSCRIPT for any
   //                                    other SHA1, as Redis answers for a script it has not cached);
   // EVAL source numkeys key... arg...  the same, knowing the script by its source;
-  // DEL key...                          integer: how many of the keys existed (and were not expired);
+  // DEL key... (or UNLINK key...)     integer: how many of the keys existed (and were not expired);
   // SET key value [PX ms]              OK (what tests use to put a value of the wrong kind or
   //                                     length under a key; PX gives it a TTL, as on Redis);
   // PING [message]                      PONG.
