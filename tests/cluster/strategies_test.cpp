@@ -161,6 +161,17 @@ TEST_F(ClusterStrategies, ConsumeManyMatchesSingleConsumes) {
   check(batch_fw, twin_fw, "fixed_window");
   check(batch_tb, twin_tb, "token_bucket");
   check(batch_p, twin_p, "policy");
+  // A sliding log writing compact entries adds a word to the script's parameters: a call of many
+  // slots carries it through, as a function of the library and as the EVALSHA text's spread.
+  for (const bool functions : {true, false}) {
+    redlimit::Options o = options();
+    o.sliding_log_members = redlimit::SlidingLogMembers::compact;
+    o.redis_functions = functions;
+    const redlimit::RateLimiter compact(connection, o);
+    const std::string tag = functions ? "fn" : "sha";
+    check(compact.sliding_log("batch.sl." + tag, Limit(5, 1min)), compact.sliding_log("twin.sl." + tag, Limit(5, 1min)),
+          functions ? "sliding_log compact, functions" : "sliding_log compact, evalsha");
+  }
   // The subjects really were spread over the three masters.
   std::set<std::string> nodes;
   for (const auto& w : who) nodes.insert(connection->node_for_slot(redlimit::detail::key_slot(batch_fw.key_for(w))));
