@@ -375,6 +375,7 @@ void suite_raw(const Config& c, Admin& admin);
 void suite_memory(const Config& c, Admin& admin);
 void suite_growth(const Config& c, Admin& admin);
 void suite_largest(const Config& c, Admin& admin);
+void suite_buckets(const Config& c, Admin& admin);
 void suite_lease(const Config& c, Admin& admin);
 void suite_functions(const Config& c, Admin& admin);
 void suite_flood(const Config& c, Admin& admin);

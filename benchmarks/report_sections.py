@@ -171,6 +171,17 @@ def largest_table(res):
     return "\n".join(lg) if len(lg) > 2 else "(not measured in this run)"
 
 
+def buckets_table(res):
+    """The table "Buckets": a sliding window's Redis CPU per decision by its number of buckets."""
+    bk = ["| buckets (window / precision) | Redis CPU per decision (us) | per bucket (us) | key size (B) |",
+          "|---:|---:|---:|---:|"]
+    for r in res.select(suite="buckets"):
+        per = r["usec_per_call"] / r["buckets"]
+        bk.append("| {:,} | {} | {} | {} |".format(r["buckets"], fmt_us(r["usec_per_call"]), fmt_us(per),
+                                                  r.get("bytes", "-")))
+    return "\n".join(bk) if len(bk) > 2 else "(not measured in this run)"
+
+
 def lease_table(res):
     """The table "Quota leases": per request against through redlimit::Leases."""
     ls = ["| decided | decisions/s | Redis CPU per decision (us) | ratio to per request |", "|---|---:|---:|---|"]

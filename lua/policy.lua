@@ -99,15 +99,18 @@ end
 
 -- A field's tag and bucket, parsed once: every subject's hash names the same buckets, so the names
 -- of a few buckets a limit serve every call. Kept across calls (a function's load part), and
--- dropped whole past 4096 names, so that it never grows with time. nil, nil for a name that is not
--- "<tag>:<bucket>" (a tag holds no ':', format_duration).
-local field_tag, field_idx, fields_known = {}, {}, 0
+-- dropped whole past FIELDS_MOST names, so that it never grows with time: more than the 10,000
+-- buckets of a window (MAX_BUCKETS), so that a window that holds them all is parsed once, not on
+-- every call (dropped past 4096, such a window's decision cost Redis 9.8 ms, 3.6 ms now:
+-- docs/performance.md, "Buckets"). nil, nil for a name that is not "<tag>:<bucket>" (a tag holds no
+-- ':', format_duration).
+local field_tag, field_idx, fields_known, FIELDS_MOST = {}, {}, 0, 16384
 local function parse_field(f)
   local tag = field_tag[f]
   if tag then return tag, field_idx[f] end
   local t, idx = split_field(f)
   if not t then return nil, nil end
-  if fields_known >= 4096 then field_tag, field_idx, fields_known = {}, {}, 0 end
+  if fields_known >= FIELDS_MOST then field_tag, field_idx, fields_known = {}, {}, 0 end
   field_tag[f], field_idx[f], fields_known = t, idx, fields_known + 1
   return t, idx
 end
@@ -115,7 +118,7 @@ end
 -- A count's text and number, remembered both ways: tonumber() runs the C library's strtod and
 -- fmt() its printf, about a microsecond of Redis's time between them for every field read and
 -- written, where a table lookup is a twentieth of that; counts are small integers that many subjects
--- and buckets share. Kept across calls, and dropped whole past 4096 of each, like the field names.
+-- and buckets share. Kept across calls, and dropped whole past 4096 of each.
 local count_of, text_of, counts_known, texts_known = {}, {}, 0, 0
 local function parse_count(text)
   local c = tonumber(text)

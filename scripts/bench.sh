@@ -247,6 +247,10 @@ step "The largest quotas (2^40 per ten years; a million a day): Redis CPU per ca
 "${BENCH[@]}" --suite largest >>"$RESULTS" || failed "redlimit_bench --suite largest"
 rcli FLUSHALL >/dev/null
 
+step "Buckets: a sliding window's Redis CPU per decision by window / precision (1 to 10,000)"
+"${BENCH[@]}" --suite buckets >>"$RESULTS" || failed "redlimit_bench --suite buckets"
+rcli FLUSHALL >/dev/null
+
 step "Leases: one hot subject, two threads, per request against redlimit::Leases"
 "${BENCH[@]}" --suite lease >>"$RESULTS" || failed "redlimit_bench --suite lease"
 rcli FLUSHALL >/dev/null
