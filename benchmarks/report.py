@@ -191,9 +191,8 @@ sliding log spent 3.5 s inside Redis on one `consume(1'000'000)`.) {once}
 A sliding window (and each limit of a policy) keeps a counter per bucket, and each decision reads
 and sums all of its buckets (`HGETALL`; docs/algorithms.md). One subject of a window of n seconds in
 buckets of a second, every bucket filled (n decisions a second apart on a clock the benchmark moves),
-then each decision a second after the last: Redis CPU per decision from `INFO commandstats`. A
-window of up to a hundred buckets costs a few microseconds more than one of a single bucket; ten
-thousand (the most a window may have) cost milliseconds a decision. {once}
+then each decision a second after the last: Redis CPU per decision from `INFO commandstats`, and
+that divided by the buckets. 10,000 is the most a window may have. {once}
 
 {buckets}
 
