@@ -118,13 +118,18 @@ local function at_rank(key, i, timed)
   return c, k, tonumber(e[2])
 end
 
--- The first rank in [lo, hi] whose cum reaches `target` units past `base`, the cum before rank lo
--- (hi's does): cums are compared as their distance from base, modulo CUM_MOD (% in the VM is never
--- negative for a positive divisor). cum grows by at least 1 a rank, so the answer is at most
--- lo + target - 1, exactly that when every cost is 1: then one probe confirms it. Otherwise a
--- binary search.
-local function rank_reaching(key, lo, hi, target, base)
-  hi = min(hi, lo + target - 1)
+-- How many entries have left the window and are still in the set (the trim removes them later):
+-- the ranks below it are theirs.
+local function gone(key) return redis.call('ZCOUNT', key, '-inf', cutoff_text()) end
+
+-- The first live rank whose cum reaches `target` units past `base`, the cum before the oldest live
+-- entry (the newest's does): the ranks from gone() to the newest's. Cums are compared as their
+-- distance from base, modulo CUM_MOD (% in the VM is never negative for a positive divisor). cum
+-- grows by at least 1 a rank, so the answer is at most the oldest live rank + target - 1, exactly
+-- that when every cost is 1: then one probe confirms it. Otherwise a binary search.
+local function rank_reaching(key, target, base)
+  local lo = gone(key)
+  local hi = min(redis.call('ZCARD', key) - 1, lo + target - 1)
   if hi > lo and (at_rank(key, hi - 1) - base) % CUM_MOD >= target then
     hi = hi - 1
     while lo < hi do
@@ -163,8 +168,7 @@ local function give_back(key, left, used, base)
     left = left - k
     if left == 0 then return end
   end
-  local card = redis.call('ZCARD', key)
-  local r = fmt(rank_reaching(key, redis.call('ZCOUNT', key, '-inf', cutoff_text()), card - 1, keep + 1, base))
+  local r = fmt(rank_reaching(key, keep + 1, base))
   local e = redis.call('ZRANGE', key, r, r, 'WITHSCORES')
   local c, k, t = parse(e[1])
   local over = (c - base) % CUM_MOD - keep -- its units past the cut: 1 to k
@@ -175,8 +179,8 @@ end
 -- The trim (see above): the entries that left, oldest first, TRIM_MOST of them at most. Ranks, as
 -- scores, go to redis.call() as text.
 local function trim(key)
-  local gone = redis.call('ZCOUNT', key, '-inf', cutoff_text())
-  if gone > 0 then redis.call('ZREMRANGEBYRANK', key, '0', fmt(min(gone, TRIM_MOST) - 1)) end
+  local n = gone(key)
+  if n > 0 then redis.call('ZREMRANGEBYRANK', key, '0', fmt(min(n, TRIM_MOST) - 1)) end
 end
 
 local function decide(key, cost)
@@ -251,10 +255,7 @@ local function decide(key, cost)
     -- Room for `cost` once the first used + cost - limit units past base have left: that many are
     -- live (used + cost > limit) and at most used (cost <= limit: a larger one fails the call,
     -- helpers.lua's cost_above); the entry holding the last of them leaves at its time + window.
-    -- The ranks count the entries that left and are still there: `first` is the oldest live one's.
-    local card = redis.call('ZCARD', key)
-    local first = redis.call('ZCOUNT', key, '-inf', cutoff_text())
-    local r = rank_reaching(key, first, card - 1, used + cost - limit, base)
+    local r = rank_reaching(key, used + cost - limit, base)
     local _, _, t = at_rank(key, r, true)
     retry_after = t + window - now
   end
