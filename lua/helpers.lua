@@ -320,8 +320,9 @@ local function parse_tag(tag)
 end
 
 -- A policy's limits (policy.lua: its params, split by words()), checked as the client writes them
--- (param, above): 1 to MAX_LIMITS of them, each of at most MAX_BUCKETS buckets, named by a tag that
--- says its window and precision, no two of the same window and precision (Policy::max_limits,
+-- (param, above): 1 to MAX_LIMITS of them, each of at most MAX_BUCKETS buckets and all of them of
+-- MAX_BUCKETS together (a decision reads every live one), named by a tag that says its window and
+-- precision, no two of the same window and precision (Policy::max_limits, Policy::max_buckets,
 -- SlidingWindow::max_buckets, checked_policy in include/redlimit/impl/strategies-inl.hpp). A tag
 -- that said another precision would read one limit's buckets as another's, up to 10^9 intervals
 -- apart. Returns the limits in order, each {tag, limit, P, n, span}, and the same by tag.
@@ -329,7 +330,7 @@ local MAX_LIMITS, MAX_BUCKETS = 16, 10000
 local function parse_limits(p)
   local m = param(p, 1, 1, MAX_LIMITS, 'the number of limits')
   param_words(p, 1 + 4 * m, format('a policy of %d limits', m))
-  local list, tags, seen = {}, {}, {}
+  local list, tags, seen, buckets = {}, {}, {}, 0
   for i = 1, m do
     local base = 2 + 4 * (i - 1)
     local tag, limit = p[base], param(p, base + 1, 1, MAX_COUNT, 'limit')
@@ -344,6 +345,10 @@ local function parse_limits(p)
     end
     seen[named] = true
     local n = w / P
+    buckets = buckets + n
+    if buckets > MAX_BUCKETS then
+      error(format('redlimit: a policy of more than %d buckets in all (%d by limit %d)', MAX_BUCKETS, buckets, i), 0)
+    end
     list[i] = {tag = tag, limit = limit, P = P, n = n, span = (n + 1) * P}
     tags[tag] = list[i]
   end

@@ -74,7 +74,8 @@ class Strategy {
 
   // Many consumes in one round trip; decisions in the order of `requests`, each request decided as
   // if consumed alone, in that order (not all-or-nothing across requests). On a single server one
-  // script call decides up to 256 requests (larger batches are pipelined calls); on a cluster,
+  // script call decides up to 256 requests (larger batches are pipelined calls; fewer a call for a
+  // sliding window or policy of many buckets, detail::DecisionPath::per_call_of); on a cluster,
   // requests are grouped by hash slot and the calls pipelined per node. Every request is checked
   // before anything is sent.
   std::vector<Decision> consume_many(const std::vector<Request>& requests) const;
@@ -89,7 +90,7 @@ class Strategy {
   std::future<Decision> consume_future(std::string_view subject, std::int64_t cost = 1) const;
 
   // consume_many over the AsyncConnection: every request checked and every script call queued
-  // before this returns (up to 256 requests a call; on a cluster one call per hash slot, each to
+  // before this returns (up to 256 requests a call, as consume_many; on a cluster one call per hash slot, each to
   // its master), and `done` run once, on the loop's thread, with the decisions in the order of
   // `requests` when the last reply is in. A call lost in transit while others were answered gets
   // the failure policy for its own requests only. The subjects need not outlive this call.

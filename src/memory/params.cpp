@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::int64_t kMaxWindow = std::int64_t{315'360'000'000'000};  // MAX_WINDOW (Limit::max_window)
 constexpr std::int64_t kMaxLimits = 16;                                 // MAX_LIMITS (Policy::max_limits)
-constexpr std::int64_t kMaxBuckets = 10'000;                            // MAX_BUCKETS (SlidingWindow::max_buckets)
+constexpr std::int64_t kMaxBuckets = 10'000;  // MAX_BUCKETS (SlidingWindow::max_buckets, Policy::max_buckets)
 
 struct Bad {
   std::string message;
@@ -64,6 +64,7 @@ void limits(const Words& p) {
   const std::int64_t m = p.param(1, 1, kMaxLimits, "the number of limits");
   p.expect(static_cast<std::size_t>(1 + 4 * m), detail::message("a policy of {} limits", m));
   std::set<std::pair<std::int64_t, std::int64_t>> seen;
+  std::int64_t buckets = 0;
   for (std::size_t i = 1; i <= static_cast<std::size_t>(m); ++i) {
     const std::size_t base = 2 + 4 * (i - 1);
     p.param(base + 1, 1, kMaxCount, "limit");
@@ -77,6 +78,11 @@ void limits(const Words& p) {
           "redlimit: policy limit {} (\"{} {} {} {}\") needs a tag that names its window and precision, a precision "
           "that divides the window into at most {} buckets, and a window and precision of its own",
           i, p.at(base), p.at(base + 1), p.at(base + 2), p.at(base + 3), kMaxBuckets)};
+    }
+    buckets += w / P;
+    if (buckets > kMaxBuckets) {
+      throw Bad{detail::message("redlimit: a policy of more than {} buckets in all ({} by limit {})", kMaxBuckets,
+                                buckets, i)};
     }
   }
 }

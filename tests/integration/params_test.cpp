@@ -42,13 +42,14 @@ std::vector<Case> cases() {
       {scripts::policy(),
        "1",
        "2 1s 5 1000000 1000000 1m@1s 50 60000000 1000000",
-       {"1 1s 5 1000000 0",                                 // a precision of 0
-        "1 1s 5 1000000 300000",                            // that does not divide the window
-        "1 10s 5 10000000 2000000",                         // a tag that says another precision
-        "1 1s 5 2000000 1000000",                           // or another window
-        "1 1h@1ms 5 3600000000 1000",                       // 3.6 million buckets
-        "2 1s 5 1000000 1000000",                           // fewer words than limits
-        "2 1s 5 1000000 1000000 1000ms 9 1000000 1000000",  // two limits of one window and precision
+       {"1 1s 5 1000000 0",                                  // a precision of 0
+        "1 1s 5 1000000 300000",                             // that does not divide the window
+        "1 10s 5 10000000 2000000",                          // a tag that says another precision
+        "1 1s 5 2000000 1000000",                            // or another window
+        "1 1h@1ms 5 3600000000 1000",                        // 3.6 million buckets
+        "2 6s@1ms 5 6000000 1000 1m@10ms 9 60000000 10000",  // 6,000 each: 12,000 in all
+        "2 1s 5 1000000 1000000",                            // fewer words than limits
+        "2 1s 5 1000000 1000000 1000ms 9 1000000 1000000",   // two limits of one window and precision
         "0", "17 1s 5 1000000 1000000"}},
       {scripts::block(), "3", "1000000 1", {"-5 1", "x 1", "315360000000001 1", ""}},
   };

@@ -98,7 +98,13 @@ class Generator {
       case Kind::sliding_window: q.limits = {limit()}; break;
       case Kind::policy: {
         Limit a = limit(), b = limit();
-        while (a.window() == b.window() && a.precision() == b.precision()) b = limit();
+        // Two limits of their own, of at most Policy::max_buckets() together.
+        const auto buckets = [](const Limit& l) { return l.window() / l.precision(); };
+        while ((a.window() == b.window() && a.precision() == b.precision()) ||
+               buckets(a) + buckets(b) > redlimit::Policy::max_buckets()) {
+          if (buckets(a) == redlimit::Policy::max_buckets()) a = limit();  // no room for b's
+          b = limit();
+        }
         q.limits = {a, b};
         break;
       }

@@ -272,6 +272,20 @@ TEST_F(StrategiesTest, InvalidPoliciesThrowAndSendNothing) {
   EXPECT_NO_THROW(limiter.policy("api", redlimit::parse_limits("10/m; 20/m@10s")));
   // A limit a sliding window rejects (36000 buckets).
   EXPECT_THROW(limiter.policy("api", redlimit::parse_limits("10/s; 100/1h@100ms")), InvalidArgument);
+  // At most Policy::max_buckets() in all: 6,000 and 4,000 pass, 6,000 and 4,001 do not, nor do 16
+  // limits of 1,000 each, which each window alone allows.
+  ASSERT_EQ(redlimit::Policy::max_buckets(), 10'000);
+  EXPECT_NO_THROW(limiter.policy("api", redlimit::parse_limits("10/6s@1ms; 20/4s@1ms")));
+  try {
+    limiter.policy("api", redlimit::parse_limits("10/6s@1ms; 20/4001ms@1ms"));
+    ADD_FAILURE() << "a policy of 10,001 buckets was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("10001 buckets in all; at most 10000"), std::string::npos) << e.what();
+  }
+  std::vector<Limit> sixteen;
+  for (int i = 1; i <= 16; ++i)
+    sixteen.push_back(Limit(i, std::chrono::seconds(i)).precision(std::chrono::milliseconds(i)));
+  EXPECT_THROW(limiter.policy("api", sixteen), InvalidArgument);
   EXPECT_THROW(limiter.policy("", {Limit::per_second(1)}), InvalidArgument);
 }
 

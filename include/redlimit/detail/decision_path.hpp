@@ -44,8 +44,11 @@ struct StrategySpec {
   std::string params;                // the script's parameters, space-separated: the end of its
                                      // head, ARGV[2] (lua/prologue.lua; detail::scripts::head)
   std::vector<std::chrono::microseconds> windows;  // each limit's window (policies: Decision::limits)
-  // A policy's: each limit's bucket interval, its precision (a packed admission, policy_pairs_of).
+  // A sliding window's and a policy's: each limit's bucket interval, its precision (a packed
+  // admission, policy_pairs_of; per_call).
   std::vector<std::chrono::microseconds> intervals;
+  // The most requests one script call decides (DecisionPath::per_call_of).
+  std::size_t per_call;
   // Sends concurrent consume_async() calls as shared script calls (detail/async_lane.hpp); null when
   // each goes alone (Options::share_script_calls off, or a cluster with Options::batch_per_master
   // off, where calls of a turn rarely share a slot).
@@ -58,6 +61,18 @@ class DecisionPath {
  public:
   // The most requests one script call decides (lua/epilogue.lua); larger batches are pipelined.
   static constexpr std::size_t kMaxPerCall = 256;
+  // The most live buckets the decisions of one call read: those of the largest policy's one
+  // decision (Policy::max_buckets(), and each limit's partly weighted one). A sliding window's or a
+  // policy's decision reads every live bucket of its limits, about 0.3 us of Redis's time each
+  // (docs/performance.md, "Buckets"), so that 256 decisions of 10,000 buckets would hold Redis for
+  // most of a second in one script call, every other client waiting; split so, no call of a batch
+  // holds it longer than the largest single decision does (3 ms).
+  static constexpr std::int64_t kMostBucketsPerCall = 10'016;
+  // How many requests a call of a strategy whose limits have these windows and bucket intervals
+  // (none: not a sliding window or a policy) decides: kMaxPerCall, or fewer that read at most
+  // kMostBucketsPerCall buckets, window / interval + 1 each, and at least one.
+  static std::size_t per_call_of(const std::vector<std::chrono::microseconds>& windows,
+                                 const std::vector<std::chrono::microseconds>& intervals);
 
   // `keep_alive`: hold the context and the strategy by shared_ptr (an async call outlives its
   // caller); a synchronous call borrows them, which saves two atomic counts per decision.

@@ -7,7 +7,7 @@
 // goes there (docs/performance.md, "Redis CPU per decision"). A lane lets at most `flights` script
 // calls at a time be on their way per strategy and shard (Options::shared_call_flights); a call
 // made while they are out waits its turn, and the next call to go takes every call queued by then
-// (up to DecisionPath::kMaxPerCall), oldest first, as one script call, which Redis decides one
+// (up to the strategy's StrategySpec::per_call), oldest first, as one script call, which Redis decides one
 // request after another, in that order, exactly as a consume_many batch. Each caller gets its own
 // decision. A call that finds a flight free goes at once: an idle service pays nothing for the
 // lane, a busy one sends a few calls per round trip however many threads it has.

@@ -31,9 +31,18 @@ std::vector<std::vector<std::size_t>> grouped(const std::vector<std::size_t>& po
 
 }  // namespace decision_path_impl
 
+REDLIMIT_INLINE std::size_t DecisionPath::per_call_of(const std::vector<std::chrono::microseconds>& windows,
+                                                      const std::vector<std::chrono::microseconds>& intervals) {
+  if (intervals.size() != windows.size()) return kMaxPerCall;
+  std::int64_t buckets = 0;  // at most Policy::max_buckets() + Policy::max_limits(): checked when made
+  for (std::size_t i = 0; i < windows.size(); ++i) buckets += windows[i] / intervals[i] + 1;
+  if (buckets <= 0) return kMaxPerCall;
+  return static_cast<std::size_t>(std::clamp<std::int64_t>(kMostBucketsPerCall / buckets, 1, kMaxPerCall));
+}
+
 // One script call decides many requests (lua/epilogue.lua): the whole batch on a single server; on a
 // cluster, one call per master where its masters run the spread functions (scripts_span_node), one
-// per hash slot otherwise; at most kMaxPerCall requests each. A call of one request is that
+// per hash slot otherwise; at most spec_->per_call requests each (per_call_of). A call of one request is that
 // request's own call.
 REDLIMIT_INLINE void DecisionPath::group() {
   if (pending_.size() == 1) {  // the common case: the request's own call, moved rather than copied
@@ -90,8 +99,9 @@ REDLIMIT_INLINE bool all_distinct(const std::vector<std::string>& keys) {
 
 REDLIMIT_INLINE void DecisionPath::add_calls(const std::vector<std::size_t>& g,
                                              const std::vector<std::uint16_t>* slots) {
-  for (std::size_t from = 0; from < g.size(); from += kMaxPerCall) {
-    const std::size_t to = std::min(g.size(), from + kMaxPerCall);
+  const std::size_t per_call = spec_->per_call;
+  for (std::size_t from = 0; from < g.size(); from += per_call) {
+    const std::size_t to = std::min(g.size(), from + per_call);
     members_.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(from), g.begin() + static_cast<std::ptrdiff_t>(to));
     const ScriptCall& first = requests_[pending_[g[from]]];
     if (to - from == 1) {

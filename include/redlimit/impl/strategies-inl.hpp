@@ -92,14 +92,21 @@ REDLIMIT_INLINE std::vector<Limit> checked_policy(std::vector<Limit> limits) {
     throw InvalidArgument(
         detail::message("a policy takes at most {} limits, got {}", Policy::max_limits(), limits.size()));
   }
+  std::int64_t buckets = 0;  // each at most SlidingWindow::max_buckets(): no overflow
   for (std::size_t i = 0; i < limits.size(); ++i) {
     checked_sliding_window(limits[i]);
+    buckets += limits[i].window().count() / limits[i].precision().count();
     for (std::size_t j = 0; j < i; ++j) {
       if (limits[i].window() == limits[j].window() && limits[i].precision() == limits[j].precision()) {
         throw InvalidArgument(detail::message("policy limits {} and {} share a window and precision; keep the smaller",
                                               limits[j].to_string(), limits[i].to_string()));
       }
     }
+  }
+  if (buckets > Policy::max_buckets()) {
+    throw InvalidArgument(
+        detail::message("a policy's limits have {} buckets in all; at most {}: give a long window a coarser precision",
+                        buckets, Policy::max_buckets()));
   }
   return limits;
 }
@@ -149,7 +156,7 @@ REDLIMIT_INLINE SlidingLog::SlidingLog(std::shared_ptr<detail::Context> ctx, std
 REDLIMIT_INLINE SlidingWindow::SlidingWindow(std::shared_ptr<detail::Context> ctx, std::string resource, Limit limit)
     : Strategy(std::move(ctx), std::move(resource), "sw", detail::scripts::policy(),
                {strategies_impl::checked_sliding_window(limit).count()}, strategies_impl::policy_args({limit}),
-               {limit.window()}),
+               {limit.window()}, {limit.precision()}),
       limit_(limit) {}
 
 REDLIMIT_INLINE Policy::Policy(std::shared_ptr<detail::Context> ctx, std::string resource, std::vector<Limit> limits)

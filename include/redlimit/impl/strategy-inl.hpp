@@ -83,9 +83,11 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
   // The script's parameters go at the end of each call's head, space-separated (lua/helpers.lua,
   // params; detail::scripts::head).
   std::string script_params = detail::scripts::params_arg(params);
-  spec_ = std::make_shared<const detail::StrategySpec>(detail::StrategySpec{
-      std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
-      std::move(script_params), std::move(windows), std::move(intervals), std::move(lane), std::move(sync_lane)});
+  const std::size_t per_call = detail::DecisionPath::per_call_of(windows, intervals);
+  spec_ = std::make_shared<const detail::StrategySpec>(
+      detail::StrategySpec{std::move(resource), std::move(kind), std::move(name), &script, std::move(limits), least,
+                           std::move(script_params), std::move(windows), std::move(intervals), per_call,
+                           std::move(lane), std::move(sync_lane)});
 }
 
 REDLIMIT_INLINE const std::string& Strategy::resource() const { return spec_->resource; }

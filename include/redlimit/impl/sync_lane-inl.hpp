@@ -54,7 +54,7 @@ REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
   shard.queue.push_back(&me);
   while (!me.done) {
     if (!me.taken && shard.flights < flights_) {
-      send(lock, shard, ctx, spec, me);  // carries `me` too, unless 256 older calls fill it
+      send(lock, shard, ctx, spec, me);  // carries `me` too, unless older calls fill it (per_call)
       continue;
     }
     // No timeout: a call on its way ends by its own deadline, which is earlier than ours. Woken
@@ -70,7 +70,7 @@ REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& s
                                     const std::shared_ptr<Context>& ctx,
                                     const std::shared_ptr<const StrategySpec>& spec, const Waiter& me) {
   std::vector<Waiter*> batch;
-  while (!shard.queue.empty() && batch.size() < DecisionPath::kMaxPerCall) {
+  while (!shard.queue.empty() && batch.size() < spec->per_call) {
     batch.push_back(shard.queue.front());
     shard.queue.pop_front();
     batch.back()->taken = true;
