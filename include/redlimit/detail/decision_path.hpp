@@ -66,7 +66,7 @@ class DecisionPath {
   // policy's decision reads every live bucket of its limits, about 0.3 us of Redis's time each
   // (docs/performance.md, "Buckets"), so that 256 decisions of 10,000 buckets would hold Redis for
   // most of a second in one script call, every other client waiting; split so, no call of a batch
-  // holds it longer than the largest single decision does (3 ms).
+  // holds it longer than the largest single decision does (docs/algorithms.md, "Work per decision").
   static constexpr std::int64_t kMostBucketsPerCall = 10'016;
   // How many requests a call of a strategy whose limits have these windows and bucket intervals
   // (none: not a sliding window or a policy) decides: kMaxPerCall, or fewer that read at most
