@@ -110,7 +110,8 @@ class Events final : public redlimit::MetricsSink {
 
 class SyncLaneTest : public ::testing::Test {
  protected:
-  void make(bool share) {
+  // `buckets`: a sliding window of that many one-second buckets instead of the fixed window.
+  void make(bool share, int buckets = 0) {
     gate = std::make_shared<GateConnection>();
     gate->set_script_path(redlimit::ScriptPath::evalsha);  // one command a call, nothing probed
     clock = std::make_shared<CountingClock>();
@@ -122,7 +123,12 @@ class SyncLaneTest : public ::testing::Test {
     thrown = 0;
     o.metrics = events;
     rl = std::make_unique<redlimit::RateLimiter>(gate, o);
-    fw = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
+    if (buckets == 0) {
+      fw = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
+    } else {
+      fw = std::make_unique<redlimit::SlidingWindow>(
+          rl->sliding_window("gate", redlimit::Limit(100, std::chrono::seconds(buckets)), std::chrono::seconds(1)));
+    }
   }
 
   // Starts a thread consuming `subject` into `out` (a ReplyError counted in `thrown`), and returns
@@ -170,7 +176,7 @@ class SyncLaneTest : public ::testing::Test {
   std::shared_ptr<Events> events;
   std::atomic<int> thrown{0};  // consume() calls that ended in a ReplyError
   std::unique_ptr<redlimit::RateLimiter> rl;
-  std::unique_ptr<redlimit::FixedWindow> fw;  // one strategy object: its copies share its lane
+  std::unique_ptr<redlimit::Strategy> fw;  // one strategy object: its copies share its lane
 };
 
 TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeTheyAreSent) {
@@ -210,6 +216,33 @@ TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeThe
   ASSERT_EQ(gate->starts.size(), 3u);
   EXPECT_TRUE(gate->starts[2] >= queued_from);
   EXPECT_TRUE(gate->starts[2] < after_u3);
+}
+
+// A sliding window of 10,000 buckets: a script call carries one of its requests
+// (DecisionPath::per_call_of), so the calls queued behind the two on their way take a flight each,
+// each a call of its own (a transport call, begin_call, each), not one flight of three calls.
+TEST_F(SyncLaneTest, CallsOfManyBucketsTakeAFlightEach) {
+  make(true, 10'000);
+  Decision d[5];
+  std::vector<std::thread> threads;
+  threads.push_back(start("u1", d[0]));
+  gate->wait_for_commands(1);
+  threads.push_back(start("u2", d[1]));
+  gate->wait_for_commands(2);
+  for (int i = 2; i < 5; ++i) threads.push_back(start("u" + std::to_string(i + 1), d[i]));
+  for (int i = 0; i < 5; ++i) gate->pass();
+  for (auto& t : threads) t.join();
+
+  ASSERT_EQ(gate->commands.size(), 5u);
+  std::vector<std::string> keys;
+  for (const auto& c : gate->commands) {
+    EXPECT_EQ(c[2], "1");  // one request a call
+    keys.push_back(c[3]);
+  }
+  std::sort(keys.begin(), keys.end());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(keys[i], "redlimit:{gate|u" + std::to_string(i + 1) + "}:sw");
+  EXPECT_EQ(gate->starts.size(), 5u);  // five flights
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(d[i].remaining, i + 1);
 }
 
 // Each caller of a shared call is a call of its own to the MetricsSink and Counters::errors: one
