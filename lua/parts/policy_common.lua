@@ -10,9 +10,9 @@
 -- unpack() puts on Lua's stack), and a consume or a peek they admit. A subject back after a while
 -- (a minute later, its second-long limit's bucket is 60 intervals stale) takes it too. Anything
 -- else (more stale buckets, one past b + 1, another tag's, or a block, which the next admission
--- settles; a policy's rejection, whose wait walks the buckets; a key of another type) goes to
--- general() with the hash read, which decides it the same way; a sliding window's rejection goes
--- from the loop that read its buckets straight to conclude(), as general() would. A field's tag and bucket come from
+-- settles; a key of another type) goes to general() with the hash read, which decides it the
+-- same way. A rejection goes from the loop that read the buckets straight to conclude() (whose
+-- wait walks them), as general() would after reading them again. A field's tag and bucket come from
 -- parse_field's names (policy.lua), which every subject shares. general() makes about 290 Lua
 -- operations a sliding window's decision and 690 a policy of three limits' (counted with a line
 -- hook in lua5.1), a third of their Redis time (callgrind on 7.0); these take 170 and 500, and a
@@ -87,8 +87,8 @@ local function decide_window(key, cost)
   if used + cost > l.limit then
     -- A rejection: what general() would read from this hash again (this limit's buckets alone, no
     -- block, nothing adopted; a rejection writes nothing, so its stale buckets wait), and then
-    -- conclude, whose wait walks the buckets (counts_of). Without that second pass over the hash, a
-    -- rejection of a window of 10,000 buckets cost Redis a third more than it does.
+    -- conclude, whose wait walks the buckets (counts_of). With that second pass over the hash, a
+    -- rejection of a window of 10,000 buckets cost Redis half as much again as it does.
     l.full, l.old, l.newest, l.cur, l.counts, l.adopted = full, old, newest, cur, nil, false
     l.used, l.allowed = used, false
     hash, blocked_until = h, nil
@@ -181,18 +181,24 @@ local function decide_policy(key, cost)
   -- held: general()'s (policy.lua); packed: the reply as one integer (policy.lua, packable), unless
   -- a limit's newest bucket lies past b, whose end is its reset; a count below 0 (not the
   -- library's) goes to general(), so that no remaining passes its limit, the radix of its digit.
-  local held, packed = nil, packable and 0
+  local held, packed, fits = nil, packable and 0, true
   for i = 1, m do
     local l = limits[i]
     local used, newest = l.full, l.newest
     if l.old > 0 then used = used + weighted(l, l.old) end
-    if used + cost > l.limit or used < 0 then return general(key, cost, h) end
-    l.used = used
+    if used < 0 then return general(key, cost, h) end
+    l.used, l.allowed = used, used + cost <= l.limit
+    fits = fits and l.allowed
     if newest then
       local ends = newest * l.P + l.span
       if not held or ends > held then held = ends end
       if newest > l.b then packed = nil end
     end
+  end
+  if not fits then -- a rejection: as decide_window's, what general() would read again, not read
+    for i = 1, m do limits[i].counts, limits[i].adopted = nil, false end
+    hash, blocked_until = h, nil
+    return conclude(key, cost, false, nil, false)
   end
   local each, remaining, reset, decider = each_out, nil, 0, 1 -- (conclude)
   for i = 1, m do
