@@ -369,7 +369,7 @@ inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coa
   return redlimit::RateLimiter::connect(url_of(c), o);
 }
 
-// The suites (bench_throughput.cpp, bench_suites.cpp).
+// The suites (bench_throughput.cpp, bench_suites.cpp, bench_buckets.cpp, bench_functions.cpp).
 void suite_throughput(const Config& c, Admin& admin, const std::string& suite = "throughput");
 void suite_raw(const Config& c, Admin& admin);
 void suite_memory(const Config& c, Admin& admin);

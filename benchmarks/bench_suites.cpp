@@ -283,47 +283,6 @@ void suite_largest(const Config& c, Admin& admin) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Buckets: a sliding window's Redis CPU per decision grows with its buckets (window / precision),
-// each of which a decision reads and sums (lua/policy.lua). One subject of a window of n seconds in
-// buckets of a second, on a clock the suite moves: n decisions a second apart fill every bucket,
-// then each of `calls` more (a second on) keeps them full, timed by INFO commandstats.
-
-void suite_buckets(const Config& c, Admin& admin) {
-  const bool quick = c.max_ops < 100'000;
-  const long calls = quick ? 50 : 200;
-  for (const long n : {1L, 10L, 100L, 1'000L, 10'000L}) {
-    if (quick && n > 1'000) break;
-    auto clock = std::make_shared<redlimit::ManualClock>(redlimit::Micros{1'795'000'000'000'000});
-    redlimit::Options o;
-    o.clock = clock;
-    const auto limiter = redlimit::RateLimiter::connect(url_of(c), o);
-    const auto sw =
-        limiter.sliding_window("bk", redlimit::Limit(1'000'000'000, std::chrono::seconds(n)), std::chrono::seconds(1));
-    admin.flushall();
-    for (long i = 0; i < n; ++i) {
-      clock->advance(std::chrono::seconds(1));
-      sw.consume("u");
-    }
-    admin.reset_stats();
-    for (long i = 0; i < calls; ++i) {
-      clock->advance(std::chrono::seconds(1));
-      sw.consume("u");
-    }
-    const CmdStat st = admin.script_stats();
-    const double per = static_cast<double>(st.usec) / static_cast<double>(calls);
-    Json()
-        .str("suite", "buckets")
-        .integer("buckets", n)
-        .integer("calls", calls)
-        .num("usec_per_call", per)
-        .integer("bytes", admin.memory_usage(sw.key_for("u")))
-        .emit();
-    progress("buckets {}: {:.2f} us/call", n, per);
-  }
-  admin.flushall();
-}
-
-// ---------------------------------------------------------------------------------------------
 // Leases (issue 14): one hot subject of a fixed window (limit far above what is offered, so every
 // request is admitted), two threads for a fixed time, per request against redlimit::Leases:
 // decisions a second and Redis CPU per decision (INFO commandstats over the decisions made).

@@ -192,7 +192,12 @@ A sliding window (and each limit of a policy) keeps a counter per bucket, and ea
 and sums all of its buckets (`HGETALL`; docs/algorithms.md). One subject of a window of n seconds in
 buckets of a second, every bucket filled (n decisions a second apart on a clock the benchmark moves),
 then each decision a second after the last: Redis CPU per decision from `INFO commandstats`, and
-that divided by the buckets. 10,000 is the most a window may have. {once}
+that divided by the buckets. 10,000 is the most a window may have (and a policy's limits together).
+Then, on the same buckets, rejections (the same window under a limit of n, which its full buckets
+have reached), and one `consume_many` of 64 subjects whose buckets are all filled: the script calls
+it took (each carries as many requests as read 10,016 buckets together,
+`DecisionPath::kMostBucketsPerCall`) and the longest of them by `SLOWLOG`, during which Redis
+serves no other client. {once}
 
 {buckets}
 

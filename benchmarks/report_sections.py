@@ -173,12 +173,15 @@ def largest_table(res):
 
 def buckets_table(res):
     """The table "Buckets": a sliding window's Redis CPU per decision by its number of buckets."""
-    bk = ["| buckets (window / precision) | Redis CPU per decision (us) | per bucket (us) | key size (B) |",
-          "|---:|---:|---:|---:|"]
+    bk = ["| buckets (window / precision) | Redis CPU per decision (us) | per bucket (us) | key size (B) "
+          "| per rejection (us) | consume_many of 64: script calls, the longest (us) |",
+          "|---:|---:|---:|---:|---:|---:|"]
     for r in res.select(suite="buckets"):
         per = r["usec_per_call"] / r["buckets"]
-        bk.append("| {:,} | {} | {} | {} |".format(r["buckets"], fmt_us(r["usec_per_call"]), fmt_us(per),
-                                                  r.get("bytes", "-")))
+        rejection = fmt_us(r["usec_per_rejection"]) if "usec_per_rejection" in r else "-"
+        batch = "{}, {:,}".format(r["batch_script_calls"], r["batch_slowest_usec"]) if "batch_script_calls" in r else "-"
+        bk.append("| {:,} | {} | {} | {} | {} | {} |".format(r["buckets"], fmt_us(r["usec_per_call"]), fmt_us(per),
+                                                            r.get("bytes", "-"), rejection, batch))
     return "\n".join(bk) if len(bk) > 2 else "(not measured in this run)"
 
 
