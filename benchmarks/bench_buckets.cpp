@@ -29,6 +29,26 @@ Slowest slowest_script_call(Admin& admin) {
   return out;
 }
 
+// One consume_many of `subjects` subjects, each holding a copy of `sw`'s subject "u": the script
+// calls it took and the longest, by SLOWLOG.
+Slowest copies_in_one_batch(const redlimit::Strategy& sw, Admin& admin, redlimit::ManualClock& clock, int subjects) {
+  std::vector<std::string> names{"u"};
+  for (int i = 1; i < subjects; ++i) {
+    names.push_back("c" + std::to_string(i));
+    admin.cmd({"COPY", sw.key_for("u"), sw.key_for(names.back())});
+  }
+  std::vector<redlimit::Request> batch;
+  for (const auto& s : names) batch.push_back({s, 1});
+  admin.cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+  admin.cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
+  admin.cmd({"SLOWLOG", "RESET"});
+  clock.advance(std::chrono::microseconds(1));
+  sw.consume_many(batch);
+  const Slowest sl = slowest_script_call(admin);
+  admin.cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+  return sl;
+}
+
 }  // namespace
 
 // One subject of a window of n seconds in buckets of a second, on a clock the suite moves: n
@@ -72,20 +92,8 @@ void suite_buckets(const Config& c, Admin& admin) {
     }
     const CmdStat rst = admin.script_stats();
 
-    std::vector<std::string> subjects{"u"};
-    for (int i = 1; i < 64; ++i) {
-      subjects.push_back("c" + std::to_string(i));
-      admin.cmd({"COPY", sw.key_for("u"), sw.key_for(subjects.back())});
-    }
-    std::vector<redlimit::Request> batch;
-    for (const auto& s : subjects) batch.push_back({s, 1});
-    admin.cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-    admin.cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
-    admin.cmd({"SLOWLOG", "RESET"});
-    clock->advance(std::chrono::microseconds(1));
-    sw.consume_many(batch);
-    const Slowest sl = slowest_script_call(admin);
-    admin.cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    constexpr int kBatch = 64;
+    const Slowest sl = copies_in_one_batch(sw, admin, *clock, kBatch);
 
     Json()
         .str("suite", "buckets")
@@ -95,15 +103,14 @@ void suite_buckets(const Config& c, Admin& admin) {
         .integer("bytes", admin.memory_usage(sw.key_for("u")))
         .integer("rejected", rejected)
         .num("usec_per_rejection", static_cast<double>(rst.usec) / static_cast<double>(calls))
-        .integer("batch_subjects", static_cast<long long>(batch.size()))
+        .integer("batch_subjects", kBatch)
         .integer("batch_script_calls", sl.calls)
         .integer("batch_slowest_usec", sl.usec)
         .emit();
     progress(
         "buckets {}: {:.2f} us/call, {:.2f} us/rejection ({} of {} rejected); consume_many of {}: {} script "
         "calls, the longest {} us",
-        n, per, static_cast<double>(rst.usec) / static_cast<double>(calls), rejected, calls, batch.size(), sl.calls,
-        sl.usec);
+        n, per, static_cast<double>(rst.usec) / static_cast<double>(calls), rejected, calls, kBatch, sl.calls, sl.usec);
   }
   admin.flushall();
 }
