@@ -123,11 +123,15 @@ class SyncLaneTest : public ::testing::Test {
     thrown = 0;
     o.metrics = events;
     rl = std::make_unique<redlimit::RateLimiter>(gate, o);
+    fixed.reset();
+    sliding.reset();
     if (buckets == 0) {
-      fw = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
+      fixed = std::make_unique<redlimit::FixedWindow>(rl->fixed_window("gate", redlimit::Limit::per_hour(100)));
+      fw = fixed.get();
     } else {
-      fw = std::make_unique<redlimit::SlidingWindow>(
+      sliding = std::make_unique<redlimit::SlidingWindow>(
           rl->sliding_window("gate", redlimit::Limit(100, std::chrono::seconds(buckets)), std::chrono::seconds(1)));
+      fw = sliding.get();
     }
   }
 
@@ -176,7 +180,11 @@ class SyncLaneTest : public ::testing::Test {
   std::shared_ptr<Events> events;
   std::atomic<int> thrown{0};  // consume() calls that ended in a ReplyError
   std::unique_ptr<redlimit::RateLimiter> rl;
-  std::unique_ptr<redlimit::Strategy> fw;  // one strategy object: its copies share its lane
+  // One strategy object (its copies share its lane): `fixed` or `sliding`, each deleted as what it
+  // is (Strategy's destructor is not virtual).
+  std::unique_ptr<redlimit::FixedWindow> fixed;
+  std::unique_ptr<redlimit::SlidingWindow> sliding;
+  const redlimit::Strategy* fw = nullptr;
 };
 
 TEST_F(SyncLaneTest, CallsMadeWhileTwoAreOnTheirWayGoTogetherInOrderAtTheTimeTheyAreSent) {
