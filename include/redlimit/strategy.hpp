@@ -39,6 +39,17 @@ struct Request {
 
 class Strategy {
  public:
+  // A strategy may be held and deleted through a Strategy pointer (a container of a service's
+  // limiters, each of its own kind: std::unique_ptr<Strategy>): the derived handles hold more than
+  // this one (FixedWindow its Limit), which only a virtual destructor frees. It costs a pointer a
+  // handle and nothing a decision. Copies and moves stay as they were (a declared destructor would
+  // otherwise turn every move into a copy).
+  virtual ~Strategy() = default;
+  Strategy(const Strategy&) = default;
+  Strategy(Strategy&&) noexcept = default;
+  Strategy& operator=(const Strategy&) = default;
+  Strategy& operator=(Strategy&&) noexcept = default;
+
   // Admits `cost` units for `subject` if they fit, and records them; a rejected request records
   // nothing. Throws InvalidArgument, before any I/O, for cost < 1, cost > the limit, or a subject
   // that is empty or over 1 KiB.
