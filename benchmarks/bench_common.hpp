@@ -369,13 +369,15 @@ inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coa
   return redlimit::RateLimiter::connect(url_of(c), o);
 }
 
-// The suites (bench_throughput.cpp, bench_suites.cpp, bench_buckets.cpp, bench_functions.cpp).
+// The suites (bench_throughput.cpp, bench_suites.cpp, bench_buckets.cpp, bench_heap.cpp,
+// bench_functions.cpp).
 void suite_throughput(const Config& c, Admin& admin, const std::string& suite = "throughput");
 void suite_raw(const Config& c, Admin& admin);
 void suite_memory(const Config& c, Admin& admin);
 void suite_growth(const Config& c, Admin& admin);
 void suite_largest(const Config& c, Admin& admin);
 void suite_buckets(const Config& c, Admin& admin);
+void suite_heap(const Config& c, Admin& admin);
 void suite_lease(const Config& c, Admin& admin);
 void suite_functions(const Config& c, Admin& admin);
 void suite_flood(const Config& c, Admin& admin);

@@ -2,7 +2,8 @@
 // and prints one JSON object a line on stdout; progress goes to stderr. Every loop is bounded both in
 // operations and in wall-clock time.
 //
-//   redlimit_bench --port P [--host H] [--suite all|throughput|raw|memory|growth|flood|largest|buckets|lease|functions]
+//   redlimit_bench --port P [--host H]
+//                  [--suite all|throughput|raw|memory|growth|flood|largest|buckets|heap|lease|functions]
 //                  [--seconds S] [--max-ops N] [--sizes 1,1000,100000,1000000]
 //                  [--growth-budget S] [--flood-limit L] [--strategies id,id,...] [--modes m,m,...]
 //   redlimit_bench --url redis-cluster://host:port[,host:port...] [--suite cluster|failover] [--seconds S] ...
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     if (all || c.suite == "growth") suite_growth(c, admin);
     if (all || c.suite == "largest") suite_largest(c, admin);
     if (all || c.suite == "buckets") suite_buckets(c, admin);
+    if (all || c.suite == "heap") suite_heap(c, admin);
     if (all || c.suite == "lease") suite_lease(c, admin);
     if (all || c.suite == "functions") suite_functions(c, admin);
   } catch (const std::exception& e) {

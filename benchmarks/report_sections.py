@@ -185,6 +185,17 @@ def buckets_table(res):
     return "\n".join(bk) if len(bk) > 2 else "(not measured in this run)"
 
 
+def heap_table(res):
+    """The table "The Lua heap": script time per decision on a fresh library and an aged one."""
+    ht = ["| strategy | fresh library (us) | after 16,000 bucket names (us) | ratio | Functions heap, fresh / aged |",
+          "|---|---:|---:|---:|---|"]
+    for r in res.select(suite="heap"):
+        ht.append("| {} | {} | {} | {:.2f}x | {:,} / {:,} B |".format(
+            r["strategy"].replace("_", " "), fmt_us(r["usec_fresh"]), fmt_us(r["usec_aged"]),
+            r["usec_aged"] / r["usec_fresh"] if r["usec_fresh"] > 0 else 0, r["heap_fresh"], r["heap_aged"]))
+    return "\n".join(ht) if len(ht) > 2 else "(not measured in this run)"
+
+
 def lease_table(res):
     """The table "Quota leases": per request against through redlimit::Leases."""
     ls = ["| decided | decisions/s | Redis CPU per decision (us) | ratio to per request |", "|---|---:|---:|---|"]

@@ -98,39 +98,52 @@ local function adopt(l, src)
 end
 
 -- A field's tag and bucket, parsed once: every subject's hash names the same buckets, so the names
--- of a few buckets a limit serve every call. Kept across calls (a function's load part), and
--- dropped whole past FIELDS_MOST names, so that it never grows with time: more than the 10,000
--- buckets of a window (MAX_BUCKETS), so that a window that holds them all is parsed once, not on
--- every call (dropped past 4096, such a window's decision cost Redis 9.8 ms, 3.6 ms now:
--- docs/performance.md, "Buckets"). nil, nil for a name that is not "<tag>:<bucket>" (a tag holds no
--- ':', format_duration).
-local field_tag, field_idx, fields_known, FIELDS_MOST = {}, {}, 0, 16384
+-- of a few buckets a limit serve every call. Kept across calls (a function's load part), for a
+-- bucket of this call's limits that is still in its window (a stale one, which the next admission
+-- deletes, or a limit's that left the policy, is parsed each time it is read), and dropped whole
+-- past `fields_most` names: the live buckets (n + 2 a limit: b - n .. b + 1) of every policy in
+-- `policies`, plus FIELDS_SPARE, for the buckets that left their window since they were kept. So a
+-- window that holds all of its buckets (up to 10,000, MAX_BUCKETS) is parsed once, not on every
+-- call (dropped past 4096 names, such a window's decision cost Redis 9.8 ms, 3.6 ms kept:
+-- docs/performance.md, "Buckets"), and the cache holds little more than the buckets in use. Every
+-- bucket interval names a new bucket: with a fixed bound of 16,384 names, a service's one-second
+-- buckets filled it in four and a half hours, and those 2.5 MB (names and both tables) in the
+-- Functions engine's Lua heap made every decision of every strategy cost Redis 1.6-2.6x what it did
+-- on a fresh library: Redis steps the collector over the whole heap (docs/algorithms.md, "The Lua
+-- heap"). nil, nil for a name that is not "<tag>:<bucket>" (a tag holds no ':', format_duration).
+local field_tag, field_idx, fields_known = {}, {}, 0
+local FIELDS_SPARE = 128
+local fields_most, live_buckets = FIELDS_SPARE, 0 -- live_buckets: of the policies in `policies`
 local function parse_field(f)
   local tag = field_tag[f]
   if tag then return tag, field_idx[f] end
   local t, idx = split_field(f)
   if not t then return nil, nil end
-  if fields_known >= FIELDS_MOST then field_tag, field_idx, fields_known = {}, {}, 0 end
-  field_tag[f], field_idx[f], fields_known = t, idx, fields_known + 1
+  local l = by_tag[t]
+  if l and idx >= l.oldest then
+    if fields_known >= fields_most then field_tag, field_idx, fields_known = {}, {}, 0 end
+    field_tag[f], field_idx[f], fields_known = t, idx, fields_known + 1
+  end
   return t, idx
 end
 
 -- A count's text and number, remembered both ways: tonumber() runs the C library's strtod and
 -- fmt() its printf, about a microsecond of Redis's time between them for every field read and
 -- written, where a table lookup is a twentieth of that; counts are small integers that many subjects
--- and buckets share. Kept across calls, and dropped whole past 4096 of each.
-local count_of, text_of, counts_known, texts_known = {}, {}, 0, 0
+-- and buckets share. Kept across calls, and dropped whole past COUNTS_MOST of each: enough for
+-- the counts a busy limit's buckets share, few enough to keep the Lua heap small (above).
+local count_of, text_of, counts_known, texts_known, COUNTS_MOST = {}, {}, 0, 0, 1024
 local function parse_count(text)
   local c = tonumber(text)
   if not c then return nil end
-  if counts_known >= 4096 then count_of, counts_known = {}, 0 end
+  if counts_known >= COUNTS_MOST then count_of, counts_known = {}, 0 end
   count_of[text], counts_known = c, counts_known + 1
   return c
 end
 local function count_text(c)
   local text = text_of[c]
   if text then return text end
-  if texts_known >= 4096 then text_of, texts_known = {}, 0 end
+  if texts_known >= COUNTS_MOST then text_of, texts_known = {}, 0 end
   text = fmt(c)
   text_of[c], texts_known = text, texts_known + 1
   return text
@@ -293,8 +306,10 @@ if params ~= params_arg then
     end
     -- width: see above; a policy of one limit is a sliding window, whose integer is the epilogue's
     built = {list, tags, #list == 1 and 5 or 6 + 2 * #list, least, at, #list > 1 and radix < TWO53}
-    if policies_n == POLICIES_MAX then policies, policies_n = {}, 0 end
+    if policies_n == POLICIES_MAX then policies, policies_n, live_buckets = {}, 0, 0 end
     policies[params], policies_n = built, policies_n + 1
+    for i = 1, #list do live_buckets = live_buckets + list[i].n + 2 end
+    fields_most = live_buckets + FIELDS_SPARE -- (parse_field)
   end
   limits, by_tag, width, most_cost, least_at, radix_fits = built[1], built[2], built[3], built[4], built[5], built[6]
   params_arg = params

@@ -251,6 +251,10 @@ step "Buckets: a sliding window's Redis CPU per decision by window / precision (
 "${BENCH[@]}" --suite buckets >>"$RESULTS" || failed "redlimit_bench --suite buckets"
 rcli FLUSHALL >/dev/null
 
+step "The Lua heap: script time per decision on a fresh library and after 16,000 bucket names"
+"${BENCH[@]}" --suite heap >>"$RESULTS" || failed "redlimit_bench --suite heap"
+rcli FLUSHALL >/dev/null
+
 step "Leases: one hot subject, two threads, per request against redlimit::Leases"
 "${BENCH[@]}" --suite lease >>"$RESULTS" || failed "redlimit_bench --suite lease"
 rcli FLUSHALL >/dev/null
