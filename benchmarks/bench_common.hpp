@@ -225,16 +225,25 @@ class Admin {
   long long used_memory() {
     long long total = 0;
     for (std::size_t n = 0; n < nodes_.size(); ++n) {
-      std::istringstream in(cmd_on(n, {"INFO", "memory"}).str);
-      std::string line;
-      long long used = -1, clients = 0;
-      while (std::getline(in, line)) {
-        if (line.rfind("used_memory:", 0) == 0) used = std::atoll(line.c_str() + 12);
-        if (line.rfind("mem_clients_normal:", 0) == 0) clients = std::atoll(line.c_str() + 19);
-      }
-      total += used - clients;
+      const std::string info = cmd_on(n, {"INFO", "memory"}).str;
+      total += info_integer(info, "used_memory", -1) - info_integer(info, "mem_clients_normal", 0);
     }
     return total;
+  }
+
+  // The first node's used_memory_vm_functions: the Functions engine's Lua heap, in bytes (0 when
+  // the server has no such field: one older than 7.0 runs EVALSHA, whose scripts keep nothing
+  // across calls).
+  long long functions_heap() { return info_integer(cmd({"INFO", "memory"}).str, "used_memory_vm_functions", 0); }
+
+  // The integer of `field` in an INFO reply's text ("field:value" lines), or `missing`.
+  static long long info_integer(const std::string& info, const std::string& field, long long missing) {
+    std::istringstream in(info);
+    const std::string prefix = field + ":";
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(prefix, 0) == 0) return std::atoll(line.c_str() + prefix.size());
+    }
+    return missing;
   }
 
   // CPU seconds Redis's main thread has used (user + system): unlike commandstats' wall-clock usec

@@ -13,19 +13,6 @@ namespace redlimit_bench {
 
 namespace {
 
-// INFO memory's used_memory_vm_functions: the Functions engine's Lua heap, in bytes (0 when the
-// server has no such field: a server older than 7.0 runs EVALSHA, whose scripts keep nothing
-// across calls).
-long long functions_heap(Admin& admin) {
-  std::istringstream in(admin.cmd({"INFO", "memory"}).str);
-  std::string line;
-  const std::string field = "used_memory_vm_functions:";
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::atoll(line.c_str() + field.size());
-  }
-  return 0;
-}
-
 // Redis's script time per decision (INFO commandstats) of `calls` single consumes cycling over
 // 2,000 subjects, 50 us apart on `clock`: the best of `reps` runs.
 double script_usec(const redlimit::Strategy& s, Admin& admin, redlimit::ManualClock& clock, long calls, int reps) {
@@ -73,7 +60,7 @@ void suite_heap(const Config& c, Admin& admin) {
       const double us = script_usec(*specs[k].make(limiter, "heap." + specs[k].id), admin, *clock, calls, 2);
       if (first || us < best[k]) best[k] = us;
     }
-    return functions_heap(admin);
+    return admin.functions_heap();
   };
   for (int round = 0; round < 2; ++round) {
     admin.cmd({"FUNCTION", "FLUSH"});
