@@ -101,10 +101,10 @@ end
 -- of a few buckets a limit serve every call. Kept across calls (a function's load part), for a
 -- bucket of this call's limits that is still in its window (a stale one, which the next admission
 -- deletes, or a limit's that left the policy, is parsed each time it is read), and dropped whole
--- past `fields_most` names: the live buckets (n + 2 a limit: b - n .. b + 1) of every policy in
--- `policies`, plus FIELDS_SPARE, for the buckets that left their window since they were kept. So a
--- window that holds all of its buckets (up to 10,000, MAX_BUCKETS) is parsed once, not on every
--- call (dropped past 4096 names, such a window's decision cost Redis 9.8 ms, 3.6 ms kept:
+-- past `live_buckets` + FIELDS_SPARE names: the live buckets (n + 2 a limit: b - n .. b + 1) of
+-- every policy in `policies`, and FIELDS_SPARE more, for the buckets that left their window since
+-- they were kept. So a window that holds all of its buckets (up to 10,000, MAX_BUCKETS) is parsed
+-- once, not on every call (dropped past 4096 names, such a window's decision cost Redis 9.8 ms, 3.6 ms kept:
 -- docs/performance.md, "Buckets"), and the cache holds little more than the buckets in use. Every
 -- bucket interval names a new bucket: with a fixed bound of 16,384 names, a service's one-second
 -- buckets filled it in four and a half hours, and those 2.5 MB (names and both tables) in the
@@ -113,7 +113,7 @@ end
 -- heap"). nil, nil for a name that is not "<tag>:<bucket>" (a tag holds no ':', format_duration).
 local field_tag, field_idx, fields_known = {}, {}, 0
 local FIELDS_SPARE = 128
-local fields_most, live_buckets = FIELDS_SPARE, 0 -- live_buckets: of the policies in `policies`
+local live_buckets = 0 -- of the policies in `policies` (set with them, below)
 local function parse_field(f)
   local tag = field_tag[f]
   if tag then return tag, field_idx[f] end
@@ -121,7 +121,7 @@ local function parse_field(f)
   if not t then return nil, nil end
   local l = by_tag[t]
   if l and idx >= l.oldest then
-    if fields_known >= fields_most then field_tag, field_idx, fields_known = {}, {}, 0 end
+    if fields_known >= live_buckets + FIELDS_SPARE then field_tag, field_idx, fields_known = {}, {}, 0 end
     field_tag[f], field_idx[f], fields_known = t, idx, fields_known + 1
   end
   return t, idx
@@ -308,8 +308,7 @@ if params ~= params_arg then
     built = {list, tags, #list == 1 and 5 or 6 + 2 * #list, least, at, #list > 1 and radix < TWO53}
     if policies_n == POLICIES_MAX then policies, policies_n, live_buckets = {}, 0, 0 end
     policies[params], policies_n = built, policies_n + 1
-    for i = 1, #list do live_buckets = live_buckets + list[i].n + 2 end
-    fields_most = live_buckets + FIELDS_SPARE -- (parse_field)
+    for i = 1, #list do live_buckets = live_buckets + list[i].n + 2 end -- (parse_field)
   end
   limits, by_tag, width, most_cost, least_at, radix_fits = built[1], built[2], built[3], built[4], built[5], built[6]
   params_arg = params
