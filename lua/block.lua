@@ -33,11 +33,11 @@
 -- type is made the hash: a 0.3 packed state's count and block kept (fixed_window.lua), anything
 -- else dropped, with the key's TTL for the count (a block sets its own below).
 local function window_hash(key)
-  local h = redis.pcall('HGETALL', key)
+  local h = rpcall('HGETALL', key)
   if h.err then
-    local v = redis.pcall('GET', key)
-    local pttl = redis.call('PTTL', key)
-    redis.call('DEL', key)
+    local v = rpcall('GET', key)
+    local pttl = rcall('PTTL', key)
+    rcall('DEL', key)
     h = {}
     if type_(v) == 'string' then
       local state, b = split_block(v)
@@ -48,8 +48,8 @@ local function window_hash(key)
       if b then h[#h + 1], h[#h + 2] = BLOCK_FIELD, fmt(b) end
     end
     if #h > 0 then
-      redis.call('HSET', key, unpack(h))
-      redis.call('PEXPIRE', key, pttl > 0 and pttl or 1)
+      rcall('HSET', key, unpack(h))
+      rcall('PEXPIRE', key, pttl > 0 and pttl or 1)
     end
   end
   local lives = 0
@@ -64,7 +64,7 @@ end
 local function shift_counts(key, h, by, below_zero)
   for i = 1, #h, 2 do
     local c = tonumber(h[i + 1])
-    if h[i] ~= BLOCK_FIELD and c and (c < 0) == below_zero then redis.call('HINCRBY', key, h[i], by) end
+    if h[i] ~= BLOCK_FIELD and c and (c < 0) == below_zero then rcall('HINCRBY', key, h[i], by) end
   end
 end
 
@@ -74,7 +74,7 @@ if #KEYS ~= 2 or KEYS[1] == KEYS[2] then -- a raw call's: with one key, the stat
 end
 local p = words(params) -- helpers.lua; split as the memory twin splits them
 local duration, kind = param(p, 1, 0, MAX_WINDOW, 'duration'), p[2] -- as the client sends it (helpers.lua)
-local marker = tonumber(redis.pcall('GET', KEYS[2]))
+local marker = tonumber(rpcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
 local foreign, lives = false, nil -- a hash's key holds another type; its state's life (below)
 local counts -- a fixed window's hash, as window_hash reads it
@@ -84,14 +84,14 @@ if kind == '3' then
     if counts[i] == BLOCK_FIELD then held = tonumber(counts[i + 1]) end
   end
 elseif kind == '1' then
-  state = redis.call('MGET', KEYS[1])[1]
+  state = rcall('MGET', KEYS[1])[1]
   if state then state, held = split_block(state) end
 elseif kind == '2' then
   -- The hash read whole: its block, and the time its own state stops mattering, `lives`: when its
   -- newest bucket stops weighing anything, (bucket + n + 1) * P with n = window / P (policy.lua,
   -- conclude), the latest over its fields. A field no client wrote (a life past the longest
   -- block and window, 20 years on) is ignored, as a decision ignores it.
-  local h = redis.pcall('HGETALL', KEYS[1])
+  local h = rpcall('HGETALL', KEYS[1])
   if h.err then foreign = true else lives = 0 end
   for i = 1, lives and #h or 0, 2 do
     local f = h[i]
@@ -112,12 +112,12 @@ if duration == 0 then
   -- Lifted: the marker deleted; a string state's block cut off, its own bytes kept with the key's
   -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
   -- that ended and was not yet dropped by a write goes too.
-  if marker then redis.call('DEL', KEYS[2]) end
+  if marker then rcall('DEL', KEYS[2]) end
   if held and kind ~= '1' then
-    redis.call('HDEL', KEYS[1], BLOCK_FIELD) -- a hash left empty is deleted by Redis
+    rcall('HDEL', KEYS[1], BLOCK_FIELD) -- a hash left empty is deleted by Redis
     if kind == '3' then shift_counts(KEYS[1], counts, WINDOW_BLOCKED, true) end
   elseif held then
-    if state then redis.call('SET', KEYS[1], state, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
+    if state then rcall('SET', KEYS[1], state, 'KEEPTTL') else rcall('DEL', KEYS[1]) end
   end
   local was = (marker and marker > now) or (held and held > now)
   return {was and 1 or 0, 0, 0, 0, 0}
@@ -131,15 +131,15 @@ if kind == '1' then
     lives_until = max(lives_until, lease_end)
   elseif len then
     if not STATE_LEN[len] then state = nil end -- no state: dropped
-    local pttl = redis.call('PTTL', KEYS[1])
+    local pttl = rcall('PTTL', KEYS[1])
     if state and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
   end
-  redis.call('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
+  rcall('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
 elseif kind == '2' or kind == '3' then
-  if foreign then redis.call('DEL', KEYS[1]) end
+  if foreign then rcall('DEL', KEYS[1]) end
   if kind == '3' then shift_counts(KEYS[1], counts, -WINDOW_BLOCKED, false) end
-  redis.call('HSET', KEYS[1], BLOCK_FIELD, fmt(blocked_until))
-  redis.call('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))
+  rcall('HSET', KEYS[1], BLOCK_FIELD, fmt(blocked_until))
+  rcall('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))
 end
-redis.call('PSETEX', KEYS[2], ttl_text(ttl_ms(blocked_until - now)), fmt(blocked_until))
+rcall('PSETEX', KEYS[2], ttl_text(ttl_ms(blocked_until - now)), fmt(blocked_until))
 return {0, 0, blocked_until - now, blocked_until - now, 0}

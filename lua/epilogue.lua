@@ -110,7 +110,7 @@ end
 -- that ended) behind: such a value, and a delete, go through rare_write. A TTL of 0 is only ever
 -- returned for a key this call read or wrote, so no command creates a key without a TTL.
 local function rare_write(key, new)
-  if new then redis.call('SET', key, new, 'KEEPTTL') else redis.call('DEL', key) end
+  if new then rcall('SET', key, new, 'KEEPTTL') else rcall('DEL', key) end
 end
 
 -- The wait a block marker imposes now, or nil. A blocked subject is rejected until the block
@@ -164,7 +164,7 @@ if n == 1 then
   -- one write.
   local value, wait, blocked_until, len = nil, nil, nil, nil
   if state_is_string then
-    value = redis.pcall('GET', KEYS[1]) -- foreign keys: see above
+    value = rpcall('GET', KEYS[1]) -- foreign keys: see above
     len = value and #value
     in_place = true -- (helpers.lua)
     if len == 0 then -- pcall's error table (#: 0), or an empty string: no state either way
@@ -175,7 +175,7 @@ if n == 1 then
     end
   elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
     if KEYS[1] == KEYS[2] then error('redlimit: the state and the block marker are one key: ' .. KEYS[1], 0) end
-    local marker = redis.pcall('GET', KEYS[2]) -- foreign keys: an error table is no number
+    local marker = rpcall('GET', KEYS[2]) -- foreign keys: an error table is no number
     wait = marker and blocked(marker) -- false: no marker, and no call
   end
   if wait then
@@ -185,9 +185,9 @@ if n == 1 then
   if blocked_until and new ~= nil then new, ttl = keep_block(new, ttl, blocked_until) end
   -- The common writes without a call (rare_write, above; as in the batch loop below)
   if ttl == 0 and (len == #new or in_place) then
-    redis.call('SETRANGE', KEYS[1], '0', new)
+    rcall('SETRANGE', KEYS[1], '0', new)
   elseif new and ttl ~= 0 then -- a new state's write, or a new lease's
-    redis.call('PSETEX', KEYS[1], ttl_text(ttl), new)
+    rcall('PSETEX', KEYS[1], ttl_text(ttl), new)
   elseif new ~= nil then
     rare_write(KEYS[1], new)
   end
@@ -230,10 +230,10 @@ if n < 1 or n % 1 ~= 0 then
 end
 local got = {}
 if spread then
-  for i = 1, n do got[i] = redis.call('MGET', KEYS[stride * i])[1] end
+  for i = 1, n do got[i] = rcall('MGET', KEYS[stride * i])[1] end
 elseif state_is_string or reads_marker then
   for i = 1, n do got[i] = KEYS[stride * i] end
-  got = redis.call('MGET', unpack(got))
+  got = rcall('MGET', unpack(got))
 end
 local written = {}
 local distinct = mode == '4' -- no key repeats: no value this call wrote is read again (prologue.lua)
@@ -287,9 +287,9 @@ for i = 1, n do
         -- The common writes without a call (rare_write, above): a Lua call costs Redis about as
         -- much as the work around it here (helpers.lua, TWO52)
         if ttl == 0 and (len == #new or in_place) then
-          redis.call('SETRANGE', key, '0', new)
+          rcall('SETRANGE', key, '0', new)
         elseif new and ttl ~= 0 then
-          redis.call('PSETEX', key, ttl_text(ttl), new)
+          rcall('PSETEX', key, ttl_text(ttl), new)
         else
           rare_write(key, new)
         end

@@ -61,7 +61,7 @@ end
 -- A key of another type: a 0.3 (or earlier) packed string state is read as the hash it becomes
 -- (helpers.lua, split_block and unpack_window); anything else as no state.
 local function legacy(key)
-  local v = redis.pcall('GET', key)
+  local v = rpcall('GET', key)
   if type_(v) ~= 'string' then return nil, {} end
   local state, blocked_until = split_block(v)
   local s, c, w
@@ -77,7 +77,7 @@ end
 -- one count field (the current window's, or a later one's: see Time math), the block while it is
 -- in force, and a TTL to the end of both. Returns allowed, remaining, retry_after, reset_after.
 local function settle(key, cost, bumped)
-  local h = redis.pcall('HGETALL', key)
+  local h = rpcall('HGETALL', key)
   local foreign = h.err ~= nil -- another type: replaced by the hash on a write
   local blocked_until, counts
   if foreign then blocked_until, counts = legacy(key) else blocked_until, counts = fields_of(h) end
@@ -112,7 +112,7 @@ local function settle(key, cost, bumped)
     -- block while in force, nothing else.
     local name = home and home[4] -- nil for a 0.3 state's: its window's field is written anew
     if not name then name = start == current and field or window_field(start, window) end
-    if foreign then redis.call('DEL', key) end
+    if foreign then rcall('DEL', key) end
     local stale = {}
     for i = 1, #counts do
       local f = counts[i][4]
@@ -122,18 +122,18 @@ local function settle(key, cost, bumped)
     if blocked_until and not wait and not foreign then stale[#stale + 1] = BLOCK_FIELD end
     local counted_any = used > 0 or wait -- else the hash goes when it is left empty
     if not counted_any and not foreign and (home or bumped_here) then stale[#stale + 1] = name end
-    if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+    if #stale > 0 then rcall('HDEL', key, unpack(stale)) end
     local target = wait and used - WINDOW_BLOCKED or used
     if counted_any and not (home and home[4] == name and home[5] == target) then
-      redis.call('HSET', key, name, fmt(target))
+      rcall('HSET', key, name, fmt(target))
     end
-    if wait and foreign then redis.call('HSET', key, BLOCK_FIELD, fmt(blocked_until)) end
+    if wait and foreign then rcall('HSET', key, BLOCK_FIELD, fmt(blocked_until)) end
     -- The key's TTL already covers a count that was stored before this call (set with it: see the
     -- top; block.lua outlives its block), as every write of a window keeps it; a count this call
     -- starts (HINCRBY answered its cost), or moves, sets its own.
     local ttl_holds = home and not foreign and not (bumped_here and home[4] == field and home[3] == cost)
     if counted_any and not ttl_holds then
-      redis.call('PEXPIRE', key, ttl_text(ttl_ms(max(window_end, wait and blocked_until or 0) - now)))
+      rcall('PEXPIRE', key, ttl_text(ttl_ms(max(window_end, wait and blocked_until or 0) - now)))
     end
   end
   local remaining = limit - used
@@ -151,13 +151,13 @@ local function counted(key, cost, used)
     -- The window's first request on a new key: the TTL, and nothing more to look at.
     if used == cost and pexpire_nx(key, ttl_text(ttl_ms(window_end_now))) == 1 then
       if cost <= limit then return 1, limit - cost, 0, window_end_now end
-      redis.call('DEL', key) -- the key held this request alone
+      rcall('DEL', key) -- the key held this request alone
       return 0, limit, window_end_now, 0
     end
     return settle(key, cost, used)
   end
   if used <= limit then return 1, limit - used, 0, window_end_now end
-  redis.call('HINCRBY', key, field, -cost) -- not admitted: taken back
+  rcall('HINCRBY', key, field, -cost) -- not admitted: taken back
   return 0, max(0, limit - used + cost), window_end_now, window_end_now
 end
 
@@ -189,7 +189,7 @@ if n == 1 then
   local a, rem, retry, reset
   if record then
     -- counted()'s steady path inline: a Lua call costs Redis about as much as the work around it
-    local used = redis.pcall('HINCRBY', KEYS[1], field, cost1_arg)
+    local used = rpcall('HINCRBY', KEYS[1], field, cost1_arg)
     if type_(used) == 'number' and used > cost1 and used <= limit then
       -- (epilogue.lua, reply) both terms exact, so the sum rounds only at 2^53 or past it; (P +
       -- limit) - used could round past 2^53 and come back below it off by one
@@ -224,7 +224,7 @@ end
 -- was written, and the client sends its requests again slot by slot.
 if n == 0 then error('redlimit: fixed_window.lua takes 1 key a request, got none', 0) end -- a raw call's
 if spread then
-  for i = 1, n do redis.call('EXISTS', KEYS[i]) end
+  for i = 1, n do rcall('EXISTS', KEYS[i]) end
 end
 local first_cost = later_costs(ARGV, n, limit) -- false: every request costs cost1 (helpers.lua)
 -- A rejection changes no count, so the same request of the same subject gets the same answer until
@@ -240,7 +240,7 @@ for i = 1, n do
     a, rem, retry, reset = 0, rejected_rem, rejected_retry, rejected_reset
   else
     if record then
-      a, rem, retry, reset = counted(key, cost, redis.pcall('HINCRBY', key, field, cost == cost1 and cost1_arg or cost))
+      a, rem, retry, reset = counted(key, cost, rpcall('HINCRBY', key, field, cost == cost1 and cost1_arg or cost))
     else
       a, rem, retry, reset = settle(key, cost, nil)
     end

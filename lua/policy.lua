@@ -189,9 +189,9 @@ local blocked_until
 local function read(key, h)
   local stale, gone -- made when their first field turns up
   blocked_until = nil
-  h = h or redis.pcall('HGETALL', key) -- (given: a common path read it)
+  h = h or rpcall('HGETALL', key) -- (given: a common path read it)
   if h.err then -- a key of another type: no state (epilogue.lua, foreign keys)
-    if record or refund then redis.call('DEL', key) end
+    if record or refund then rcall('DEL', key) end
     h = {}
   end
   hash = h

@@ -36,7 +36,7 @@ if not fmod then bind_libraries() end -- helpers.lua
 -- now, mode, cost1, cost1_arg, params, record, refund: helpers.lua
 if ARGV[1] == 'redis' then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5: allow writes after TIME
-  local t = redis.call('TIME')
+  local t = rcall('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
   now = ARGV[1] + 0 -- Lua's coercion runs strtod once, where tonumber() runs it twice

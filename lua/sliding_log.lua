@@ -110,17 +110,17 @@ end
 local function at_rank(key, i, timed)
   local rank = (i == 0) and '0' or fmt(i)
   if not timed then
-    local c, k = parse(redis.call('ZRANGE', key, rank, rank)[1])
+    local c, k = parse(rcall('ZRANGE', key, rank, rank)[1])
     return c, k
   end
-  local e = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  local e = rcall('ZRANGE', key, rank, rank, 'WITHSCORES')
   local c, k = parse(e[1])
   return c, k, tonumber(e[2])
 end
 
 -- How many entries have left the window and are still in the set (the trim removes them later):
 -- the ranks below it are theirs.
-local function gone(key) return redis.call('ZCOUNT', key, '-inf', cutoff_text()) end
+local function gone(key) return rcall('ZCOUNT', key, '-inf', cutoff_text()) end
 
 -- The first live rank whose cum reaches `target` units past `base`, the cum before the oldest live
 -- entry (the newest's does): the ranks from gone() to the newest's. Cums are compared as their
@@ -129,7 +129,7 @@ local function gone(key) return redis.call('ZCOUNT', key, '-inf', cutoff_text())
 -- that when every cost is 1: then one probe confirms it. Otherwise a binary search.
 local function rank_reaching(key, target, base)
   local lo = gone(key)
-  local hi = min(redis.call('ZCARD', key) - 1, lo + target - 1)
+  local hi = min(rcall('ZCARD', key) - 1, lo + target - 1)
   if hi > lo and (at_rank(key, hi - 1) - base) % CUM_MOD >= target then
     hi = hi - 1
     while lo < hi do
@@ -145,7 +145,7 @@ end
 local function shorten(key, score, c, k, t, over)
   c = c - over
   if c < 0 then c = c + CUM_MOD end -- it had wrapped
-  redis.call('ZADD', key, score, member(c, k - over, t))
+  rcall('ZADD', key, score, member(c, k - over, t))
 end
 
 -- A refund of `left` of the `used` units in the window (base: the cum before its oldest live
@@ -158,21 +158,21 @@ local REFUND_POPS = 8
 local function give_back(key, left, used, base)
   local keep = used - left -- units past base that stay
   if keep == 0 then
-    redis.call('UNLINK', key)
+    rcall('UNLINK', key)
     return
   end
   for _ = 1, REFUND_POPS do
-    local e = redis.call('ZPOPMAX', key)
+    local e = rcall('ZPOPMAX', key)
     local c, k, t = parse(e[1])
     if k > left then return shorten(key, e[2], c, k, t, left) end
     left = left - k
     if left == 0 then return end
   end
   local r = fmt(rank_reaching(key, keep + 1, base))
-  local e = redis.call('ZRANGE', key, r, r, 'WITHSCORES')
+  local e = rcall('ZRANGE', key, r, r, 'WITHSCORES')
   local c, k, t = parse(e[1])
   local over = (c - base) % CUM_MOD - keep -- its units past the cut: 1 to k
-  redis.call('ZREMRANGEBYRANK', key, r, '-1')
+  rcall('ZREMRANGEBYRANK', key, r, '-1')
   if over < k then shorten(key, e[2], c, k, t, over) end
 end
 
@@ -180,7 +180,7 @@ end
 -- scores, go to redis.call() as text.
 local function trim(key)
   local n = gone(key)
-  if n > 0 then redis.call('ZREMRANGEBYRANK', key, '0', fmt(min(n, TRIM_MOST) - 1)) end
+  if n > 0 then rcall('ZREMRANGEBYRANK', key, '0', fmt(min(n, TRIM_MOST) - 1)) end
 end
 
 local function decide(key, cost)
@@ -191,10 +191,10 @@ local function decide(key, cost)
   -- Without its score when this call writes compact entries: the newest then carries its time,
   -- unless it is a text entry, whose score is asked for (ZSCORE) until a compact one follows it.
   local newest
-  if compact then newest = redis.pcall('ZRANGE', key, '-1', '-1')
-  else newest = redis.pcall('ZRANGE', key, '-1', '-1', 'WITHSCORES') end
+  if compact then newest = rpcall('ZRANGE', key, '-1', '-1')
+  else newest = rpcall('ZRANGE', key, '-1', '-1', 'WITHSCORES') end
   if newest.err then -- a key of another type: no state (epilogue.lua, foreign keys)
-    if record or refund then redis.call('DEL', key) end
+    if record or refund then rcall('DEL', key) end
     newest = {}
   end
   if newest[1] then
@@ -203,19 +203,19 @@ local function decide(key, cost)
       cum, _, newest_t = parse(newest[1], true) -- a text newest's cost is not wanted
       if cum and not newest_t then
         newest_text = true
-        newest_t = tonumber(redis.call('ZSCORE', key, newest[1]))
+        newest_t = tonumber(rcall('ZSCORE', key, newest[1]))
       end
     else
       cum = parse(newest[1], true)
       newest_t = tonumber(newest[2])
     end
     if not cum then -- a 0.2 log: restarted (UNLINK: a big one is freed off the main thread)
-      if record or refund then redis.call('UNLINK', key) end
+      if record or refund then rcall('UNLINK', key) end
     elseif newest_t <= cutoff then
-      if record or refund then redis.call('UNLINK', key) end -- every entry has left the window
+      if record or refund then rcall('UNLINK', key) end -- every entry has left the window
       cum = nil
     else
-      local c, k = parse(redis.call('ZRANGEBYSCORE', key, after_cutoff_text(), '+inf', 'LIMIT', '0', '1')[1])
+      local c, k = parse(rcall('ZRANGEBYSCORE', key, after_cutoff_text(), '+inf', 'LIMIT', '0', '1')[1])
       base = c - k
       used = (cum - base) % CUM_MOD
     end
@@ -245,7 +245,7 @@ local function decide(key, cost)
     cum = after
     newest_t = t
     -- The member built here rather than by member(): a Lua call less an admission.
-    redis.call('ZADD', key, t == now and now_text() or fmt(t),
+    rcall('ZADD', key, t == now and now_text() or fmt(t),
       compact and pack(COMPACT, cum, cost, t) or format(TEXT, cum, cost))
     used = used + cost
   end
@@ -261,12 +261,12 @@ local function decide(key, cost)
   end
   local reset_after = 0
   if used > 0 then
-    if refund then newest_t = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]) end
+    if refund then newest_t = tonumber(rcall('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]) end
     reset_after = newest_t + window - now
     if reset_after < 0 then reset_after = 0 end
     -- A refund too: shortening the only entry pops it (Redis deletes the emptied set) and adds it
     -- back, a new key without a TTL.
-    if (allowed and record and renew) or refund then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset_after))) end
+    if (allowed and record and renew) or refund then rcall('PEXPIRE', key, ttl_text(ttl_ms(reset_after))) end
   end
   local remaining = limit - used
   if remaining < 0 then remaining = 0 end

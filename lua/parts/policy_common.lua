@@ -27,7 +27,7 @@ local stale_names = {} -- the stale buckets a common path deletes, kept from cal
 -- decide what the loop would: nothing stale, the newest bucket b (so the TTL holds), and the same
 -- counts, or general() for a rejection.
 local function decide_window(key, cost)
-  local h = redis.pcall('HGETALL', key)
+  local h = rpcall('HGETALL', key)
   local l = limits[1]
   local len, c, o = #h, nil, nil -- (an error table's # is 0: epilogue.lua, foreign keys)
   if len == 2 then
@@ -55,7 +55,7 @@ local function decide_window(key, cost)
     if used and used + cost <= l.limit then
       if record then
         local n = c + cost
-        redis.call('HSET', key, l.field, text_of[n] or count_text(n))
+        rcall('HSET', key, l.field, text_of[n] or count_text(n))
         used = used + cost
       end
       local rem = l.limit - used
@@ -98,8 +98,8 @@ local function decide_window(key, cost)
   local last = newest -- the newest bucket once written: the key's end (conclude)
   if record then
     local c = cur + cost
-    redis.call('HSET', key, l.field, text_of[c] or count_text(c))
-    if ns > 0 then redis.call('HDEL', key, unpack(stale_names, 1, ns)) end
+    rcall('HSET', key, l.field, text_of[c] or count_text(c))
+    if ns > 0 then rcall('HDEL', key, unpack(stale_names, 1, ns)) end
     used = used + cost
     if not last or b > last then last = b end
   end
@@ -109,7 +109,7 @@ local function decide_window(key, cost)
     if reset < 0 then reset = 0 end
   end
   if record and reset > 0 and not (newest and newest >= b) then
-    redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset))) -- (conclude: the TTL holds otherwise)
+    rcall('PEXPIRE', key, ttl_text(ttl_ms(reset))) -- (conclude: the TTL holds otherwise)
   end
   local rem = l.limit - used
   if rem < 0 then rem = 0 end
@@ -145,14 +145,14 @@ local function fresh(key, cost)
     end
     if own_reset > reset then reset = own_reset end
   end
-  redis.call('HSET', key, unpack(fields, 1, 2 * m))
-  redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
+  rcall('HSET', key, unpack(fields, 1, 2 * m))
+  rcall('PEXPIRE', key, ttl_text(ttl_ms(reset)))
   return 1, most_cost - cost, 0, reset, 0, least_at, nil, nil, each, packed
 end
 
 -- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
 local function decide_policy(key, cost)
-  local h = redis.pcall('HGETALL', key)
+  local h = rpcall('HGETALL', key)
   if h.err then return general(key, cost, h) end
   if #h == 0 then return fresh(key, cost) end
   local m = #limits
@@ -228,9 +228,9 @@ local function decide_policy(key, cost)
     if not remaining or rem < remaining then remaining, decider = rem, i end
   end
   if record then
-    redis.call('HSET', key, unpack(fields, 1, 2 * m))
-    if ns > 0 then redis.call('HDEL', key, unpack(stale_names, 1, ns)) end
-    if reset > 0 and not (held and held >= now + reset) then redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset))) end
+    rcall('HSET', key, unpack(fields, 1, 2 * m))
+    if ns > 0 then rcall('HDEL', key, unpack(stale_names, 1, ns)) end
+    if reset > 0 and not (held and held >= now + reset) then rcall('PEXPIRE', key, ttl_text(ttl_ms(reset))) end
   end
   return 1, remaining, 0, reset, 0, decider, nil, nil, each, packed
 end

@@ -8,7 +8,7 @@
 -- Adopted counts become the limit's own fields before the limit's first write.
 local function own(key, l)
   if not l.adopted then return end
-  for i, c in pairs(l.counts) do redis.call('HINCRBY', key, l.tag .. ':' .. fmt(i), fmt(c)) end
+  for i, c in pairs(l.counts) do rcall('HINCRBY', key, l.tag .. ':' .. fmt(i), fmt(c)) end
   l.adopted = false
 end
 
@@ -26,9 +26,9 @@ local function give_back(key, cost)
       if idx == l.oldest then l.old = l.old - take else l.full = l.full - take end
       counts[idx] = c - take
       if c == take then
-        redis.call('HDEL', key, l.tag .. ':' .. fmt(idx))
+        rcall('HDEL', key, l.tag .. ':' .. fmt(idx))
       else
-        redis.call('HINCRBY', key, l.tag .. ':' .. fmt(idx), fmt(-take))
+        rcall('HINCRBY', key, l.tag .. ':' .. fmt(idx), fmt(-take))
       end
       left = left - take
     end
@@ -56,13 +56,13 @@ local function take(key, cost, stale)
     if not newest or b > newest then l.newest = b end
   end
   if #limits == 1 then
-    redis.call('HSET', key, fields[1], fields[2]) -- a sliding window: no unpack()
+    rcall('HSET', key, fields[1], fields[2]) -- a sliding window: no unpack()
   else
-    redis.call('HSET', key, unpack(fields, 1, 2 * #limits))
+    rcall('HSET', key, unpack(fields, 1, 2 * #limits))
   end
   if not stale then return end
   for i = 1, #stale, 1000 do -- unpack() has a stack limit: delete in slices
-    redis.call('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
+    rcall('HDEL', key, unpack(stale, i, min(i + 999, #stale)))
   end
 end
 
@@ -149,14 +149,14 @@ local function conclude(key, cost, allowed, held, renew)
   if renew and reset > 0 then
     local life = reset
     if blocked_until and blocked_until - now > life then life = blocked_until - now end -- a block's too
-    redis.call('PEXPIRE', key, ttl_text(ttl_ms(life)))
+    rcall('PEXPIRE', key, ttl_text(ttl_ms(life)))
   elseif allowed and record and reset > 0 and not (held and held >= now + reset) then
     -- Bucket `newest` stops weighing anything at (newest + n + 1) * P: when every limit's has, the
     -- hash is all stale, at now + reset. Unless that moved past `held` (general()), the write that
     -- last moved it set the TTL this one would (a refund never lengthens it): setting it again cost
     -- Redis 1.4 us of a sliding window's 8.8 a call (measured on 7.0), and a policy's second-long
     -- limit, turning over under its hour-long one, would set it on most decisions.
-    redis.call('PEXPIRE', key, ttl_text(ttl_ms(reset)))
+    rcall('PEXPIRE', key, ttl_text(ttl_ms(reset)))
   end
   return allowed and 1 or 0, remaining, retry, reset, 0, decider, nil, nil, each, packed
 end
