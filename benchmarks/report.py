@@ -326,27 +326,31 @@ limits' remaining as the digits of a mixed radix, whose resets the client works 
 sent (docs/algorithms.md, the reply): the 3-limit policy (`policy3 seq`) 80,633-81,195 instructions
 a decision before, 73,709-73,912 after; 58,737-58,795 and 51,594-51,700 for new subjects.
 
-Where a token bucket's single decision goes, in the same figure (`peer,floor,packed,token_bucket seq`,
-Redis 7.0.15): the peer 29,365, the floor 17,380, `packed` 22,257, the token bucket 37,460 (1.28x the
-peer). `packed` less the floor is the struct library's work: about 650 instructions for each of the
-state's five fields (unpacked and packed again) and about 3,000 for the two calls and the new
-string (`packed` with a 2-field layout: 20,310). Of the 15,200 above `packed`, the Lua VM runs 224 of
-the script's own instructions at about 42 x86 instructions each (counted by a hook, on a stand-in
-that runs the built library under lua5.1), and Redis's garbage collector takes a share that grows
-with the library's size: the Functions engine's Lua heap holds every strategy's code (237 KB with
-redlimit's library loaded, against 34 KB with none: `used_memory_vm_functions`), and Redis steps its
-collector by a fixed amount every 50 calls, as much of it as a heap that size asks for. `packed` run
-in an engine that also holds redlimit's library costs 24,972 instead of 22,257: 3,051 instructions a
-decision in `lua_gc` against 1,864, and 2,569 against 1,724 in the collector's steps that
-allocations trigger (counted inside `lua_pushlstring`). What would bring the buckets to the peer:
-a state of fewer fields and fewer Lua operations (GCRA's one theoretical arrival time), and a
-smaller heap in the engine (a library per strategy, loaded for the strategies a service uses).
-Since then a write within the bucket's lease packs the state's first 20 bytes alone (`at, whole,
-frac`, laid over the key by `SETRANGE`), the lease's test runs inside decide() rather than in a call
-(lua/parts/bucket_write.lua), and a new state's `PSETEX` and its TTL take no Lua call of their own:
-the token bucket 37,739 to 37,226 instructions a decision (`token_bucket,leaky_bucket seq`), the
-leaky bucket 38,303 to 37,724; a new subject's (`INSTR_SUBJECTS=20000`) 40,790 to 40,157 and 41,307
-to 40,613; in `consume_many` 128, 24,302 to 23,582 and 24,616 to 23,882.
+Where a decision's instructions go: `INSTR_ANATOMY=1` splits each row of `scripts/instructions.sh`
+(`scripts/lib/anatomy.py` reads the same callgrind dumps). On Redis 7.0.15
+(`peer,fixed_window,token_bucket,policy3 seq`), a decision of the peer / the fixed window / the
+token bucket / the policy of 3 limits cost 29,236 / 22,287 / 36,691 / 75,743: the KEYS and ARGV
+tables Redis builds for the call 3,536 / 6,743 / 5,882 / 6,268 (three arguments each, but the
+peer's are small integers Lua already holds, where a decision's time is a new 16-digit string);
+the commands 14,472 for three / 5,403 for one / 9,838 for two / 23,169 for two (of which their
+replies turned into Lua values 584 / 175 / 1,181 / 8,989: the policy's `HGETALL` of its buckets);
+C library calls (struct, string) 100 / 344 / 3,280 / 671; the Lua VM 3,150 / 5,550 / 13,498 /
+41,366; the reply 4,063 (a table of two) / 604 / 560 / 583 (one integer); Redis's collector step
+every 50 calls about 2,000 each; the rest of FCALL about 1,700 each. Within those, collector steps
+that allocations trigger: none for the peer, 2,518 / 2,776 / 2,768 for redlimit's. Redis's
+explicit step finishes a cycle over the peer's small heap (34 KB) and leaves nothing to pay, but not
+over a heap that holds redlimit's library (0.24 MB, the code of every strategy). So the token
+bucket's gap to the peer (1.25x) is its own arithmetic, exact for any rate in whole ticks (the VM
+and struct: 16,778 against 3,250), and the heap; its commands and reply cost less than the peer's.
+A library of the token bucket alone (81 KB) measured 35,470 against 36,700 in one run: a library
+per strategy, loaded for the strategies a service uses, would take about 1,200 off each decision.
+The policy's gap is its Lua: three limits' buckets parsed, weighted and summed on every decision,
+which a running sum per limit would make independent of the buckets. Earlier steps in the same
+figure: a write within the bucket's lease packs the state's first 20 bytes alone (`at, whole,
+frac`, laid over the key by `SETRANGE`) and the lease's test runs inside decide()
+(lua/parts/bucket_write.lua), the token bucket 37,739 to 37,226 and the leaky bucket 38,303 to
+37,724; redis.call and redis.pcall called through locals (lua/helpers.lua, bind_libraries), the
+token bucket 37,078 to 36,347 and the policy 75,181 to 73,996.
 """
 
 

@@ -47,6 +47,11 @@
 # out), its subjects written beforehand with the same buckets. Its figure against policy_live's
 # weighs that redesign:
 #   INSTR_LIVE=0 scripts/instructions.sh build-bench/benchmarks/redlimit_bench policy_live,packed_policy seq
+# INSTR_ANATOMY=1 adds, under each strategy's row, where its instructions go (scripts/lib/anatomy.py):
+# the KEYS and ARGV tables Redis builds for the call, the script (its commands, each split into the
+# command itself, its reply turned into Lua values and the rest of the call; the C library calls;
+# the Lua VM), the reply, and the garbage collector:
+#   INSTR_ANATOMY=1 scripts/instructions.sh build-bench/benchmarks/redlimit_bench peer,token_bucket,policy3 seq
 # Under valgrind Redis runs ~40x slower, so the bench cycles over 200 subjects (--subjects) rather
 # than 10,000: each subject then sees about as many milliseconds between its requests as in a
 # normal run, and takes the same paths (a bucket keeps its lease, a window its TTL). INSTR_SUBJECTS
@@ -229,5 +234,10 @@ if ops == 0 or ir <= 0:
     sys.exit(f"instructions.sh: {strategy} {mode}: nothing measured")
 print(f"{strategy:20} {mode:10} {ops:7d} decisions  {ir / ops:9.0f} instructions a decision in FCALL")
 PY
+  if [[ -n "${INSTR_ANATOMY:-}" ]]; then # (see above)
+    ops=$(python3 -c 'import json, sys; print(sum(json.loads(l)["ops"] for l in open(sys.argv[1]) if l.strip()))' \
+      "$SERVER_DIR/rows.json")
+    python3 "$root/scripts/lib/anatomy.py" "$SERVER_DIR/cg.out.2" "$SERVER_DIR/cg.out.1" "$ops"
+  fi
   rm -f "$SERVER_DIR"/cg.out*
 done
