@@ -365,14 +365,16 @@ inline std::string subject_name(long i) { return fmt::format("u{:07d}", i); }
 
 // On a cluster, Options::pool is per master: each master gets a pool of this size.
 // `coalesce`: PoolOptions::coalesce and Options::share_script_calls; `per_master`:
-// Options::batch_per_master; `flights`: Options::shared_call_flights.
+// Options::batch_per_master; `flights`: Options::shared_call_flights; `linger_us`:
+// Options::shared_call_linger.
 inline redlimit::RateLimiter connect(const Config& c, std::size_t pool, bool coalesce = true, bool per_master = true,
-                                     std::size_t flights = 0) {
+                                     std::size_t flights = 0, long linger_us = 0) {
   redlimit::Options o;
   o.pool.size = pool;
   o.pool.coalesce = coalesce;
   o.share_script_calls = coalesce;
   o.shared_call_flights = flights;
+  o.shared_call_linger = std::chrono::microseconds(linger_us);
   o.batch_per_master = per_master;
   o.sliding_log_members = c.members;
   return redlimit::RateLimiter::connect(url_of(c), o);

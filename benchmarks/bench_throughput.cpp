@@ -16,6 +16,7 @@ struct Mode {
   bool coalesce = true;  // PoolOptions::coalesce and Options::share_script_calls (bench_common.hpp)
   bool per_master = true;  // Options::batch_per_master (a cluster's batches)
   std::size_t flights = 0;  // Options::shared_call_flights (0: the pool's size)
+  long linger_us = 0;       // Options::shared_call_linger
 };
 
 struct RunResult {
@@ -49,7 +50,7 @@ void caller(const redlimit::Strategy& s, const std::vector<std::string>& subject
 RunResult run_sync(const Config& c, const Spec& spec, const Mode& m, const std::string& resource,
                    const std::vector<std::string>& subjects, Admin& admin) {
   auto limiter = connect(for_spec(c, spec), static_cast<std::size_t>(m.pool > 0 ? m.pool : m.threads), m.coalesce,
-                         m.per_master, m.flights);
+                         m.per_master, m.flights, m.linger_us);
   auto strategy = spec.make(limiter, resource);
   // Open every pooled connection before the clock starts (on a cluster, a connection to each
   // master: 16 subjects per thread land on all three).
@@ -202,15 +203,25 @@ void emit_throughput(const std::string& suite, const Spec& spec, const Mode& m, 
 
 std::vector<Mode> all_modes() {
   return {
-      {"seq", 1, 0, 0},         {"pool2", 2, 0, 0},          {"pool4", 4, 0, 0},
-      {"pool8", 8, 0, 0},       {"batch32", 1, 32, 0},        {"batch128", 1, 128, 0},
-      {"pool2_batch128", 2, 128, 0}, {"async64", 1, 0, 64},   {"async256", 1, 0, 256},
+      {"seq", 1, 0, 0},
+      {"pool2", 2, 0, 0},
+      {"pool4", 4, 0, 0},
+      {"pool8", 8, 0, 0},
+      {"batch32", 1, 32, 0},
+      {"batch128", 1, 128, 0},
+      {"pool2_batch128", 2, 128, 0},
+      {"async64", 1, 0, 64},
+      {"async256", 1, 0, 256},
       // 64 in flight, each consume_async its own script call (Options::share_script_calls off).
       {"async64_unshared", 1, 0, 64, 0, false},
       // 8 threads on the default pool of 4, as a service calls it: sharing round trips, then not.
-      {"threads8", 8, 0, 0, 4, true}, {"threads8_unshared", 8, 0, 0, 4, false},
+      {"threads8", 8, 0, 0, 4, true},
+      {"threads8_unshared", 8, 0, 0, 4, false},
       // The same with at most 2 shared script calls out (Options::shared_call_flights), not 4, then 1.
-      {"threads8_flights2", 8, 0, 0, 4, true, true, 2}, {"threads8_flights1", 8, 0, 0, 4, true, true, 1},
+      {"threads8_flights2", 8, 0, 0, 4, true, true, 2},
+      {"threads8_flights1", 8, 0, 0, 4, true, true, 1},
+      // One call out at a time, each held up to 200 us for as many callers as the last one carried.
+      {"threads8_linger", 8, 0, 0, 4, true, true, 1, 200},
       // consume_many 128 on a cluster, a script call per hash slot (Options::batch_per_master off);
       // the same as batch128 on one server.
       {"batch128_per_slot", 1, 128, 0, 0, true, false},

@@ -284,6 +284,9 @@ ISSUE13 = [
     Target("7", "the same, with one shared script call out at a time (`Options::shared_call_flights = 1`)", ALL,
            mode_side("throughput", "threads8_flights1", "server_cpu_us_per_decision"),
            mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
+    Target("7", "the same, each call held up to 200 us for more callers (`Options::shared_call_linger`)", ALL,
+           mode_side("throughput", "threads8_linger", "server_cpu_us_per_decision"),
+           mode_side("throughput", "batch128", "server_cpu_us_per_decision"), 2.0, True, USEC),
 ]
 
 

@@ -15,6 +15,9 @@
 // Deadlines: a shared call's deadline is its oldest caller's (its start + command_timeout); the
 // others started later, so none waits past its own. A caller queued behind the calls on their way
 // waits at most until one of them ends, which is by that call's deadline, earlier than its own.
+// A lane may also hold a call back for a moment (Options::shared_call_linger) so that more callers
+// join it: while it is busy, the next call waits for as many callers as the last one carried (the
+// threads that call in a loop, back), or a call's worth, or the linger's end, whichever is first.
 // Nothing is replayed. Like a batch, a shared call stands or falls as a whole: a connection failure
 // is every caller's (each gets the failure policy), and so is an error reply (no valid input gets
 // one: a key of another type under a request's key reads as no state, lua/epilogue.lua). The time
@@ -41,7 +44,9 @@ struct StrategySpec;
 class SyncLane {
  public:
   // `flights`: script calls of a shard on their way at once (Options::shared_call_flights); 0 is 1.
-  explicit SyncLane(std::size_t flights) : flights_(flights > 0 ? flights : 1) {}
+  // `linger`: Options::shared_call_linger.
+  SyncLane(std::size_t flights, std::chrono::microseconds linger)
+      : flights_(flights > 0 ? flights : 1), linger_(linger) {}
 
   // Decides one consume (checked: `call` is its script call, moved from), sharing a script call with
   // the consume() calls of the same strategy in flight at the same moment. Throws what consume()
@@ -61,6 +66,7 @@ class SyncLane {
     std::int64_t cost = 0;
     std::chrono::steady_clock::time_point started{};
     bool taken = false;  // in a call on its way: its outcome comes
+    bool lingered = false;  // has held a call back once (linger): never twice
     bool done = false;
     Decision decision;
     std::exception_ptr error;
@@ -73,7 +79,13 @@ class SyncLane {
   struct Shard {
     std::deque<Waiter*> queue;
     std::size_t flights = 0;
+    std::size_t last = 0;         // callers the shard's last call carried
+    Waiter* lingering = nullptr;  // the caller holding a call back (linger), if any
   };
+  // Whether `me`, first in the queue with a flight free, holds the call back for more callers
+  // (linger_); if so, waits (the lock released meanwhile) and returns true: the caller looks again.
+  bool linger(std::unique_lock<std::mutex>& lock, Shard& shard, const Context& ctx, const StrategySpec& spec,
+              Waiter& me, bool waited);
   // Wakes the first caller queued for `shard` if a flight is free (with the lock held).
   void wake_next(Shard& shard) const;
   // Called with the lock held and a flight of `shard` free; returns with the lock held again and
@@ -82,6 +94,7 @@ class SyncLane {
             const std::shared_ptr<const StrategySpec>& spec, const Waiter& me);
 
   const std::size_t flights_;  // script calls of a shard on their way at once (at least 1)
+  const std::chrono::microseconds linger_;
 
   std::mutex mutex_;
   std::unordered_map<std::size_t, Shard> shards_;  // by node; a reference stays good across inserts

@@ -30,6 +30,11 @@ REDLIMIT_INLINE void check_options(const Options& o) {
   if (o.breaker_threshold > 0 && o.breaker_cooldown.count() <= 0) {
     throw InvalidArgument("breaker_cooldown must be positive when the breaker is on");
   }
+  if (o.shared_call_linger.count() < 0) throw InvalidArgument("shared_call_linger must not be negative");
+  if (o.shared_call_linger > std::chrono::seconds(1)) throw InvalidArgument("shared_call_linger must be at most 1 s");
+  if (o.command_timeout.count() > 0 && o.shared_call_linger >= o.command_timeout) {
+    throw InvalidArgument("shared_call_linger must be shorter than command_timeout");
+  }
 }
 
 // OnFailure::fallback decides with the in-memory twins of the scripts, on the limiter's clock.

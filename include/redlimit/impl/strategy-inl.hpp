@@ -78,7 +78,7 @@ REDLIMIT_INLINE Strategy::Strategy(std::shared_ptr<detail::Context> ctx, std::st
     lane = std::make_unique<detail::AsyncLane>();
     std::size_t flights = ctx_->options.shared_call_flights;
     if (flights == 0) flights = conn->thread_safe() ? ctx_->options.pool.size : 1;
-    sync_lane = std::make_unique<detail::SyncLane>(flights);
+    sync_lane = std::make_unique<detail::SyncLane>(flights, ctx_->options.shared_call_linger);
   }
   // The script's parameters go at the end of each call's head, space-separated (lua/helpers.lua,
   // params; detail::scripts::head).

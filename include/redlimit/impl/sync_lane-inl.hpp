@@ -52,18 +52,44 @@ REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
   std::unique_lock<std::mutex> lock(mutex_);
   Shard& shard = shards_[node];  // made on first use; never removed, so the reference stays good
   shard.queue.push_back(&me);
+  if (shard.lingering != nullptr) shard.lingering->wake.notify_one();  // one more caller for it
+  bool waited = false;
   while (!me.done) {
     if (!me.taken && shard.flights < flights_) {
+      if (linger(lock, shard, *ctx, *spec, me, waited)) continue;
       send(lock, shard, ctx, spec, me);  // carries `me` too, unless older calls fill it (per_call)
       continue;
     }
     // No timeout: a call on its way ends by its own deadline, which is earlier than ours. Woken
     // when done, or when first in the queue with a flight free.
+    waited = true;
     me.wake.wait(lock);
   }
   lock.unlock();
   if (me.error) std::rethrow_exception(me.error);
   return me.decision;
+}
+
+// The flight is held while `me` waits, so no other caller sends meanwhile; the callers that queue
+// wake it (consume). Busy: `me` waited for a flight, or the last call was shared; a caller on an idle
+// lane goes at once, as without a linger. One caller of a shard holds a call back at a time, the
+// first in its queue (with more flights, another caller may send meanwhile, and take `me` along).
+// The wait ends by `me`'s deadline, its call's.
+REDLIMIT_INLINE bool SyncLane::linger(std::unique_lock<std::mutex>& lock, Shard& shard, const Context& ctx,
+                                      const StrategySpec& spec, Waiter& me, bool waited) {
+  if (linger_.count() == 0 || me.lingered || !(waited || shard.last > 1)) return false;
+  if (shard.lingering != nullptr || shard.queue.front() != &me) return false;
+  const std::size_t want = std::min(std::max<std::size_t>(shard.last, 2), spec.per_call);
+  if (shard.queue.size() >= want) return false;
+  me.lingered = true;
+  auto until = std::chrono::steady_clock::now() + linger_;
+  if (ctx.options.command_timeout.count() > 0) until = std::min(until, me.started + ctx.options.command_timeout);
+  ++shard.flights;
+  shard.lingering = &me;
+  me.wake.wait_until(lock, until, [&] { return me.taken || shard.queue.size() >= want; });
+  shard.lingering = nullptr;
+  --shard.flights;
+  return true;
 }
 
 REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& shard,
@@ -75,6 +101,7 @@ REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& s
     shard.queue.pop_front();
     batch.back()->taken = true;
   }
+  shard.last = batch.size();
   ++shard.flights;
   wake_next(shard);  // more than a call's worth queued and a flight still free
   lock.unlock();
