@@ -226,17 +226,17 @@ for strategy in ${strategies//,/ }; do
   }
   setup_ir=$(fcall_ir "$SERVER_DIR/cg.out.1")
   run_ir=$(fcall_ir "$SERVER_DIR/cg.out.2")
-  python3 - "$strategy" "$mode" "$((run_ir - setup_ir))" "$SERVER_DIR/rows.json" <<'PY'
-import json, sys
-strategy, mode, ir, rows = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-ops = sum(json.loads(line)["ops"] for line in open(rows) if line.strip())
+  # The decisions the measured run made, read once for the row and the anatomy below.
+  ops=$(python3 -c 'import json, sys; print(sum(json.loads(l)["ops"] for l in open(sys.argv[1]) if l.strip()))' \
+    "$SERVER_DIR/rows.json")
+  python3 - "$strategy" "$mode" "$((run_ir - setup_ir))" "$ops" <<'PY'
+import sys
+strategy, mode, ir, ops = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 if ops == 0 or ir <= 0:
     sys.exit(f"instructions.sh: {strategy} {mode}: nothing measured")
 print(f"{strategy:20} {mode:10} {ops:7d} decisions  {ir / ops:9.0f} instructions a decision in FCALL")
 PY
   if [[ -n "${INSTR_ANATOMY:-}" ]]; then # (see above)
-    ops=$(python3 -c 'import json, sys; print(sum(json.loads(l)["ops"] for l in open(sys.argv[1]) if l.strip()))' \
-      "$SERVER_DIR/rows.json")
     python3 "$root/scripts/lib/anatomy.py" "$SERVER_DIR/cg.out.2" "$SERVER_DIR/cg.out.1" "$ops"
   fi
   rm -f "$SERVER_DIR"/cg.out*
