@@ -128,8 +128,8 @@ local function gone(key) return rcall('ZCOUNT', key, '-inf', cutoff_text()) end
 -- grows by at least 1 a rank, so the answer is at most the oldest live rank + target - 1, exactly
 -- that when every cost is 1: then one probe confirms it. Otherwise a binary search.
 local function rank_reaching(key, target, base)
-  local lo = gone(key)
-  local hi = min(rcall('ZCARD', key) - 1, lo + target - 1)
+  local lo, card = gone(key), rcall('ZCARD', key)
+  local hi = min(card - 1, lo + target - 1)
   if hi > lo and (at_rank(key, hi - 1) - base) % CUM_MOD >= target then
     hi = hi - 1
     while lo < hi do
@@ -137,7 +137,7 @@ local function rank_reaching(key, target, base)
       if (at_rank(key, mid) - base) % CUM_MOD >= target then hi = mid else lo = mid + 1 end
     end
   end
-  return hi
+  return hi, card
 end
 
 -- An entry whose cum lies `over` units past the cut of a refund, shortened to end at the cut, in
@@ -148,12 +148,36 @@ local function shorten(key, score, c, k, t, over)
   rcall('ZADD', key, score, member(c, k - over, t))
 end
 
+-- The entries of ranks `r` and above removed, of `card`. ZREMRANGEBYRANK frees each on Redis's
+-- main thread, about 0.3 us an entry: 283 ms for 999,990 of a million. When far fewer stay than
+-- leave, the set is rebuilt from those that stay instead: read, the key unlinked (a big set is
+-- freed off the main thread), written back in one ZADD, about 3 us an entry kept (0.6 ms in all
+-- for those 999,990). So the rebuild is taken when 16 times fewer entries stay than leave, and
+-- for REBUILD_MOST entries at most (about 3 ms; a ZADD of twice as many arguments as entries stays
+-- within what unpack() may put on Lua's stack). A refund of half a big log still holds Redis for
+-- the removal of half (docs/algorithms.md). The scores come back as ZRANGE printed them ("%.17g":
+-- exact, times are integers below 2^53), the members as they were; the caller sets the TTL (a
+-- refund always does).
+local REBUILD_MOST = 1024
+local function cut_above(key, r, card)
+  if r > REBUILD_MOST or r * 16 >= card - r then
+    rcall('ZREMRANGEBYRANK', key, fmt(r), '-1')
+    return
+  end
+  local kept = r > 0 and rcall('ZRANGE', key, '0', fmt(r - 1), 'WITHSCORES')
+  rcall('UNLINK', key)
+  if not kept then return end
+  local args = {}
+  for i = 1, #kept, 2 do args[i], args[i + 1] = kept[i + 1], kept[i] end -- ZADD: score, member
+  rcall('ZADD', key, unpack(args))
+end
+
 -- A refund of `left` of the `used` units in the window (base: the cum before its oldest live
 -- entry): whole entries from the newest, the last one shortened. The entries of a refund of the
 -- request just admitted, or of a few, are popped one by one; past REFUND_POPS the cut is found by
--- rank (rank_reaching) and what lies above it removed in one command, and a refund of every live
--- unit drops the log (UNLINK: a big set is freed off the main thread). Popped one by one, a refund
--- of a million entries of cost 1 held Redis for 2.5 s.
+-- rank (rank_reaching) and what lies above it removed at once (cut_above), and a refund of every
+-- live unit drops the log (UNLINK: a big set is freed off the main thread). Popped one by one, a
+-- refund of a million entries of cost 1 held Redis for 2.5 s.
 local REFUND_POPS = 8
 local function give_back(key, left, used, base)
   local keep = used - left -- units past base that stay
@@ -168,11 +192,12 @@ local function give_back(key, left, used, base)
     left = left - k
     if left == 0 then return end
   end
-  local r = fmt(rank_reaching(key, keep + 1, base))
-  local e = rcall('ZRANGE', key, r, r, 'WITHSCORES')
+  local r, card = rank_reaching(key, keep + 1, base)
+  local rank = fmt(r)
+  local e = rcall('ZRANGE', key, rank, rank, 'WITHSCORES')
   local c, k, t = parse(e[1])
   local over = (c - base) % CUM_MOD - keep -- its units past the cut: 1 to k
-  rcall('ZREMRANGEBYRANK', key, r, '-1')
+  cut_above(key, r, card)
   if over < k then shorten(key, e[2], c, k, t, over) end
 end
 
