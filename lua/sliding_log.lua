@@ -49,6 +49,11 @@
 -- and a rejection's wait is a binary search over ranks (O(log^2 n), one probe when every cost is 1).
 -- A refund removes the newest `cost` units (whole entries, the last one shortened; give_back), exact
 -- when it follows the request it refunds. A log written by 0.2 (members without '/') is restarted.
+-- Foreign members, which neither form parses (a 0.2 client's in a deploy that mixes versions, or
+-- anyone's), hold no units: a log whose newest or oldest live member is one is restarted (its units
+-- cannot be told), one elsewhere is passed over by a refund's pops, and a refund's cut or a
+-- rejection's wait that meets one restarts the log or waits for every entry to leave (the newest's
+-- time + window: never too early), rather than fail the call until the key expires.
 local limit, window, cutoff -- this call's: limit, window length (us), now - window (scores <= cutoff
                             -- have left the window)
 local trim_every -- this call's: units between two trims (see above)
@@ -126,15 +131,22 @@ local function gone(key) return rcall('ZCOUNT', key, '-inf', cutoff_text()) end
 -- entry (the newest's does): the ranks from gone() to the newest's. Cums are compared as their
 -- distance from base, modulo CUM_MOD (% in the VM is never negative for a positive divisor). cum
 -- grows by at least 1 a rank, so the answer is at most the oldest live rank + target - 1, exactly
--- that when every cost is 1: then one probe confirms it. Otherwise a binary search.
+-- that when every cost is 1: then one probe confirms it. Otherwise a binary search. nil when a
+-- probe meets a foreign member (above).
 local function rank_reaching(key, target, base)
   local lo, card = gone(key), rcall('ZCARD', key)
   local hi = min(card - 1, lo + target - 1)
-  if hi > lo and (at_rank(key, hi - 1) - base) % CUM_MOD >= target then
-    hi = hi - 1
-    while lo < hi do
-      local mid = floor_div(lo + hi, 2)
-      if (at_rank(key, mid) - base) % CUM_MOD >= target then hi = mid else lo = mid + 1 end
+  if hi > lo then
+    local c = at_rank(key, hi - 1)
+    if not c then return nil end
+    if (c - base) % CUM_MOD >= target then
+      hi = hi - 1
+      while lo < hi do
+        local mid = floor_div(lo + hi, 2)
+        c = at_rank(key, mid)
+        if not c then return nil end
+        if (c - base) % CUM_MOD >= target then hi = mid else lo = mid + 1 end
+      end
     end
   end
   return hi, card
@@ -178,6 +190,8 @@ end
 -- rank (rank_reaching) and what lies above it removed at once (cut_above), and a refund of every
 -- live unit drops the log (UNLINK: a big set is freed off the main thread). Popped one by one, a
 -- refund of a million entries of cost 1 held Redis for 2.5 s.
+-- A foreign member (above) is passed over by the pops; met by the cut, it restarts the log (true:
+-- dropped, every unit back).
 local REFUND_POPS = 8
 local function give_back(key, left, used, base)
   local keep = used - left -- units past base that stay
@@ -188,14 +202,20 @@ local function give_back(key, left, used, base)
   for _ = 1, REFUND_POPS do
     local e = rcall('ZPOPMAX', key)
     local c, k, t = parse(e[1])
-    if k > left then return shorten(key, e[2], c, k, t, left) end
-    left = left - k
-    if left == 0 then return end
+    if k then
+      if k > left then return shorten(key, e[2], c, k, t, left) end
+      left = left - k
+      if left == 0 then return end
+    end
   end
   local r, card = rank_reaching(key, keep + 1, base)
-  local rank = fmt(r)
-  local e = rcall('ZRANGE', key, rank, rank, 'WITHSCORES')
-  local c, k, t = parse(e[1])
+  local e = r and rcall('ZRANGE', key, fmt(r), fmt(r), 'WITHSCORES')
+  local c, k, t
+  if e then c, k, t = parse(e[1]) end
+  if not k then
+    rcall('UNLINK', key)
+    return true
+  end
   local over = (c - base) % CUM_MOD - keep -- its units past the cut: 1 to k
   cut_above(key, r, card)
   if over < k then shorten(key, e[2], c, k, t, over) end
@@ -241,8 +261,12 @@ local function decide(key, cost)
       cum = nil
     else
       local c, k = parse(rcall('ZRANGEBYSCORE', key, after_cutoff_text(), '+inf', 'LIMIT', '0', '1')[1])
-      base = c - k
-      used = (cum - base) % CUM_MOD
+      if c then
+        base = c - k
+        used = (cum - base) % CUM_MOD
+      elseif record or refund then -- foreign (above): restarted
+        rcall('UNLINK', key)
+      end
     end
   end
   if used == 0 then cum = nil end
@@ -250,7 +274,7 @@ local function decide(key, cost)
   local allowed = refund or used + cost <= limit
   if refund then
     local left = min(cost, used)
-    if left > 0 then give_back(key, left, used, base) end
+    if left > 0 and give_back(key, left, used, base) then left = used end -- (restarted)
     used = used - left
   elseif allowed and record then
     -- The slots and the trim's multiples compared as a - a % b, the VM's own arithmetic (times and
@@ -281,7 +305,9 @@ local function decide(key, cost)
     -- live (used + cost > limit) and at most used (cost <= limit: a larger one fails the call,
     -- helpers.lua's cost_above); the entry holding the last of them leaves at its time + window.
     local r = rank_reaching(key, used + cost - limit, base)
-    local _, _, t = at_rank(key, r, true)
+    local c, t, _
+    if r then c, _, t = at_rank(key, r, true) end
+    if not c then t = newest_t end -- (a foreign member met: above)
     retry_after = t + window - now
   end
   local reset_after = 0
