@@ -222,6 +222,9 @@ std::vector<Mode> all_modes() {
       {"threads8_flights1", 8, 0, 0, 4, true, true, 1},
       // One call out at a time, each held up to 200 us for as many callers as the last one carried.
       {"threads8_linger", 8, 0, 0, 4, true, true, 1, 200},
+      // The same linger with the default flights (the pool's 4): the callers that come while a call
+      // is held back join it rather than take another flight.
+      {"threads8_linger4", 8, 0, 0, 4, true, true, 0, 200},
       // consume_many 128 on a cluster, a script call per hash slot (Options::batch_per_master off);
       // the same as batch128 on one server.
       {"batch128_per_slot", 1, 128, 0, 0, true, false},

@@ -62,7 +62,8 @@ def capacity_section(res):
 # it), and the default 4 with both off (a connection leased per call, a script call each).
 POOL_MODES = (("pool8", "pool of 8"), ("threads8", "pool of 4, shared (default)"),
               ("threads8_flights2", "pool of 4, shared, 2 calls out"), ("threads8_flights1", "pool of 4, shared, 1 call out"),
-              ("threads8_linger", "pool of 4, shared, 1 call out, 200 us linger"), ("threads8_unshared", "pool of 4, unshared"))
+              ("threads8_linger", "pool of 4, shared, 1 call out, 200 us linger"),
+              ("threads8_linger4", "pool of 4, shared, 200 us linger"), ("threads8_unshared", "pool of 4, unshared"))
 
 
 def pool_section(res):

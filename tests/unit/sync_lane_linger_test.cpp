@@ -1,6 +1,6 @@
-// Options::shared_call_linger (detail/sync_lane.hpp): with one call out at a time, a call whose lane
-// is busy waits for as many callers as the last call carried before it goes, and no longer than the
-// linger; a call on an idle lane goes at once. Against the held-call connection of
+// Options::shared_call_linger (detail/sync_lane.hpp): with one call out at a time (or more), a call
+// whose lane is busy waits for as many callers as the last call carried before it goes, and no
+// longer than the linger; a call on an idle lane goes at once. Against the held-call connection of
 // sync_lane_fixture.hpp, so that the order of events is the test's, not the scheduler's: the long
 // lingers below (900 ms, under the default command_timeout of 1 s) are waits the test ends by
 // making the call they wait for; a call that went at the linger's end instead would be a call of
@@ -65,6 +65,38 @@ TEST_F(SyncLaneLingerTest, ABusyLaneWaitsForAsManyCallersAsTheLastCallCarried) {
   EXPECT_EQ(keys_of(gate->commands[1]), (std::vector<std::string>{key(2), key(3)}));
   EXPECT_EQ(keys_of(gate->commands[2]), (std::vector<std::string>{key(4), key(5)}));
   for (int i = 0; i < 5; ++i) EXPECT_EQ(d[i].remaining, i + 1);
+}
+
+// With two calls out at once, the callers that come while a call is held back join it, though the
+// other flight is free: u6 holds the call for three callers (the last call carried three), and u7,
+// rather than send it at once with the two of them, waits with it for u8.
+TEST_F(SyncLaneLingerTest, WithTwoFlightsTheCallersThatComeJoinTheHeldCall) {
+  make(true, 0, 900ms, 2);
+  Decision d[8];
+  std::vector<std::thread> threads;
+  threads.push_back(start("u1", d[0]));  // alone: the lane is idle
+  gate->wait_for_commands(1);
+  threads.push_back(start("u2", d[1]));  // alone, on the second flight: the last call carried one
+  gate->wait_for_commands(2);
+  for (int i = 3; i <= 5; ++i) threads.push_back(start("u" + std::to_string(i), d[i - 1]));  // queued
+  gate->pass();  // u1 or u2 back: u3, u4 and u5 go as one call
+  gate->wait_for_commands(3);
+  gate->pass();
+  gate->pass();
+  for (auto& t : threads) t.join();
+  threads.clear();
+  threads.push_back(start("u6", d[5]));  // the lane idle, but its last call carried three: held
+  threads.push_back(start("u7", d[6]));
+  EXPECT_FALSE(gate->wait_for_commands(4, 200ms));  // u7 did not send it
+  threads.push_back(start("u8", d[7]));
+  gate->pass();
+  gate->pass();  // to spare: had u7 sent [u6, u7], u8 would go after it, alone
+  for (auto& t : threads) t.join();
+
+  ASSERT_EQ(gate->commands.size(), 4u);
+  EXPECT_EQ(keys_of(gate->commands[2]), (std::vector<std::string>{key(3), key(4), key(5)}));
+  EXPECT_EQ(keys_of(gate->commands[3]), (std::vector<std::string>{key(6), key(7), key(8)}));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(d[i].remaining, i + 1);
 }
 
 // The same start, but nobody joins u4: it goes alone once the linger (50 ms) has passed.

@@ -17,7 +17,8 @@
 // waits at most until one of them ends, which is by that call's deadline, earlier than its own.
 // A lane may also hold a call back for a moment (Options::shared_call_linger) so that more callers
 // join it: while it is busy, the next call waits for as many callers as the last one carried (the
-// threads that call in a loop, back), or a call's worth, or the linger's end, whichever is first.
+// threads that call in a loop, back), or a call's worth, or the linger's end, whichever is first;
+// the callers that come meanwhile join it, though another flight be free.
 // Nothing is replayed. Like a batch, a shared call stands or falls as a whole: a connection failure
 // is every caller's (each gets the failure policy), and so is an error reply (no valid input gets
 // one: a key of another type under a request's key reads as no state, lua/epilogue.lua). The time

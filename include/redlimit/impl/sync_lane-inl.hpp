@@ -55,7 +55,9 @@ REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
   if (shard.lingering != nullptr) shard.lingering->wake.notify_one();  // one more caller for it
   bool waited = false;
   while (!me.done) {
-    if (!me.taken && shard.flights < flights_) {
+    // While a caller holds a call back (linger), a free flight is left alone: the callers that come
+    // meanwhile join the held call, rather than send it at once with the two of them in it.
+    if (!me.taken && shard.flights < flights_ && shard.lingering == nullptr) {
       if (linger(lock, shard, *ctx, *spec, me, waited)) continue;
       send(lock, shard, ctx, spec, me);  // carries `me` too, unless older calls fill it (per_call)
       continue;
@@ -73,8 +75,8 @@ REDLIMIT_INLINE Decision SyncLane::consume(const std::shared_ptr<Context>& ctx,
 // The flight is held while `me` waits, so no other caller sends meanwhile; the callers that queue
 // wake it (consume). Busy: `me` waited for a flight, or the last call was shared; a caller on an idle
 // lane goes at once, as without a linger. One caller of a shard holds a call back at a time, the
-// first in its queue (with more flights, another caller may send meanwhile, and take `me` along).
-// The wait ends by `me`'s deadline, its call's.
+// first in its queue; with more flights, the callers that come meanwhile queue behind it all the
+// same (consume). The wait ends by `me`'s deadline, its call's.
 REDLIMIT_INLINE bool SyncLane::linger(std::unique_lock<std::mutex>& lock, Shard& shard, const Context& ctx,
                                       const StrategySpec& spec, Waiter& me, bool waited) {
   if (linger_.count() == 0 || me.lingered || !(waited || shard.last > 1)) return false;
