@@ -262,9 +262,9 @@ with at most 2 script calls out (`Options::shared_call_flights = 2`), then 1, th
 held up to 200 us for as many callers as the last one carried (`Options::shared_call_linger`: the
 threads that call in a loop are back, so each call carries all eight), the same linger with the
 default 4 calls out (the callers that come while a call is held back join it rather than take
-another flight), and the pool of 4 with sharing off (a connection leased for each call's round trip, a script call per `consume`). Each
-cell: decisions/s (the best of the repetitions), its ratio to the pool of 8, and Redis's
-main-thread CPU per decision. {pool_summary} On the pool of 8 no call waits to share (a connection
+another flight), and the pool of 4 with sharing off (a connection leased for each call's round
+trip, a script call per `consume`). Each cell: decisions/s (the best of the repetitions), its
+ratio to the pool of 8, and Redis's main-thread CPU per decision. {pool_summary} On the pool of 8 no call waits to share (a connection
 a thread); on the pool of 4 the four calls beyond the connections share, which cuts Redis's CPU per
 decision (a socket read, a script run and a reply for several calls); with 2 calls out, and more
 with 1, more share each script call, for less Redis CPU, and each caller may wait up to a round
