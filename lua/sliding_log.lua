@@ -165,8 +165,8 @@ end
 -- than leave, the set is rebuilt from those that stay instead: read, the key unlinked (a big set is
 -- freed off the main thread), written back in one ZADD, about 3 us an entry kept (0.65-0.85 ms in
 -- all for those 999,990: scripts/refund_cost.sh). So the rebuild is taken when 16 times fewer
--- entries stay than leave, and for REBUILD_MOST entries at most (about 3 ms; a ZADD of twice as
--- many arguments as entries stays within what unpack() may put on Lua's stack). A refund of half a
+-- entries stay than leave, and for REBUILD_MOST entries at most (4-8 ms measured; a ZADD of twice
+-- as many arguments as entries stays within what unpack() may put on Lua's stack). A refund of half a
 -- big log still holds Redis for the removal of half (docs/algorithms.md). The scores come back as
 -- ZRANGE printed them ("%.17g": exact, times are integers below 2^53), the members as they were;
 -- the caller sets the TTL (a refund always does).
