@@ -230,15 +230,18 @@ def micro_section(res, micro):
     micro_rows = _micro_rows(res, micro)
     if micro_rows:
         try:
-            micro_lines = ["| benchmark | CPU per decision (ns) | decisions/s on one thread |", "|---|---:|---:|"]
+            micro_lines = ["| benchmark | CPU per decision (ns) | decisions/s on one thread | heap allocations per decision |",
+                           "|---|---:|---:|---:|"]
             for b in micro_rows:
                 per = b["cpu_time"]
                 unit = b.get("time_unit", "ns")
                 per_ns = per * {"ns": 1, "us": 1e3, "ms": 1e6}.get(unit, 1)
                 if "batch128" in b["name"]:
                     per_ns /= 128
-                micro_lines.append("| {} | {:.0f} | {:,.0f} |".format(b["name"].replace("BM_", ""), per_ns,
-                                                                     1e9 / per_ns if per_ns > 0 else 0))
+                allocs = b.get("allocs")  # already per decision (micro_bench.cpp, AllocationCount)
+                micro_lines.append("| {} | {:.0f} | {:,.0f} | {} |".format(
+                    b["name"].replace("BM_", ""), per_ns, 1e9 / per_ns if per_ns > 0 else 0,
+                    "-" if allocs is None else "{:.1f}".format(allocs)))
         except (ValueError, KeyError):
             micro_lines = []
     fw_client_ns = None

@@ -277,7 +277,8 @@ if [[ "$HAVE_MICRO" == 1 ]]; then
   # Into the results too, one line per benchmark, so that BENCH_KEEP_RESULTS keeps everything.
   python3 -c 'import json, sys
 for b in json.load(open(sys.argv[1])).get("benchmarks", []):
-    print(json.dumps({"suite": "micro", "name": b["name"], "cpu_time": b["cpu_time"], "time_unit": b.get("time_unit", "ns")}))' \
+    print(json.dumps({"suite": "micro", "name": b["name"], "cpu_time": b["cpu_time"], "time_unit": b.get("time_unit", "ns"),
+                      "allocs": b.get("allocs")}))' \
     "$MICRO_JSON" >>"$RESULTS" 2>/dev/null || true
 else
   : >"$MICRO_JSON"

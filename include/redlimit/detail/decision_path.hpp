@@ -28,6 +28,7 @@
 #include "redlimit/detail/config.hpp"
 #include "redlimit/detail/context.hpp"
 #include "redlimit/detail/script.hpp"
+#include "redlimit/detail/small_vector.hpp"
 #include "redlimit/detail/sync_lane.hpp"
 #include "redlimit/metrics.hpp"
 
@@ -143,8 +144,9 @@ class DecisionPath {
   // `positions` grouped by the hash slot of their request's keys.
   std::vector<std::vector<std::size_t>> by_slot(const std::vector<std::size_t>& positions) const;
   Decision on_failure(const std::exception& error, ScriptCall& call) const;
-  // The n decisions of `reply`, the answer to `call` (whose now a policy's packed admission needs).
-  std::vector<Decision> decoded(const Reply& reply, std::size_t n, const ScriptCall& call) const;
+  // The decision of `reply`, the answer to `call`, a call of one request (whose now a policy's
+  // packed admission needs); a call of several decodes with decode_decisions.
+  Decision decoded_one(const Reply& reply, const ScriptCall& call) const;
   void answer_outage(std::size_t pending_index, const std::exception_ptr& outage);
   void release_breakers();
   std::vector<Decision> settle();
@@ -169,12 +171,13 @@ class DecisionPath {
   std::chrono::steady_clock::time_point started_;
   std::chrono::microseconds now_{0};  // the clock's monotonic() when begin() ran
   std::vector<ScriptCall> requests_;  // one call per request, as added
-  std::vector<std::int64_t> costs_;
-  std::vector<std::chrono::steady_clock::time_point> started_each_;  // add() with `started` only
+  // The lists below that hold one element for a single request keep it inline (small_vector.hpp).
+  SmallVector<std::int64_t, 1> costs_;
+  SmallVector<std::chrono::steady_clock::time_point, 1> started_each_;  // add() with `started` only
   std::vector<Decision> out_;                      // one per request
-  std::vector<std::size_t> pending_;               // requests that need Redis
+  SmallVector<std::size_t, 1> pending_;            // requests that need Redis
   std::vector<ScriptCall> script_calls_;           // what begin() returns: pending requests, merged
-  std::vector<std::vector<std::size_t>> members_;  // per script call: indices into pending_
+  std::vector<SmallVector<std::size_t, 1>> members_;  // per script call: indices into pending_
   bool alone_ = false;  // one request, sent as its own call: moved, not copied, to script_calls_
   bool count_each_ = false;  // count_each_request()
   bool quiet_ = false;       // quiet()
@@ -191,8 +194,8 @@ class DecisionPath {
   }
   // With breakers: the distinct breakers that let this call through, each settled once by the call's
   // outcome; and, only when there are several, each pending request's (parallel to pending_).
-  std::vector<Breaker*> through_;
-  std::vector<Breaker*> breaker_of_;
+  SmallVector<Breaker*, 1> through_;
+  SmallVector<Breaker*, 1> breaker_of_;
   std::string refused_key_;  // refused_key()
 };
 

@@ -46,7 +46,7 @@ REDLIMIT_INLINE std::size_t DecisionPath::per_call_of(const std::vector<std::chr
 // request's own call.
 REDLIMIT_INLINE void DecisionPath::group() {
   if (pending_.size() == 1) {  // the common case: the request's own call, moved rather than copied
-    members_.push_back({0});
+    members_.emplace_back().push_back(0);
     script_calls_.push_back(std::move(requests_[pending_[0]]));
     alone_ = true;
     return;

@@ -79,7 +79,11 @@ REDLIMIT_INLINE void DecisionPath::consult_breakers() {
     bool through = std::find(through_.begin(), through_.end(), b) != through_.end();
     if (!through && std::find(closed_to.begin(), closed_to.end(), b) == closed_to.end()) {
       through = b->allow(now_);
-      (through ? through_ : closed_to).push_back(b);
+      if (through) {
+        through_.push_back(b);
+      } else {
+        closed_to.push_back(b);
+      }
     }
     if (through) {
       // One breaker for the whole call (always so on one server) needs no table; a second shard
@@ -128,7 +132,7 @@ REDLIMIT_INLINE std::size_t DecisionPath::split_refused(const std::vector<Reply>
   for (std::size_t k = 0; k < before && k < replies.size(); ++k) {
     if (!script_calls_[k].spread || !decision_path_impl::refused_spread(replies[k])) continue;
     ++ctx_->counters.resent_by_slot;
-    const std::vector<std::size_t> ids = std::move(members_[k]);
+    const std::vector<std::size_t> ids(members_[k].begin(), members_[k].end());
     members_[k].clear();
     for (const auto& g : by_slot(ids)) add_calls(g, nullptr);
   }
@@ -154,8 +158,12 @@ REDLIMIT_INLINE std::vector<Decision> DecisionPath::finish(std::vector<Reply> re
     };
     try {
       check_script_reply(*script_, replies[k], spec_->name);
-      const auto ds = decoded(replies[k], ids.size(), call_of(pending_[ids.front()]));
-      for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = ds[j];
+      if (ids.size() == 1) {  // one request's call (every single consume): no vector of one
+        out_[pending_[ids.front()]] = decoded_one(replies[k], call_of(pending_[ids.front()]));
+      } else {
+        auto ds = decode_decisions(replies[k], ids.size(), spec_->limits, spec_->windows);
+        for (std::size_t j = 0; j < ids.size(); ++j) out_[pending_[ids[j]]] = std::move(ds[j]);
+      }
       heard();
     } catch (const UnavailableError&) {
       for (std::size_t j : ids) outages.emplace_back(j, std::current_exception());
@@ -219,13 +227,12 @@ REDLIMIT_INLINE void DecisionPath::release_breakers() {
 
 // A policy's admission alone in its call may come as one integer, whose limits' resets follow from
 // the time the call sent (policy_pairs_of); every other reply decodes as it is.
-REDLIMIT_INLINE std::vector<Decision> DecisionPath::decoded(const Reply& reply, std::size_t n,
-                                                            const ScriptCall& call) const {
-  if (n == 1 && reply.type == Reply::Type::integer && spec_->limits.size() > 1 && !call.args.empty()) {
+REDLIMIT_INLINE Decision DecisionPath::decoded_one(const Reply& reply, const ScriptCall& call) const {
+  if (reply.type == Reply::Type::integer && spec_->limits.size() > 1 && !call.args.empty()) {
     const Reply pairs = policy_pairs_of(reply.integer, spec_->limits, spec_->windows, spec_->intervals, call.args[0]);
-    return {decode_decision(pairs, spec_->limits, spec_->windows)};
+    return decode_decision(pairs, spec_->limits, spec_->windows);
   }
-  return decode_decisions(reply, n, spec_->limits, spec_->windows);
+  return decode_decision(reply, spec_->limits, spec_->windows);
 }
 
 REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, ScriptCall& call) const {
@@ -253,7 +260,7 @@ REDLIMIT_INLINE Decision DecisionPath::on_failure(const std::exception& error, S
   }
   // The fallback keeps its own state on the limiter's clock (Redis TIME is what just failed).
   if (ctx.options.time_source == TimeSource::redis) call.args[0] = std::to_string(ctx.clock->now().count());
-  d = decoded(run_script(*ctx.fallback, *script_, call.keys, call.args), 1, call).front();
+  d = decoded_one(run_script(*ctx.fallback, *script_, call.keys, call.args), call);
   d.source = Source::fallback;
   return d;
 }

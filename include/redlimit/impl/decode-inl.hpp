@@ -60,14 +60,23 @@ inline std::size_t admission_of(Decision& d) {
 namespace decode_impl {
 
 // One request's admission that waits for nothing, as one integer: reset_after * (limit + 1) +
-// remaining, from a strategy of one limit (lua/epilogue.lua, reply), as the short form
-// {remaining, reset_after} it stands for, which decode_decision then reads (a negative integer
-// gives a negative remaining, which it refuses).
-inline Reply short_form_of(std::int64_t v, const std::vector<std::int64_t>& limits) {
+// remaining, from a strategy of one limit (lua/epilogue.lua, reply): the short form {remaining,
+// reset_after} it stands for, read straight into a Decision (a single decision's commonest reply:
+// no array built for it). A negative integer gives a negative remaining, which is refused.
+inline Decision short_form_of(std::int64_t v, const std::vector<std::int64_t>& limits,
+                              const std::vector<std::chrono::microseconds>& windows) {
   if (limits.size() != 1 || limits[0] < 1 || limits[0] >= (std::int64_t{1} << 53)) {
     throw ReplyError(message("an integer answers for a strategy of one limit below 2^53, not {}", limits.size()));
   }
-  return Reply::make_array({Reply::make_integer(v % (limits[0] + 1)), Reply::make_integer(v / (limits[0] + 1))});
+  if (v < 0) throw ReplyError("a strategy script must return non-negative integers");
+  Decision d;
+  d.allowed = true;
+  d.remaining = v % (limits[0] + 1);
+  d.reset_after = std::chrono::microseconds{v / (limits[0] + 1)};
+  d.limit = limits[0];
+  // As decode_decision's short form: a policy of one limit (a sliding window) states its limit.
+  if (!windows.empty()) d.limits.push_back(LimitState{limits[0], windows[0], d.remaining, d.reset_after});
+  return d;
 }
 
 }  // namespace decode_impl
@@ -76,7 +85,7 @@ REDLIMIT_INLINE Decision decode_decision(const Reply& reply, const std::vector<s
                                          const std::vector<std::chrono::microseconds>& windows) {
   if (reply.is_error()) throw ReplyError(message("error reply: {}", reply.str));
   if (reply.type == Reply::Type::integer) {
-    return decode_decision(decode_impl::short_form_of(reply.integer, limits), limits, windows);
+    return decode_impl::short_form_of(reply.integer, limits, windows);
   }
   const std::size_t policy = decode_impl::policy_width(limits.size());
   const std::size_t size = reply.type == Reply::Type::array ? reply.elements.size() : 0;

@@ -24,6 +24,21 @@ REDLIMIT_INLINE std::vector<Reply> round_trip(Connection& conn, const std::vecto
   return replies;
 }
 
+// The command `command(call)` of each call in one round trip: a call alone (every single consume)
+// goes as one command, without a list of one to hold it.
+template <class Command>
+std::vector<Reply> send_calls(Connection& conn, const std::vector<ScriptCall>& calls, Command command) {
+  std::vector<Reply> replies;
+  if (calls.size() == 1) {
+    replies.push_back(conn.command(command(calls.front())));
+    return replies;
+  }
+  std::vector<std::vector<std::string>> commands;
+  commands.reserve(calls.size());
+  for (const auto& c : calls) commands.push_back(command(c));
+  return conn.pipeline(commands);
+}
+
 // Puts the replies of a second round trip, `resend()`, in place of those of the calls at `again`
 // (in order). When that round trip breaks, it is thrown if it carried every call of the batch;
 // otherwise the calls answered the first time keep their decisions (a cluster: other nodes had
@@ -171,10 +186,7 @@ REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, con
 // those that did not run (missing after the reload, refused) are left for the EVALSHA step.
 REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState& path, const Script& script,
                                                const std::vector<ScriptCall>& calls) {
-  std::vector<std::vector<std::string>> commands;
-  commands.reserve(calls.size());
-  for (const auto& c : calls) commands.push_back(fcall_command(script, c));
-  std::vector<Reply> replies = round_trip(conn, commands);
+  std::vector<Reply> replies = send_calls(conn, calls, [&](const ScriptCall& c) { return fcall_command(script, c); });
   settle_path(path, replies);
   if (path.get() != ScriptPath::evalsha) reload_missing(conn, path, script, calls, replies);
   return replies;
@@ -191,10 +203,8 @@ REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState
 // one on a server older than Redis 7.0 (evalsha_calls, below).
 REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& script,
                                                 const std::vector<ScriptCall>& calls, bool before_7) {
-  std::vector<std::vector<std::string>> commands;
-  commands.reserve(calls.size());
-  for (const auto& c : calls) commands.push_back(evalsha_call_command(script, c, before_7));
-  std::vector<Reply> replies = script_impl::round_trip(conn, commands);
+  std::vector<Reply> replies =
+      send_calls(conn, calls, [&](const ScriptCall& c) { return evalsha_call_command(script, c, before_7); });
   const std::vector<std::size_t> again = positions_of(replies, is_noscript);  // the calls that did not run
   if (again.empty()) return replies;
   // The LOAD's reply settles nothing: what matters is whether the EVALSHAs behind it ran.
@@ -207,7 +217,7 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& 
     if (is_noscript(replies[i])) still.push_back(i);
   }
   if (still.empty()) return replies;
-  commands.clear();
+  std::vector<std::vector<std::string>> commands;
   for (std::size_t i : still) commands.push_back(eval_call_command(script, calls[i], before_7));
   replace_resent(replies, still, [&] { return round_trip(conn, commands); });
   return replies;

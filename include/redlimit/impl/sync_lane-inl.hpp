@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "redlimit/detail/decision_path.hpp"
+#include "redlimit/detail/small_vector.hpp"
 #include "redlimit/detail/sync_lane.hpp"
 
 namespace redlimit::detail {
@@ -97,7 +98,7 @@ REDLIMIT_INLINE bool SyncLane::linger(std::unique_lock<std::mutex>& lock, Shard&
 REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& shard,
                                     const std::shared_ptr<Context>& ctx,
                                     const std::shared_ptr<const StrategySpec>& spec, const Waiter& me) {
-  std::vector<Waiter*> batch;
+  SmallVector<Waiter*, 1> batch;  // a caller alone, the common case, in place (small_vector.hpp)
   while (!shard.queue.empty() && batch.size() < spec->per_call) {
     batch.push_back(shard.queue.front());
     shard.queue.pop_front();
@@ -132,7 +133,7 @@ REDLIMIT_INLINE void SyncLane::send(std::unique_lock<std::mutex>& lock, Shard& s
     if (error) {
       batch[i]->error = error;
     } else {
-      batch[i]->decision = ds[i];
+      batch[i]->decision = std::move(ds[i]);
     }
     batch[i]->done = true;
     batch[i]->wake.notify_one();  // under the lock: the waiter cannot return (and end) before this
