@@ -2,8 +2,8 @@
 // parse_limits; block.lua's duration): the same bounds, compared the same way, so that a call the
 // client never makes fails in memory where it fails on Redis, before anything is read or written.
 // Without them a window or precision of 0 divided by zero here (SIGFPE: the process, not the call).
+#include <algorithm>
 #include <cstdint>
-#include <set>
 #include <utility>
 
 #include "memory_scripts.hpp"
@@ -39,8 +39,11 @@ class Words {
     return *v;
   }
 
-  void expect(std::size_t n, const std::string& what) const {
-    if (n_ != n) throw Bad{detail::message("redlimit: {} takes {} parameters, got {}", what, n, n_)};
+  // `what` names the script for the message ("a fixed window"); `of` (a policy's) its count of limits.
+  void expect(std::size_t n, const char* what, std::int64_t of = 0) const {
+    if (n_ == n) return;
+    throw Bad{detail::message("redlimit: {} takes {} parameters, got {}",
+                              of > 0 ? detail::message(what, of) : std::string(what), n, n_)};
   }
 
  private:
@@ -62,8 +65,11 @@ void rate(const Words& p, std::string_view params) {
 
 void limits(const Words& p) {
   const std::int64_t m = p.param(1, 1, kMaxLimits, "the number of limits");
-  p.expect(static_cast<std::size_t>(1 + 4 * m), detail::message("a policy of {} limits", m));
-  std::set<std::pair<std::int64_t, std::int64_t>> seen;
+  p.expect(static_cast<std::size_t>(1 + 4 * m), "a policy of {} limits", m);
+  // The (window, precision) pairs met so far: at most kMaxLimits, looked through (this check runs on
+  // every call: a std::set made an allocation a limit).
+  std::pair<std::int64_t, std::int64_t> seen[kMaxLimits];
+  std::size_t seen_n = 0;
   std::int64_t buckets = 0;
   for (std::size_t i = 1; i <= static_cast<std::size_t>(m); ++i) {
     const std::size_t base = 2 + 4 * (i - 1);
@@ -73,7 +79,9 @@ void limits(const Words& p) {
     std::int64_t tw = 0;
     std::int64_t tp = 0;
     const bool named = parse_tag(p.at(base), tw, tp) && tw == w && tp == P;
-    if (w % P != 0 || w / P > kMaxBuckets || !named || !seen.emplace(w, P).second) {
+    const bool repeated = std::find(seen, seen + seen_n, std::make_pair(w, P)) != seen + seen_n;
+    if (!repeated) seen[seen_n++] = {w, P};
+    if (w % P != 0 || w / P > kMaxBuckets || !named || repeated) {
       throw Bad{detail::message(
           "redlimit: policy limit {} (\"{} {} {} {}\") needs a tag that names its window and precision, a precision "
           "that divides the window into at most {} buckets, and a window and precision of its own",
