@@ -54,6 +54,11 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
+// A row's counter: `total` over the loop's decisions (none: 0).
+benchmark::Counter per_decision(std::int64_t total, std::int64_t decisions) {
+  return benchmark::Counter(static_cast<double>(total) / static_cast<double>(std::max<std::int64_t>(1, decisions)));
+}
+
 // Counts the allocations of a timed loop: made before it, read after it.
 class AllocationCount {
  public:
@@ -62,8 +67,7 @@ class AllocationCount {
   // Sets the row's counter `allocs`: allocations per decision, less `outside` (made by the loop's
   // untimed part).
   void report(benchmark::State& state, std::int64_t decisions, std::int64_t outside = 0) const {
-    state.counters["allocs"] = benchmark::Counter(static_cast<double>(made() - outside) /
-                                                  static_cast<double>(std::max<std::int64_t>(1, decisions)));
+    state.counters["allocs"] = per_decision(made() - outside, decisions);
   }
 
  private:
@@ -178,8 +182,7 @@ void memory(benchmark::State& state, Make make) {
   }
   allocations.report(state, state.iterations());
   state.SetItemsProcessed(state.iterations());
-  state.counters["admitted"] =
-      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(std::max<std::int64_t>(1, state.iterations())));
+  state.counters["admitted"] = per_decision(admitted, state.iterations());
 }
 
 template <typename Make>

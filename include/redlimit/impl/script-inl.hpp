@@ -16,26 +16,18 @@ REDLIMIT_INLINE std::string_view library_name();
 
 namespace script_impl {
 
-// One command alone, several as a pipeline: one round trip either way.
-REDLIMIT_INLINE std::vector<Reply> round_trip(Connection& conn, const std::vector<std::vector<std::string>>& commands) {
-  if (commands.size() != 1) return conn.pipeline(commands);
-  std::vector<Reply> replies;
-  replies.push_back(conn.command(commands[0]));
-  return replies;
-}
-
-// The command `command(call)` of each call in one round trip: a call alone (every single consume)
-// goes as one command, without a list of one to hold it.
+// Commands command(0) .. command(n - 1) in one round trip: one alone (every single consume) as
+// one command, without a list of one to hold it; several as a pipeline.
 template <class Command>
-std::vector<Reply> send_calls(Connection& conn, const std::vector<ScriptCall>& calls, Command command) {
+std::vector<Reply> round_trip(Connection& conn, std::size_t n, Command command) {
   std::vector<Reply> replies;
-  if (calls.size() == 1) {
-    replies.push_back(conn.command(command(calls.front())));
+  if (n == 1) {
+    replies.push_back(conn.command(command(0)));
     return replies;
   }
   std::vector<std::vector<std::string>> commands;
-  commands.reserve(calls.size());
-  for (const auto& c : calls) commands.push_back(command(c));
+  commands.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) commands.push_back(command(i));
   return conn.pipeline(commands);
 }
 
@@ -186,7 +178,8 @@ REDLIMIT_INLINE void reload_missing(Connection& conn, ScriptPathState& path, con
 // those that did not run (missing after the reload, refused) are left for the EVALSHA step.
 REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState& path, const Script& script,
                                                const std::vector<ScriptCall>& calls) {
-  std::vector<Reply> replies = send_calls(conn, calls, [&](const ScriptCall& c) { return fcall_command(script, c); });
+  std::vector<Reply> replies =
+      round_trip(conn, calls.size(), [&](std::size_t i) { return fcall_command(script, calls[i]); });
   settle_path(path, replies);
   if (path.get() != ScriptPath::evalsha) reload_missing(conn, path, script, calls, replies);
   return replies;
@@ -204,7 +197,7 @@ REDLIMIT_INLINE std::vector<Reply> fcall_calls(Connection& conn, ScriptPathState
 REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& script,
                                                 const std::vector<ScriptCall>& calls, bool before_7) {
   std::vector<Reply> replies =
-      send_calls(conn, calls, [&](const ScriptCall& c) { return evalsha_call_command(script, c, before_7); });
+      round_trip(conn, calls.size(), [&](std::size_t i) { return evalsha_call_command(script, calls[i], before_7); });
   const std::vector<std::size_t> again = positions_of(replies, is_noscript);  // the calls that did not run
   if (again.empty()) return replies;
   // The LOAD's reply settles nothing: what matters is whether the EVALSHAs behind it ran.
@@ -217,9 +210,10 @@ REDLIMIT_INLINE std::vector<Reply> evalsha_sent(Connection& conn, const Script& 
     if (is_noscript(replies[i])) still.push_back(i);
   }
   if (still.empty()) return replies;
-  std::vector<std::vector<std::string>> commands;
-  for (std::size_t i : still) commands.push_back(eval_call_command(script, calls[i], before_7));
-  replace_resent(replies, still, [&] { return round_trip(conn, commands); });
+  replace_resent(replies, still, [&] {
+    return round_trip(conn, still.size(),
+                      [&](std::size_t j) { return eval_call_command(script, calls[still[j]], before_7); });
+  });
   return replies;
 }
 
