@@ -221,12 +221,10 @@ void memory_command(benchmark::State& state, const redlimit::detail::Script& scr
   auto clock = std::make_shared<redlimit::ManualClock>();
   redlimit::MemoryConnection store(clock);
   std::vector<std::vector<std::string>> argvs;
-  const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script);  // the state (and a log's marker)
   for (const auto& name : subjects()) {
     const std::vector<std::string> args{
         "0", redlimit::detail::scripts::head("1", 1, redlimit::detail::scripts::params_arg(params))};
-    std::vector<std::string> keys{"rl:{" + name + "}"};
-    if (nkeys == 2) keys.push_back("rl:{" + name + "}:b");
+    const std::vector<std::string> keys{"rl:{" + name + "}"};  // the state, which holds its block
     argvs.push_back(redlimit::detail::evalsha_command(script, keys, args));
   }
   std::size_t i = 0;
@@ -234,7 +232,7 @@ void memory_command(benchmark::State& state, const redlimit::detail::Script& scr
   const AllocationCount allocations;
   for (auto _ : state) {
     auto& argv = argvs[i++ & 1023];
-    argv[3 + nkeys] = std::to_string(++now);  // ARGV[1]: the client's clock, 1 us a decision (one allocation)
+    argv[4] = std::to_string(++now);  // ARGV[1]: the client's clock, 1 us a decision (one allocation)
     auto r = store.command(argv);
     benchmark::DoNotOptimize(r);
   }

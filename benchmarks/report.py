@@ -111,18 +111,20 @@ main-thread CPU time does not. {cpu_spreads}
 What each script calls (`redis.call`) for one decision, counted by `INFO commandstats` and held to
 these bounds by `tests/integration/command_count_test.cpp` (which prints the table). One call decides
 one request, or a whole `consume_many` batch (one script call for up to 256 requests on one server):
-the read of every string state (or, for the sliding log, every block marker) is then one command,
-and each admission is one write; a fixed window's request is its `HINCRBY`, whose reply is the count. Every state but the sliding log's holds its subject's block itself
+the read of every string state is then one command,
+and each admission is one write; a fixed window's request is its `HINCRBY`, whose reply is the count. Every state holds its subject's block itself
 (`docs/keys.md`, Blocks), so their decisions read one key: a fixed window and the buckets made an
-`MGET` of state and marker until 0.3, and a sliding window and a policy a `GET` of the marker
-before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek) until this change.
+`MGET` of state and marker until 0.3, a sliding window and a policy a `GET` of the marker
+before their `HGETALL` (4 commands, 3 for the next consumes, 2 for a peek), and the sliding log a
+`GET` of the marker before its `ZRANGE` (4, 4, 3, and an `MGET` of the markers in a batch) until
+they changed.
 
 | strategy | first consume | next consumes | peek | per decision in a batch of 128 subjects |
 |---|---|---:|---:|---:|
 | fixed window | 2: `HINCRBY`, `PEXPIRE … NX` (a new key; the window's first request on a key that holds the last window reads the hash and deletes that window: 5) | 1 (`HINCRBY`; a rejection 2, its unit taken back) | 1 (`HGETALL`) | 2.00 (128 new subjects; 1 for the next requests of the window) |
 | token bucket, leaky bucket (meter, shaper) | 2: `GET` state, `PSETEX` | 2 (the write `SETRANGE`, in place, within the key's lease) | 1 | 1.01 |
 | sliding window, and a policy of any number of limits | 3: `HGETALL`, one `HSET` for every limit's bucket, `PEXPIRE` | 2 (`PEXPIRE` only when the hash lives longer: the latest end of a limit's newest bucket moves, which a shorter limit's next bucket under a longer one's does not) | 1 | 3.00 (128 new subjects) |
-| sliding log | 4: `GET` marker, `ZRANGE` newest, `ZADD`, `PEXPIRE` | 4 (`ZRANGEBYSCORE` of the oldest live entry joins; `PEXPIRE` only by the first admission of each half-second, the trim only every `limit / 8` units) | 3 | 3.01 |
+| sliding log | 3: `ZRANGE` newest (which meets a block member too), `ZADD`, `PEXPIRE` | 3 (`ZRANGEBYSCORE` of the oldest live entry joins; `PEXPIRE` only by the first admission of each half-second, the trim only every `limit / 8` units) | 2 | 3.00 |
 
 A sliding log writing compact entries (`Options::sliding_log_members`) makes the same commands; its
 `ZRANGE` of the newest asks for no score (the entry carries its time), unless that newest is a text

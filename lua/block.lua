@@ -1,30 +1,32 @@
 -- Block: deny a subject outright until now + duration, whatever its quota.
 --
--- KEYS[1]  the strategy's state: a string state (kind "1"), a policy's hash (kind "2") or a fixed
---          window's hash (kind "3") holds the block too; a sorted set is untouched (named so the
---          call routes to the subject's slot)
+-- KEYS[1]  the strategy's state: a string state (kind "1"), a policy's hash (kind "2"), a fixed
+--          window's hash (kind "3") or a sliding log's sorted set (kind "4") holds the block too
 -- KEYS[2]  the block marker: string "blocked until" (us), expiring with the block
 -- ARGV[1..2] now; the head: mode "3", cost (unused), then the parameters (prologue.lua)
 --          "<duration> <kind>": the block's duration (us), "0" to lift the block instead
 --          (Strategy::unblock); kind "1" when the strategy keeps a string state (token and
 --          leaky buckets), "2" a policy's hash (sliding window, policies), "3" a fixed window's
---          hash; missing or anything else: neither (sliding log)
+--          hash, "4" a sliding log's sorted set; missing or anything else: none (the marker alone)
 -- Returns {0, 0, duration, duration, 0}: the decision any request gets during the block. Lifting:
 -- {1, 0, 0, 0, 0} when a block was in force, {0, 0, 0, 0, 0} when none was.
 --
 -- A string state's decisions read the block from the state (helpers.lua, split_block), a hash's
--- from its field BLOCK_FIELD (policy.lua, read), not the marker: one key read a decision instead
--- of two. The marker is still written for every strategy, for the decisions of the sliding log
--- and of earlier redlimit versions, which read it. A block is never shortened, by any record. The
+-- from its field BLOCK_FIELD (policy.lua, read), a sorted set's from its member BLOCK_MEMBER
+-- (sliding_log.lua, decide), not the marker: one key read a decision instead of two. The marker is
+-- still written for every strategy, for the decisions of earlier redlimit versions, which read
+-- it. A block is never shortened, by any record. The
 -- state's key gets a TTL that outlives both the block and the state itself: a fixed window's lives
 -- until its window ends, a bucket's until its lease does (helpers.lua, bucket_ttl), a hash until
--- its newest bucket stops weighing anything (below), and a 0.2 state or a bucket without a lease,
--- which say neither, as long as its key's TTL does (PTTL, read on Redis's clock: such states are
--- gone a window or a refill after an upgrade).
+-- its newest bucket stops weighing anything (below), and a sorted set, a 0.2 state or a bucket
+-- without a lease, which say neither, as long as its key's TTL does (PTTL, read on Redis's clock: a
+-- log's TTL is its newest entry's time plus the window, sliding_log.lua; the others are gone a
+-- window or a refill after an upgrade).
 -- Every record is read first, for a block and a lift alike: the marker with GET (a key of another
 -- type is no block: epilogue.lua, foreign keys), a string state with MGET, as the batches read
--- states (another type reads as none, and a block replaces it), a hash with HGETALL (another type:
--- no block, and a block deletes the key first, as a decision's write would).
+-- states (another type reads as none, and a block replaces it), a hash with HGETALL, a sorted
+-- set's newest member with ZRANGE (another type: no block, and a block deletes the key first, as a
+-- decision's write would).
 -- A fixed window's hash (kind "3", fixed_window.lua) holds its counts less WINDOW_BLOCKED while a
 -- block is in force (helpers.lua): a block takes it off every count, a lift puts it back.
 
@@ -78,6 +80,7 @@ local marker = tonumber(rpcall('GET', KEYS[2]))
 local state, held = false, nil -- the state's own bytes (false: none), the end of the block it holds
 local foreign, lives = false, nil -- a hash's key holds another type; its state's life (below)
 local counts -- a fixed window's hash, as window_hash reads it
+local member, logged -- a sorted set's block member, when it holds one; whether the key is one (kind "4")
 if kind == '3' then
   counts, lives = window_hash(KEYS[1])
   for i = 1, #counts, 2 do
@@ -107,13 +110,25 @@ elseif kind == '2' then
       end
     end
   end
+elseif kind == '4' then
+  -- The block member sits above every entry (scored +inf): the newest member read.
+  local top = rpcall('ZRANGE', KEYS[1], '-1', '-1')
+  if top.err then
+    foreign = true
+  elseif top[1] then
+    held = block_end(top[1]) -- (helpers.lua: nil for an entry)
+    if held then member = top[1] end
+    logged = true
+  end
 end
 if duration == 0 then
   -- Lifted: the marker deleted; a string state's block cut off, its own bytes kept with the key's
   -- TTL (which outlives them: see above), or the key deleted when it held the block alone. A block
   -- that ended and was not yet dropped by a write goes too.
   if marker then rcall('DEL', KEYS[2]) end
-  if held and kind ~= '1' then
+  if member then
+    rcall('ZREM', KEYS[1], member) -- a set left empty is deleted by Redis
+  elseif held and kind ~= '1' then
     rcall('HDEL', KEYS[1], BLOCK_FIELD) -- a hash left empty is deleted by Redis
     if kind == '3' then shift_counts(KEYS[1], counts, WINDOW_BLOCKED, true) end
   elseif held then
@@ -140,6 +155,15 @@ elseif kind == '2' or kind == '3' then
   if kind == '3' then shift_counts(KEYS[1], counts, -WINDOW_BLOCKED, false) end
   rcall('HSET', KEYS[1], BLOCK_FIELD, fmt(blocked_until))
   rcall('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))
+elseif kind == '4' then
+  if foreign then rcall('DEL', KEYS[1]) end
+  local pttl = logged and rcall('PTTL', KEYS[1]) -- the log's entries live as long as its key
+  local lives_until = blocked_until
+  if pttl and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
+  local new = BLOCK_MEMBER .. fmt(blocked_until)
+  if member and member ~= new then rcall('ZREM', KEYS[1], member) end
+  rcall('ZADD', KEYS[1], '+inf', new)
+  rcall('PEXPIRE', KEYS[1], ttl_text(ttl_ms(lives_until - now)))
 end
 rcall('PSETEX', KEYS[2], ttl_text(ttl_ms(blocked_until - now)), fmt(blocked_until))
 return {0, 0, blocked_until - now, blocked_until - now, 0}

@@ -10,10 +10,6 @@
 --       remaining and reset_after, one pair a limit; `packed` (policies only, a call of one
 --       request): the admission as the one integer that is its reply (policy.lua, packable), or nil.
 --   state_is_string: whether the state is such a string;
---   reads_marker: whether the block marker is read for the state's block: the sliding log's, whose
---       requests each send two keys (KEYS[2i-1] the state, KEYS[2i] the marker); a string state
---       holds its block, and so does a policy's hash (its decide() answers): their requests send
---       the state alone (KEYS[i]), a key less for Redis to parse and file in KEYS (prologue.lua);
 --   width: the length of a decision (5, or 6 + 2m for a policy of m > 1 limits: the deciding
 --       limit, then `each`).
 -- The functions below are its load part (cmake/embed_lua.cmake): they follow the script's own.
@@ -113,14 +109,6 @@ local function rare_write(key, new)
   if new then rcall('SET', key, new, 'KEEPTTL') else rcall('DEL', key) end
 end
 
--- The wait a block marker imposes now, or nil. A blocked subject is rejected until the block
--- ends, whatever its quota; refunds still apply.
-local function blocked(marker)
-  local blocked_until = tonumber(marker)
-  if refund or not blocked_until or blocked_until <= now then return nil end
-  return blocked_until - now
-end
-
 -- A string state's value as split_block (helpers.lua) reads it; the end of the block it holds (nil
 -- when it has none, or one that has ended, which the next write then drops); and the wait that
 -- block imposes now (nil for a refund, which goes through).
@@ -142,8 +130,8 @@ end
 
 -- A blocked request's reset_after: the later of the block's end (`wait` from now) and the state's
 -- own, which the subject's quota counted before the block may outlast. A peek of the state under
--- the block tells it (decide() with record off writes nothing; a string state's `v`, the state
--- without its block; a sliding log reads its key).
+-- the block tells it (decide() with record off writes nothing; `v`, the state without its block).
+-- The other states hold their block where their decide() reads it, and answer for it there.
 local function blocked_reset(key, cost, v, wait)
   local saved = record
   record = false
@@ -153,11 +141,8 @@ local function blocked_reset(key, cost, v, wait)
   return wait
 end
 
--- The keys a request sends (see above): set once, with the script.
-local stride = reads_marker and 2 or 1
-
 -- Per call: -------------------------------------------------------------------------------------
-local n = #KEYS / stride
+local n = #KEYS -- one key a request: its state, which holds its block (prologue.lua)
 if cost1 > most_cost then cost_above(cost1, most_cost) end -- (helpers.lua)
 if n == 1 then
   -- One request: one read (a string state holds its own block: helpers.lua, split_block), at most
@@ -173,10 +158,6 @@ if n == 1 then
       value, blocked_until, wait = unblock(value)
       in_place = false -- the key holds a block after the state
     end
-  elseif reads_marker then -- (a policy's hash holds its block: decide() reads it)
-    if KEYS[1] == KEYS[2] then error('redlimit: the state and the block marker are one key: ' .. KEYS[1], 0) end
-    local marker = rpcall('GET', KEYS[2]) -- foreign keys: an error table is no number
-    wait = marker and blocked(marker) -- false: no marker, and no call
   end
   if wait then
     return reply(0, 0, wait, blocked_reset(KEYS[1], cost1, value, wait), 0, 1, width > 5 and blocked_each(wait))
@@ -207,9 +188,9 @@ if n == 1 then
   return reply(a, rem, retry, reset, delay, decider, each)
 end
 
--- A batch. One MGET reads every request's one key, whatever n is: a string state (which holds its
--- own block), or else the block marker (a sliding log's; a policy's hash holds its block, and its
--- decide() reads it: no MGET, unless the call is spread, below); either is KEYS[stride * i]. Its
+-- A batch. One MGET reads every request's string state (which holds its own block), whatever n
+-- is (a hash and a sorted set hold their block too, and their decide() reads them: no MGET, unless
+-- the call is spread, below). Its
 -- reply is read by position (request i's at i), and each admission is written as it is decided and kept in `written`, so a
 -- later request of the same subject reads the value the earlier one wrote, and a TTL 0 (keep the
 -- key's) always finds the key in Redis. Filing every key read in a table by name instead costs two
@@ -223,17 +204,13 @@ end
 -- written, and a key this node does not serve (a slot that moved, or is moving: Redis refuses the
 -- command, and the call ends in error) stops the call before it changed anything, and the client
 -- can send its requests again slot by slot.
--- The client sends `stride` keys a request; a raw call that sends none, or a sliding log's state
--- without its marker, would decide for half a request (n = 0.5, 1.5).
-if n < 1 or n % 1 ~= 0 then
-  error(format('redlimit: %d keys, where a request sends %d', #KEYS, stride), 0)
-end
+-- A raw call that sends no key decides nothing.
+if n < 1 then error('redlimit: no key, where each request sends its state', 0) end
 local got = {}
 if spread then
-  for i = 1, n do got[i] = rcall('MGET', KEYS[stride * i])[1] end
-elseif state_is_string or reads_marker then
-  for i = 1, n do got[i] = KEYS[stride * i] end
-  got = rcall('MGET', unpack(got))
+  for i = 1, n do got[i] = rcall('MGET', KEYS[i])[1] end
+elseif state_is_string then
+  got = rcall('MGET', unpack(KEYS))
 end
 local written = {}
 local distinct = mode == '4' -- no key repeats: no value this call wrote is read again (prologue.lua)
@@ -248,7 +225,7 @@ local last_reset -- the previous decision's reset_after (reply, above)
 -- request's is bad. false: every request costs cost1.
 local first_cost = later_costs(ARGV, n, most_cost) -- (helpers.lua)
 for i = 1, n do
-  local key = KEYS[stride * (i - 1) + 1]
+  local key = KEYS[i]
   local cost = cost1
   if first_cost and i > 1 then cost = tonumber(ARGV[first_cost + i]) end
   local seen = rejected[key]
@@ -272,9 +249,6 @@ for i = 1, n do
         v, blocked_until, wait = unblock(v)
         in_place = false
       end
-    elseif reads_marker then
-      local marker = got[i]
-      wait = marker and blocked(marker)
     end
     if wait then
       a, rem, retry, reset, delay, decider = 0, 0, wait, blocked_reset(key, cost, v, wait), 0, 1

@@ -286,6 +286,16 @@ local function block_suffix(blocked_until) return pack('<I7', blocked_until) .. 
 -- end (us) in decimal: a name without ':', so never a bucket's, and read by the HGETALL a decision
 -- makes anyway.
 local BLOCK_FIELD = 'blk'
+-- The sliding log's block (sliding_log.lua) is a member of its sorted set, BLOCK_MEMBER followed by
+-- the block's end (us) in decimal, scored +inf: above every entry, so the read of the newest entry
+-- that a decision makes anyway returns it whenever it is there. No entry starts with '~' (a text
+-- entry starts with a digit, a compact one with a byte below '0'). block_end(m): the end of the
+-- block member `m`, or nil for any other member.
+local BLOCK_MEMBER = '~blk:'
+local function block_end(m)
+  if sub(m, 1, 5) ~= BLOCK_MEMBER then return nil end
+  return tonumber(sub(m, 6))
+end
 
 -- A block of a fixed window (block.lua, kind "3") also takes WINDOW_BLOCKED off every count its hash
 -- holds (fixed_window.lua): a count below zero is the block, seen by the HINCRBY a decision makes

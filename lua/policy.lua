@@ -68,7 +68,7 @@ local least_at -- the first limit with that least count: a new subject's decidin
 local radix_fits, packable
 local params_arg -- the params of the call that set `limits`
 local policies, policies_n, POLICIES_MAX = {}, 0, 64
-local state_is_string, reads_marker = false, false -- the hash holds its block (read, below)
+local state_is_string = false -- a hash, which holds its block (read, below)
 
 -- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
 -- old * r below 2^52 is divided inline (helpers.lua, TWO52): no call into C.

@@ -7,10 +7,8 @@
 --
 -- One call decides n >= 1 requests of one strategy, in order (consume_many sends many):
 -- KEYS[i]     request i's state, for one (resource, subject), which holds the subject's block
---             (helpers.lua: split_block, BLOCK_FIELD); except in the sliding log's (reads_marker,
---             epilogue.lua), whose requests send two keys each:
--- KEYS[2i-1]  request i's state, a sorted set
--- KEYS[2i]    request i's block marker: a string holding "blocked until" in us (see block.lua)
+--             (helpers.lua: split_block, BLOCK_FIELD, BLOCK_MEMBER); block.lua, which writes it,
+--             takes the block marker too (its own KEYS)
 -- ARGV[1]  now: microseconds since the Unix epoch from the client's clock, an integer in
 --          [0, 2^53), or "redis" to read Redis TIME here (one clock for every client, no extra
 --          round trip); one now for all n

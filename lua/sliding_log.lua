@@ -1,13 +1,15 @@
 -- Sliding log: one sorted-set entry per admitted request, carrying its cost, scored by its time.
 --
--- KEYS: two per request (prologue.lua): the state, then the block marker (a sorted set cannot
--- hold a block)
+-- KEYS: one per request (prologue.lua): the state, which holds the subject's block
 -- state: sorted set, an entry per admission scored by its time (us): <cost> units admitted at that
 --        time, and <cum> the units admitted to this key up to and including them, modulo CUM_MOD
 --        (below), so that the units in any run of entries is a difference of two cums, modulo
 --        CUM_MOD. A member in one of two forms (parse):
 --        text "<cum>/<cost>", <cum> zero-padded to 16 digits; or compact, 20 bytes,
---        pack('>I7I6I7', cum, cost, time)
+--        pack('>I7I6I7', cum, cost, time);
+--        and while a block is in force (block.lua) the member "~blk:<blocked until>", scored +inf
+--        (helpers.lua, BLOCK_MEMBER): the newest entry's read meets it, so a decision reads no other
+--        key for the block (decide, at the end)
 -- ARGV[1..2] now; the head: mode, cost, then the parameters (prologue.lua; helpers.lua, params)
 --          "<limit> <window> [compact]": the units admitted in any window, the window's length
 --          (us), and "compact" to write new entries in the compact form (Options::sliding_log_members)
@@ -78,8 +80,11 @@ end
 local compact -- this call's: admissions write compact entries (params' third word)
 local COMPACT, TEXT = '>I7I6I7', '%016d/%d' -- the two forms of a member: struct and format strings
 local CUM_MOD = 1125899906842624 -- 2^50: cums are kept modulo it (see above)
-local state_is_string, reads_marker, width = false, true, 5
+local state_is_string, width = false, 5
 local most_cost -- the largest cost the call's log can admit: its limit (helpers.lua, cost_above)
+-- How many members sit above the newest entry in this decision's set: 1 when it reads the log
+-- under a block member it leaves there (a peek, and a request the block rejects), else 0.
+local above = 0
 
 -- An entry's member: its cum, its cost (unless only the cum is wanted) and, for a compact member,
 -- its time; nil for a 0.2 member "<time>:<seq>" or any other. A text member's time is its score,
@@ -134,7 +139,7 @@ local function gone(key) return rcall('ZCOUNT', key, '-inf', cutoff_text()) end
 -- that when every cost is 1: then one probe confirms it. Otherwise a binary search. nil when a
 -- probe meets a foreign member (above).
 local function rank_reaching(key, target, base)
-  local lo, card = gone(key), rcall('ZCARD', key)
+  local lo, card = gone(key), rcall('ZCARD', key) - above -- (a block member above: entries only)
   local hi = min(card - 1, lo + target - 1)
   if hi > lo then
     local c = at_rank(key, hi - 1)
@@ -228,32 +233,33 @@ local function trim(key)
   if n > 0 then rcall('ZREMRANGEBYRANK', key, '0', fmt(min(n, TRIM_MOST) - 1)) end
 end
 
-local function decide(key, cost)
-  -- The newest entry, then the oldest live one (past the entries that left and are still there).
-  local cum, newest_t, base, used = nil, nil, 0, 0
+-- The entry at `rank` from the top ('-1' the newest, '-2' the one below a block member): its cum
+-- (nil for a foreign member, or none), its time, whether it is a text entry while this call writes
+-- compact ones, and its member; false for a key of another type (epilogue.lua, foreign keys).
+-- Without its score when this call writes compact entries: the entry then carries its time,
+-- unless it is a text entry, whose score is asked for (ZSCORE) until a compact one follows it.
+local function entry_at_top(key, rank)
+  local e
+  if compact then e = rpcall('ZRANGE', key, rank, rank) else e = rpcall('ZRANGE', key, rank, rank, 'WITHSCORES') end
+  if e.err then return false end
+  local m = e[1]
+  if not m then return nil end
+  if not compact then return parse(m, true), tonumber(e[2]), false, m end
+  local c, _, t = parse(m, true) -- a text newest's cost is not wanted
+  if c and not t then return c, tonumber(rcall('ZSCORE', key, m)), true, m end
+  return c, t, false, m
+end
+
+-- One request against the log whose newest entry entry_at_top() read (cum false: a key of
+-- another type; nil with a member: a foreign one or a 0.2 log's).
+local function judge(key, cost, cum, newest_t, newest_text, m)
+  -- The oldest live entry next (past the entries that left and are still there).
+  local base, used = 0, 0
   local renew -- an admission sets the key's TTL (see above)
-  local newest_text -- this call writes compact entries, and the newest is a text one
-  -- Without its score when this call writes compact entries: the newest then carries its time,
-  -- unless it is a text entry, whose score is asked for (ZSCORE) until a compact one follows it.
-  local newest
-  if compact then newest = rpcall('ZRANGE', key, '-1', '-1')
-  else newest = rpcall('ZRANGE', key, '-1', '-1', 'WITHSCORES') end
-  if newest.err then -- a key of another type: no state (epilogue.lua, foreign keys)
+  if cum == false then -- a key of another type: no state
     if record or refund then rcall('DEL', key) end
-    newest = {}
-  end
-  if newest[1] then
-    if compact then
-      local _
-      cum, _, newest_t = parse(newest[1], true) -- a text newest's cost is not wanted
-      if cum and not newest_t then
-        newest_text = true
-        newest_t = tonumber(rcall('ZSCORE', key, newest[1]))
-      end
-    else
-      cum = parse(newest[1], true)
-      newest_t = tonumber(newest[2])
-    end
+    cum = nil
+  elseif m then
     if not cum then -- a 0.2 log: restarted (UNLINK: a big one is freed off the main thread)
       if record or refund then rcall('UNLINK', key) end
     elseif newest_t <= cutoff then
@@ -324,6 +330,42 @@ local function decide(key, cost)
   return allowed and 1 or 0, remaining, retry_after, reset_after, 0, 1
 end
 
+-- A decision (epilogue.lua). A log without a block member reads its newest entry and goes on; one
+-- with it (block.lua) reads the entry below it:
+-- - in force, a request other than a refund is rejected with the block's wait, whatever the
+--   quota, and nothing is written; its reset_after is the later of the block's end and the log's
+--   own, from a peek of the log under the member (as epilogue.lua's blocked_reset);
+-- - a block that has ended is deleted by the first consume or refund that meets it (ZREM: a set
+--   left empty is deleted by Redis), and a peek reads past it;
+-- - a refund during the block takes the member out, gives its units back, and puts the member
+--   back, with a TTL that outlives both the block and the log (PEXPIRE of the later).
+local function decide(key, cost)
+  local cum, newest_t, newest_text, m = entry_at_top(key, '-1')
+  local held = cum == nil and m and block_end(m) -- (helpers.lua; a foreign member: nil)
+  if not held then return judge(key, cost, cum, newest_t, newest_text, m) end
+  if held > now and not refund then
+    local saved = record
+    record, above = false, 1
+    local _, _, _, reset = judge(key, cost, entry_at_top(key, '-2'))
+    record, above = saved, 0
+    local wait = held - now
+    return 0, 0, wait, max(wait, reset), 0, 1
+  end
+  if not (record or refund) then
+    above = 1
+    local a, rem, retry, reset, delay, decider = judge(key, cost, entry_at_top(key, '-2'))
+    above = 0
+    return a, rem, retry, reset, delay, decider
+  end
+  rcall('ZREM', key, m)
+  local a, rem, retry, reset, delay, decider = judge(key, cost, entry_at_top(key, '-1'))
+  if held > now then -- a refund during the block (above)
+    rcall('ZADD', key, '+inf', m)
+    rcall('PEXPIRE', key, ttl_text(ttl_ms(max(held - now, reset))))
+  end
+  return a, rem, retry, reset, delay, decider
+end
+
 -- Per call: -------------------------------------------------------------------------------------
 if params ~= params_arg then
   local p = words(params) -- checked (helpers.lua, param), then kept: params_arg is set last
@@ -336,3 +378,4 @@ if params ~= params_arg then
 end
 cutoff = now - window
 now_str, cutoff_str, after_cutoff_str = nil, nil, nil
+above = 0 -- (decide sets it back itself; a call that failed inside judge() may not have)

@@ -49,7 +49,7 @@ for back in "${backs[@]}"; do
     fn=$(cli FUNCTION LIST | grep -o 'redlimit_[0-9a-f]*_sliding_log$' | head -1)
     cli EVAL "$FILL" 1 log "$T0" "$entries" >/dev/null
     cli CONFIG RESETSTAT >/dev/null
-    reply=$(cli FCALL "$fn" 2 log log:blk "$now" "2 $back $((entries + 10)) 3600000000000" | tr '\n' ' ')
+    reply=$(cli FCALL "$fn" 1 log "$now" "2 $back $((entries + 10)) 3600000000000" | tr '\n' ' ')
     usec=$(cli INFO commandstats | sed -nE 's/^cmdstat_fcall:calls=1,usec=([0-9]+),.*/\1/p')
     echo "entries $entries, refund $back: ${usec} us; reply ${reply}; left $(cli ZCARD log) entries, TTL $(cli PTTL log) ms"
     stop_server

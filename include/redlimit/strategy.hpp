@@ -130,8 +130,8 @@ class Strategy {
  private:
   friend class Leases;  // reads the clock and time source its leases are timed on
 
-  // One request's call of `script` (checks the subject): KEYS its state, and the block marker when
-  // the script reads it (detail::scripts::keys_per_request); ARGV now (or `now` when the caller
+  // One request's call of `script` (checks the subject): KEYS its state, and the block marker for
+  // block.lua (detail::scripts::keys_per_request); ARGV now (or `now` when the caller
   // already has it: one clock reading for a whole batch), then the head: mode, cost, params.
   detail::ScriptCall prepare(const detail::Script& script, std::string_view subject, std::int64_t cost,
                              const char* mode, const std::string& params, const std::string* now = nullptr) const;

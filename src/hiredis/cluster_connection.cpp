@@ -162,7 +162,7 @@ Reply ClusterConnection::send(const std::vector<std::string>& argv, std::uint16_
         target = next;
       }
     } else if (asks_to_wait(reply)) {
-      // TRYAGAIN: a multi-key command (ours: a batch, or a sliding log's state and block marker) on a slot
+      // TRYAGAIN: a multi-key command (ours: a batch, or a block's state and marker) on a slot
       // mid-migration whose keys are split between the two nodes, or not all there yet; it can run once the migration
       // ends. Bounded: max_retries, 10..100 ms apart, never past the call's deadline (then the reply goes to the caller
       // as it is: an outage, for the failure policy).

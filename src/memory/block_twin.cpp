@@ -135,6 +135,16 @@ std::vector<std::int64_t> lift(const Call& c, KeyRef& marker, KeyRef& state, std
     }
     return {was ? 1 : 0, 0, 0, 0, 0};
   }
+  if (holder == "4") {
+    Entry* e = state.get();
+    auto* log = e != nullptr ? std::get_if<EntryLog>(&e->state) : nullptr;
+    if (log != nullptr && log->blocked_until != 0) {
+      was = was || log->blocked_until > c.now;
+      log->blocked_until = 0;  // ZREM
+      if (log->empty()) state.erase();
+    }
+    return {was ? 1 : 0, 0, 0, 0, 0};
+  }
   const Entry* e = holder == "1" ? state.get() : nullptr;
   const auto* v = e != nullptr ? std::get_if<Packed>(&e->state) : nullptr;
   if (v != nullptr && v->blocked_until != 0) {
@@ -187,6 +197,27 @@ void block_window(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
   state.expire_ms(c.now, ttl_ms(std::max(blocked_until, w.lives) - c.now));  // PEXPIRE
 }
 
+// the kind "4": the block member of the sliding log's sorted set (ZRANGE -1 -1: another type is no
+// block, and is deleted), and a TTL that outlives both the block and the log's key (its PTTL, which
+// the log's decisions set to its newest entry's time plus the window).
+void block_log(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
+  Entry* e = state.get();
+  auto* log = e != nullptr ? std::get_if<EntryLog>(&e->state) : nullptr;
+  if (e != nullptr && log == nullptr) state.erase();  // DEL
+  std::int64_t lives_until = 0;
+  if (log != nullptr) {
+    blocked_until = std::max(blocked_until, log->blocked_until);
+    if (e->deadline != kNoDeadline) {
+      const std::int64_t pttl = (e->deadline - c.now) / 1000;  // PTTL in whole ms
+      if (pttl > 0) lives_until = c.now + pttl * 1000;
+    }
+  } else {
+    log = &std::get<EntryLog>(state.create(EntryLog{}).state);
+  }
+  log->blocked_until = blocked_until;  // ZADD key +inf "~blk:<until>"
+  state.expire_ms(c.now, ttl_ms(std::max(lives_until, blocked_until) - c.now));
+}
+
 }  // namespace
 
 std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
@@ -202,6 +233,7 @@ std::vector<std::int64_t> block(const Call& c, KeyRef& marker, KeyRef& state) {
   if (holder == "1") block_string(c, state, blocked_until);
   if (holder == "2") block_hash(c, state, blocked_until);
   if (holder == "3") block_window(c, state, blocked_until);
+  if (holder == "4") block_log(c, state, blocked_until);
   marker.set(Marker{blocked_until}, c.now, ttl_ms(blocked_until - c.now));  // PSETEX
   const std::int64_t wait = blocked_until - c.now;
   return {0, 0, wait, wait, 0};

@@ -27,12 +27,6 @@ bool blocked_until(const Call& c, std::int64_t until, int width, Decided& d) {
 
 namespace {
 
-// blocked(marker): only a number blocks (tonumber() of a pack2 string is nil).
-bool blocked(const Call& c, const Entry* marker, int width, Decided& d) {
-  const auto* m = marker != nullptr ? std::get_if<Marker>(&marker->state) : nullptr;
-  return m != nullptr && blocked_until(c, m->until, width, d);
-}
-
 const Packed* packed(const Entry* e) { return e != nullptr ? std::get_if<Packed>(&e->state) : nullptr; }
 
 // What a string state's decide() reads: the state without its block (none for a block alone).
@@ -113,12 +107,6 @@ void reset_past_block(const Call& c, std::int64_t cost, const Packed* state, Dec
   quiet.record = false;
   Write ignored;
   d.reset_after = std::max(d.reset_after, Twin(quiet).decide(cost, state, ignored).reset_after);
-}
-template <class Twin>
-void reset_past_block(const Call& c, std::int64_t cost, KeyRef& state, Decided& d) {
-  Call quiet = c;
-  quiet.record = false;
-  d.reset_after = std::max(d.reset_after, Twin(quiet).decide(state, cost).reset_after);
 }
 
 // A string state, one request: GET state (redis.pcall: another type reads as none, as in a batch),
@@ -207,36 +195,25 @@ Reply batch_strings(const Twin& twin, const Call& c, const std::string* keys, st
   return out.done();
 }
 
-// A sorted set or a hash: decide() reads and writes the state itself. A sliding log's request sends
-// its state and its marker (`reads_marker`), and reads the marker with GET (redis.pcall: a marker key of another type
-// reads as none); a batch reads all markers first with one MGET. A policy's hash holds its block: decide() answers.
-// The fixed window runs its own requests (no epilogue: fixed_window.lua), which this loop runs alike: each in
-// order, a repeated rejection answered from the memo (the script remembers the last one; same answers).
+// A sorted set or a hash: decide() reads and writes the state itself, which holds its block, and
+// answers for it. The fixed window runs its own requests (no epilogue: fixed_window.lua), which this
+// loop runs alike: each in order, a repeated rejection answered from the memo (the script remembers
+// the last one; same answers).
 template <class Twin>
-Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables, bool reads_marker) {
-  std::vector<std::optional<Entry>> markers(n);
-  for (std::size_t i = 0; reads_marker && i < n; ++i) {
-    KeyRef marker(tables.of(keys[2 * i + 1]), keys[2 * i + 1], c.now);
-    if (const Entry* e = marker.get(); e != nullptr && is_string(e->state)) markers[i] = *e;
-  }
+Reply run_keyed(Twin& twin, const Call& c, const std::string* keys, std::size_t n, Tables& tables) {
   Out out(n, twin.width(), twin.most_cost());
   if constexpr (std::is_same_v<Twin, PolicyTwin>) out.pack_with(&twin);
   Memo memo;
   const std::vector<std::int64_t> costs = costs_of(c, n, twin.most_cost());
-  const std::size_t stride = reads_marker ? 2 : 1;  // the keys a request sends
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string& key = keys[stride * i];
+    const std::string& key = keys[i];
     const std::int64_t cost = costs[i];
     Decided d;
     if (const Decided* seen = memo.find(key, cost)) {
       d = *seen;
     } else {
       KeyRef state(tables.of(key), key, c.now);
-      if (blocked(c, markers[i] ? &*markers[i] : nullptr, twin.width(), d)) {
-        reset_past_block<Twin>(c, cost, state, d);
-      } else {
-        d = twin.decide(state, cost);
-      }
+      d = twin.decide(state, cost);
     }
     if (n > 1) memo.note(key, cost, d);
     out.add(d);
@@ -253,7 +230,7 @@ Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t 
   switch (id) {
     case ScriptId::fixed_window: {
       FixedWindowTwin twin(c);
-      return run_keyed(twin, c, keys, n, tables, /*reads_marker=*/false);
+      return run_keyed(twin, c, keys, n, tables);
     }
     case ScriptId::token_bucket:
       return run_strings(TokenBucketTwin(c), c, keys, n, tables);
@@ -261,11 +238,11 @@ Reply dispatch(ScriptId id, const Call& c, const std::string* keys, std::size_t 
       return run_strings(LeakyBucketTwin(c), c, keys, n, tables);
     case ScriptId::sliding_log: {
       SlidingLogTwin twin(c);
-      return run_keyed(twin, c, keys, n, tables, /*reads_marker=*/true);
+      return run_keyed(twin, c, keys, n, tables);
     }
     case ScriptId::policy: {
       PolicyTwin twin(c);
-      return run_keyed(twin, c, keys, n, tables, /*reads_marker=*/false);
+      return run_keyed(twin, c, keys, n, tables);
     }
     case ScriptId::block: {
       KeyRef marker(tables.of(keys[1]), keys[1], c.now);

@@ -20,8 +20,8 @@ std::optional<ScriptId> script_by_sha1(std::string_view sha1);
 std::optional<ScriptId> script_by_source(std::string_view source);
 std::string_view script_name(ScriptId id);
 
-// The keys a request of `id` sends (lua/prologue.lua): 2 (state, block marker) for the sliding log
-// and block.lua, 1 (the state) for the others.
+// The keys a request of `id` sends (lua/prologue.lua): 2 (state, block marker) for block.lua, 1
+// (the state) for the others.
 std::size_t keys_per_request(ScriptId id);
 
 // The twins take a time in [0, kMaxNow): what the scripts' doubles hold exactly.

@@ -83,7 +83,7 @@ std::string_view script_name(ScriptId id) {
 // The client's rule (scripts::keys_per_request) by script id, not through it: that one tells the
 // scripts apart by address, and this library is built with REDLIMIT_HEADER_ONLY (CMakeLists.txt,
 // redlimit_transports), so its Script objects need not be the compiled core's.
-std::size_t keys_per_request(ScriptId id) { return id == ScriptId::sliding_log || id == ScriptId::block ? 2 : 1; }
+std::size_t keys_per_request(ScriptId id) { return id == ScriptId::block ? 2 : 1; }
 
 std::optional<std::int64_t> script_now(std::string_view argv1, std::int64_t clock_now) {
   if (argv1 == "redis") return clock_now;

@@ -56,7 +56,37 @@ void give_back(EntryLog& log, std::int64_t left) {
 
 }  // namespace
 
+// sliding_log.lua's decide(): a block in force rejects all but a refund, with the later of its end
+// and the log's own reset (a peek under the member); one that ended is deleted by the first consume
+// or refund (ZREM: an emptied set is deleted), read past by a peek; a refund during the block puts
+// the member back, with a TTL that outlives both.
 Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
+  EntryLog* log = key.get() != nullptr ? std::get_if<EntryLog>(&key.get()->state) : nullptr;
+  const std::int64_t held = log != nullptr ? log->blocked_until : 0;
+  if (held == 0) return judge(key, cost);
+  const std::int64_t now = c_.now;
+  if (held > now && !c_.refund) {
+    Call quiet = c_;
+    quiet.record = false;
+    Decided d;
+    blocked_until(c_, held, width(), d);
+    d.reset_after = std::max(d.reset_after, SlidingLogTwin(quiet).judge(key, cost).reset_after);
+    return d;
+  }
+  if (!c_.record && !c_.refund) return judge(key, cost);
+  log->blocked_until = 0;  // ZREM
+  if (log->empty()) key.erase();
+  const Decided d = judge(key, cost);
+  if (held > now) {  // ZADD key +inf <member>, PEXPIRE
+    EntryLog* kept = key.get() != nullptr ? std::get_if<EntryLog>(&key.get()->state) : nullptr;
+    if (kept == nullptr) kept = &std::get<EntryLog>(key.create(EntryLog{}).state);
+    kept->blocked_until = held;
+    key.expire_ms(now, ttl_ms(std::max(held - now, d.reset_after)));
+  }
+  return d;
+}
+
+Decided SlidingLogTwin::judge(KeyRef& key, std::int64_t cost) const {
   const std::int64_t now = c_.now;
   const bool write = c_.record || c_.refund;
   // redis.pcall('ZRANGE'): a key of another type reads as none, deleted before a write
@@ -66,7 +96,9 @@ Decided SlidingLogTwin::decide(KeyRef& key, std::int64_t cost) const {
   std::optional<std::int64_t> cum;
   std::int64_t newest_t = 0, base = 0, used = 0;
   bool renew = false;
-  if (log != nullptr) {  // never empty: Redis deletes an emptied sorted set, and so does this twin
+  // Entries, or only a block member that a peek reads past (decide): Redis deletes an emptied set.
+  if (log != nullptr && log->size() == 0) log = nullptr;
+  if (log != nullptr) {
     newest_t = log->at(-1)->time;
     if (newest_t <= cutoff_) {
       if (write) {

@@ -50,7 +50,9 @@ struct Text {
 // sliding_log.lua's sorted set: one entry per admitted request, member "<cum>/<cost>" (cum zero-
 // padded) scored by its time. The script only ever adds at the end of Redis's order (a time no
 // earlier than every entry's, and a cum greater or, wrapped, a later time) and removes from either
-// end, so a vector in that order, with its front trimmed by an index, is the sorted set.
+// end, so a vector in that order, with its front trimmed by an index, is the sorted set. Its block
+// member (block.lua: "~blk:<until>", scored +inf, above every entry) is `blocked_until`, 0 for none;
+// the set is empty (and Redis deletes it) when it holds neither.
 struct LogEntry {
   std::int64_t time = 0;
   std::int64_t cum = 0;   // units admitted to the key up to and including this entry, modulo 2^50
@@ -59,8 +61,8 @@ struct LogEntry {
 
 class EntryLog {
  public:
-  std::size_t size() const { return entries_.size() - head_; }
-  bool empty() const { return size() == 0; }
+  std::size_t size() const { return entries_.size() - head_; }  // the entries (the block member aside)
+  bool empty() const { return size() == 0 && blocked_until == 0; }
   // ZRANGE i i (0 = oldest; negative from the newest, as Redis counts); nullptr past either end.
   const LogEntry* at(std::int64_t rank) const;
   // ZREMRANGEBYRANK 0 n-1 where n = min(ZCOUNT -inf cutoff, most): the oldest entries scored at or
@@ -75,6 +77,7 @@ class EntryLog {
   std::vector<LogEntry> entries() const {
     return {entries_.begin() + static_cast<std::ptrdiff_t>(head_), entries_.end()};
   }
+  std::int64_t blocked_until = 0;  // the block member's end (us); 0: none
 
  private:
   std::size_t first_after(std::int64_t cutoff) const;  // index of the first entry with time > cutoff

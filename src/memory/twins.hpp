@@ -194,11 +194,14 @@ class FixedWindowTwin {
 class SlidingLogTwin {
  public:
   explicit SlidingLogTwin(const Call& c);
+  // The block member first (EntryLog::blocked_until), then judge() of the entries (sliding_log.lua).
   Decided decide(KeyRef& key, std::int64_t cost) const;
   static constexpr int width() { return 5; }
   std::int64_t most_cost() const { return limit_; }
 
  private:
+  Decided judge(KeyRef& key, std::int64_t cost) const;  // the log's entries alone
+
   const Call& c_;
   std::int64_t limit_, window_, cutoff_;
   std::int64_t trim_every_;  // units between two trims of the entries that left (sliding_log.lua)

@@ -135,6 +135,24 @@ TEST_F(CliTest, BlockUnblockAndReset) {
   EXPECT_EQ(redis.dbsize(), 0);
 }
 
+// A sliding log's sorted set holds its block as a member above its entries: inspect shows it apart
+// from them, and unblock deletes it.
+TEST_F(CliTest, InspectShowsTheBlockASlidingLogHolds) {
+  const auto sl = limiter.sliding_log("logb", redlimit::Limit::per_minute(5));
+  sl.consume("ann", 2);
+  Result r = on_server({"block", "sl", "logb", "ann", "--for", "10m"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(redis.command({"PTTL", sl.key_for("ann")}).integer, 599'000) << "the key outlives the block";
+  r = on_server({"inspect", "sl", "logb", "ann", "--limit", "5/min", "--json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.out, MatchesRegex(
+                         R"(.*"type":"zset","blocked_until_us":"[0-9]+","entries":1,"newest":"0000000000000002/2".*)"));
+  r = on_server({"unblock", "sl", "logb", "ann", "--json"});
+  EXPECT_EQ(r.out, "{\"was_blocked\":true}\n");
+  EXPECT_EQ(redis.command({"ZCARD", sl.key_for("ann")}).integer, 1);
+  EXPECT_EQ(sl.peek("ann").remaining, 3);
+}
+
 // A sliding window's hash holds its block in the field "blk": inspect shows it apart from the
 // buckets, and unblock deletes it.
 TEST_F(CliTest, InspectShowsTheBlockAHashHolds) {

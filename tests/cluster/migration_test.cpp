@@ -1,7 +1,7 @@
 // A key caught mid-migration (issue 18, item 7), deterministically: a slot set MIGRATING/IMPORTING
-// by hand with CLUSTER SETSLOT, and one of a sliding log's two keys (its state key; the block marker
-// stays behind or does not exist) moved with MIGRATE. (The other strategies' requests send one key,
-// which follows ASK to the target at once: ASingleKeyRequestFollowsAskMidMigration.) Redis then answers ASK on the
+// by hand with CLUSTER SETSLOT, and one key of a call of two keys of that slot moved with MIGRATE (a
+// batch of a subject whose key moved and one that has no key yet; a single request sends one key,
+// which follows ASK to the target at once: ASingleKeyRequestFollowsAskMidMigration). Redis then answers ASK on the
 // source and TRYAGAIN on the target (a multi-key script whose keys are not all there) until the migration ends. Before,
 // the router followed ASK, met TRYAGAIN, went back to the target without ASKING, got MOVED and let "ReplyError: ...
 // MOVED ..." escape, which no failure policy handles. Now TRYAGAIN is retried from the slot's owner within the
@@ -104,14 +104,16 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   constexpr std::int64_t L = 5;
   const auto closed = limiter(OnFailure::fail_closed);
   const auto raise = limiter(OnFailure::raise);
-  // A sliding log: its requests send two keys (the state, a sorted set, and the block marker).
   const auto sl = closed.sliding_log("mig", Limit(L, 1h));
   const auto sl_raise = raise.sliding_log("mig", Limit(L, 1h));  // the same keys
-  // a: a state key, no block marker; b (same slot): a state key and a block marker.
+  // a: a state key, moved; c (same slot): no key yet, so a batch of a and c is split; b (same
+  // slot): a state key and a block marker, which stay on the source until the migration ends.
   const std::string a = "mig-a";
   const int slot = redlimit::detail::key_slot(sl.key_for(a));
   const std::string b = subject_in_slot(sl, "mig-b", slot);
+  const std::string c = subject_in_slot(sl, "mig-c", slot);
   ASSERT_FALSE(b.empty());
+  ASSERT_FALSE(c.empty());
   const auto masters = live_masters();
   ASSERT_EQ(masters.size(), 3u);
   const int from = owner_port(slot);
@@ -130,43 +132,48 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   ASSERT_TRUE(sl.consume(b).allowed);  // b: 4 left, then blocked
   ASSERT_FALSE(sl.block(b, 1h).allowed);
 
-  // Mid-migration: IMPORTING on the target, MIGRATING on the source, the state keys moved.
+  // Mid-migration: IMPORTING on the target, MIGRATING on the source, a's state key moved.
   ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
-  for (const auto& who : {a, b}) ASSERT_NO_FATAL_FAILURE(migrate(sl.key_for(who)));
+  ASSERT_NO_FATAL_FAILURE(migrate(sl.key_for(a)));
 
   // No ReplyError escapes: each caught request is an outage, answered by the failure policy.
+  const std::vector<redlimit::Request> split{{a, 1}, {c, 1}};
   int caught = 0, answered_by_policy = 0;
-  for (const auto& who : {a, b}) {
-    ++caught;
+  for (int round = 0; round < 2; ++round) {
     try {
-      const Decision d = sl.consume(who);
-      answered_by_policy += d.source == Source::failure_policy && !d.allowed;
+      for (const Decision& d : sl.consume_many(split)) {
+        ++caught;
+        answered_by_policy += d.source == Source::failure_policy && !d.allowed;
+      }
     } catch (const redlimit::Error& e) {
-      ADD_FAILURE() << who << ": " << e.what();
+      ADD_FAILURE() << e.what();
     }
   }
   try {
-    sl_raise.consume(a);
-    ADD_FAILURE() << "a split subject was decided mid-migration";
+    sl_raise.consume_many(split);
+    ADD_FAILURE() << "a split call was decided mid-migration";
   } catch (const redlimit::UnavailableError& e) {  // an outage, which raise throws as such
     std::printf("[ migration ] mid-migration under raise: %s\n", e.what());
   } catch (const redlimit::Error& e) {
     ADD_FAILURE() << "not an outage: " << e.what();
   }
-  // A batch: the caught request by the policy, the others by Redis.
-  std::vector<redlimit::Request> batch{{a, 1}};
+  // A batch: the caught requests by the policy, the others by Redis.
+  std::vector<redlimit::Request> batch = split;
   for (const auto& o : others) batch.push_back({o, 1});
   const auto got = sl.consume_many(batch);
   ASSERT_EQ(got.size(), batch.size());
   EXPECT_EQ(got[0].source, Source::failure_policy) << got[0];
-  for (std::size_t i = 1; i < got.size(); ++i) {
+  EXPECT_EQ(got[1].source, Source::failure_policy) << got[1];
+  for (std::size_t i = 2; i < got.size(); ++i) {
     EXPECT_EQ(got[i].source, Source::primary) << got[i];
     EXPECT_EQ(got[i].remaining, L - 1) << got[i];
   }
+  EXPECT_EQ(caught, 4);
   EXPECT_EQ(answered_by_policy, caught);
 
-  // The migration ends (the block marker moved too, then SETSLOT NODE): decided exactly, as if the
-  // calls caught by it had not happened (they did not run).
+  // The migration ends (b's keys moved too, then SETSLOT NODE): decided exactly, as if the calls
+  // caught by it had not happened (they did not run).
+  ASSERT_NO_FATAL_FAILURE(migrate(sl.key_for(b)));
   ASSERT_NO_FATAL_FAILURE(migrate(sl.block_key_for(b)));
   finish_migration();
   const Decision da = sl.consume(a);
@@ -177,15 +184,17 @@ TEST_F(ClusterMigration, KeysSplitByAMigrationAreAnOutageThenDecidedExactly) {
   EXPECT_EQ(db.source, Source::primary) << db;
   EXPECT_FALSE(db.allowed) << db;  // still blocked
   EXPECT_GE(db.retry_after, 59min) << db;
+  EXPECT_EQ(sl.consume(c).remaining, L - 1) << "c's caught requests did not run";
   EXPECT_EQ(wait_owner(slot, to), to);
-  std::printf("[ migration ] %d calls on split keys answered by fail_closed, 0 errors escaped; after SETSLOT NODE: "
-              "a remaining %lld, b blocked\n",
-              answered_by_policy, static_cast<long long>(da.remaining));
+  std::printf(
+      "[ migration ] %d requests on split keys answered by fail_closed, 0 errors escaped; after SETSLOT NODE: "
+      "a remaining %lld, b blocked\n",
+      answered_by_policy, static_cast<long long>(da.remaining));
 }
 
-// A request of one key (every strategy's but the sliding log's: the state holds the block) is never
-// split by a migration: the source answers ASK once its key has left, the target (asked with
-// ASKING) decides it, and nothing is lost or counted twice when the migration ends.
+// A request of one key (every strategy's: the state holds the block) is never split by a migration: the source answers
+// ASK once its key has left, the target (asked with ASKING) decides it, and nothing is lost or counted twice when the
+// migration ends.
 TEST_F(ClusterMigration, ASingleKeyRequestFollowsAskMidMigration) {
   at(0s);
   constexpr std::int64_t L = 5;
@@ -234,27 +243,33 @@ TEST_F(ClusterMigration, AnAsyncCallCaughtByAMigrationIsDecidedOnceItEnds) {
   loop.start();
   auto closed = limiter(OnFailure::fail_closed);
   closed.attach_async(cluster_async);
-  const auto sl = closed.sliding_log("amig", Limit(L, 1h));  // two keys a request: they can be split
+  const auto sl = closed.sliding_log("amig", Limit(L, 1h));
   const std::string a = "amig-a";
   const int slot = redlimit::detail::key_slot(sl.key_for(a));
+  const std::string c = subject_in_slot(sl, "amig-c", slot);  // no key yet: a batch of a and c can be split
+  ASSERT_FALSE(c.empty());
   const int from = owner_port(slot);
   const auto masters = live_masters();
   ASSERT_EQ(masters.size(), 3u);
   const int to = masters[0].port != from ? masters[0].port : masters[1].port;
   auto first = sl.consume_future(a);
-  ASSERT_EQ(redlimit_test::get_within(first).remaining, L - 1);  // a state, no block marker
+  ASSERT_EQ(redlimit_test::get_within(first).remaining, L - 1);
 
   ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));
   ASSERT_NO_FATAL_FAILURE(migrate(sl.key_for(a)));  // split: the target answers TRYAGAIN
   const auto sent = std::chrono::steady_clock::now();
-  auto caught = sl.consume_future(a);
+  auto caught = sl.consume_many_future({{a, 1}, {c, 1}});
   std::this_thread::sleep_for(100ms);  // the call meets TRYAGAIN meanwhile (its retries span 0.75 s)
   finish_migration();
-  const Decision d = redlimit_test::get_within(caught);
+  const std::vector<Decision> ds = redlimit_test::get_within(caught);
   const auto took = std::chrono::steady_clock::now() - sent;
+  ASSERT_EQ(ds.size(), 2u);
+  const Decision& d = ds[0];
   EXPECT_EQ(d.source, Source::primary) << d;
   EXPECT_TRUE(d.allowed) << d;
   EXPECT_EQ(d.remaining, L - 2) << d;
+  EXPECT_EQ(ds[1].source, Source::primary) << ds[1];
+  EXPECT_EQ(ds[1].remaining, L - 1) << ds[1];
   EXPECT_EQ(wait_owner(slot, to), to);
   std::printf("[ migration ] async call caught by a migration decided by Redis %lld ms after it was made\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
@@ -322,7 +337,7 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async, bool functions) {
   }
   ASSERT_EQ(same_master.size(), 2u);
   ASSERT_EQ(elsewhere.size(), 2u);
-  // a's state exists, its block marker does not; and the path settles (on Functions, unless off).
+  // a's state exists; and the path settles (on Functions, unless off).
   ASSERT_TRUE(consume_many({{a, 1}, {a, 1}}).back().allowed);
 
   ASSERT_NO_FATAL_FAILURE(start_migration(slot, from, to));

@@ -48,12 +48,12 @@ TEST_F(BatchTest, ARawCallWithABadLaterCostFailsWholeAndWritesNothing) {
   struct Case {
     std::string_view source;
     std::string params;             // the parameters, space-separated: the end of the head (ARGV[2])
-    std::vector<std::string> keys;  // two requests' (lua/prologue.lua: a sliding log's sends its marker too)
+    std::vector<std::string> keys;  // two requests' (lua/prologue.lua: each its state)
   };
   const Case cases[] = {
-      {lua::fixed_window, "5 1000000", {"raw:{a}:s", "raw:{b}:s"}},                           // a string state
-      {lua::policy, "1 1s 5 1000000 1000000", {"raw:{a}:s", "raw:{b}:s"}},                    // a hash
-      {lua::sliding_log, "5 1000000", {"raw:{a}:s", "raw:{a}:b", "raw:{b}:s", "raw:{b}:b"}},  // a sorted set
+      {lua::fixed_window, "5 1000000", {"raw:{a}:s", "raw:{b}:s"}},         // a string state
+      {lua::policy, "1 1s 5 1000000 1000000", {"raw:{a}:s", "raw:{b}:s"}},  // a hash
+      {lua::sliding_log, "5 1000000", {"raw:{a}:s", "raw:{b}:s"}},          // a sorted set
   };
   redlimit::MemoryConnection memory(clock);  // the call's now is kT0: so is the store's
   for (const Case& c : cases) {
@@ -90,14 +90,13 @@ TEST_F(BatchTest, ARawCallWithACostAboveTheLimitFailsWholeAndWritesNothing) {
   struct Case {
     std::string_view source;
     std::string params;  // every case's least limit is 5
-    bool marker;         // a sliding log's request sends its block marker too
   };
   const Case cases[] = {
-      {lua::fixed_window, "5 1000000", false},
-      {lua::token_bucket, "5 1000 1", false},
-      {lua::leaky_bucket, "5 1000 1 meter", false},
-      {lua::sliding_log, "5 1000000", true},
-      {lua::policy, "2 1m 9 60000000 60000000 1s 5 1000000 1000000", false},  // the second limit's
+      {lua::fixed_window, "5 1000000"},
+      {lua::token_bucket, "5 1000 1"},
+      {lua::leaky_bucket, "5 1000 1 meter"},
+      {lua::sliding_log, "5 1000000"},
+      {lua::policy, "2 1m 9 60000000 60000000 1s 5 1000000 1000000"},  // the second limit's
   };
   redlimit::MemoryConnection memory(clock);
   for (const Case& c : cases) {
@@ -107,9 +106,8 @@ TEST_F(BatchTest, ARawCallWithACostAboveTheLimitFailsWholeAndWritesNothing) {
                    (costs.size() > 1 ? " " + costs.back() : ""));
       std::vector<std::string> keys;
       for (const char* s : {"a", "b"}) {
-        if (keys.size() / (c.marker ? 2 : 1) == costs.size()) break;
-        keys.push_back(std::string("raw:{") + s + "}:s");
-        if (c.marker) keys.push_back(std::string("raw:{") + s + "}:b");
+        if (keys.size() == costs.size()) break;
+        keys.push_back(std::string("raw:{") + s + "}:s");  // each request's state
       }
       std::vector<std::string> argv = {"EVAL", server().runnable(c.source), std::to_string(keys.size())};
       argv.insert(argv.end(), keys.begin(), keys.end());

@@ -34,13 +34,17 @@ using redlimit::Reply;
 // A Connection to the suite's server that runs every redlimit script (its exact source) inside
 //   local redis = <redis, with PEXPIRE and PSETEX recording the TTL instead of setting it, and
 //                  PEXPIRE NX taking every key that held anything before the call for one with a TTL
-//                  (and so does PTTL on a server older than 7.0, which the scripts ask instead)>
+//                  (and so does PTTL on a server older than 7.0, which the scripts ask instead);
+//                  and PTTL of a key that held anything before the call answering from the
+//                  deadline the last recorded TTL gave it, on the scripts' clock (ARGV[1]), kept in
+//                  the hash DEADLINES across calls: block.lua reads a sliding log's PTTL, which the
+//                  in-memory twin answers from its own deadline>
 //   local function script() <the script's source> end
 //   return {script(), <TTL recorded for KEYS[1]>, <for the first request's block marker>}
 // where the TTL reported is the one the script set, -1 when it set none, -2 when the key does not
-// exist after the script. The block marker is KEYS[2] for the scripts whose requests send it (the
-// sliding log's, block.lua's); the others send the state alone, and the marker is named after it
-// (the state's kind replaced by "blk", as Strategy::block_key_for names it).
+// exist after the script. The block marker is KEYS[2] for block.lua, which takes it; the strategies'
+// requests send the state alone, and the marker is named after it (the state's kind replaced by
+// "blk", as Strategy::block_key_for names it).
 class RecordingRedis final : public redlimit::Connection {
  public:
   explicit RecordingRedis(const std::string& url)
@@ -106,6 +110,11 @@ class RecordingRedis final : public redlimit::Connection {
       w += '\n';
     }
     w += R"lua(local real_redis = redis
+local DEADLINES = 'redlimit-differential:deadlines'
+local function record_ttl(key, ms)
+  local now = tonumber(ARGV[1])
+  if now then real_redis.call('HSET', DEADLINES, key, string.format('%d', now + ms * 1000)) end
+end
 local recorded_ttl = {}
 local existed = {} -- whether a key held anything when the call first touched it: then it had a TTL
 local function touch(key)
@@ -124,7 +133,15 @@ local redis = setmetatable({
       -- Every key a script leaves has a TTL: one that held anything before this call has one.
       if real_redis.call('EXISTS', a[2]) == 0 or existed[a[2]] or recorded_ttl[a[2]] then return 0 end
       recorded_ttl[a[2]] = tonumber(a[3])
+      record_ttl(a[2], tonumber(a[3]))
       return 1
+    end
+    if verb == 'PTTL' and existed[a[2]] and real_redis.call('EXISTS', a[2]) == 1 then
+      -- A key that held anything before this call: what is left of the deadline its last recorded
+      -- TTL gave it, in whole ms, as the twin counts it (a deadline that has passed: 0, where Redis
+      -- would have dropped the key and the twin has).
+      local deadline, now = tonumber(real_redis.call('HGET', DEADLINES, a[2])), tonumber(ARGV[1])
+      if deadline and now then return deadline > now and math.floor((deadline - now) / 1000) or 0 end
     end
     if verb == 'PTTL' and not real_redis.REDIS_VERSION_NUM then
       -- A server older than 7.0 has no PEXPIRE NX: the scripts ask PTTL instead (helpers.lua,
@@ -136,15 +153,18 @@ local redis = setmetatable({
     if verb == 'PEXPIRE' and #a == 3 then
       if real_redis.call('EXISTS', a[2]) == 0 then return 0 end
       recorded_ttl[a[2]] = tonumber(a[3])
+      record_ttl(a[2], tonumber(a[3]))
       return 1
     end
     if verb == 'PSETEX' and #a == 4 then
       recorded_ttl[a[2]] = tonumber(a[3])
+      record_ttl(a[2], tonumber(a[3]))
       return real_redis.call('SET', a[2], a[4])
     end
     if verb == 'DEL' then
       for i = 2, #a do recorded_ttl[a[i]], existed[a[i]] = nil, false end
     end
+    if verb == 'DEL' or verb == 'UNLINK' then real_redis.call('HDEL', DEADLINES, unpack(a, 2)) end
     return real_redis.call(...)
   end,
 }, {__index = real_redis})

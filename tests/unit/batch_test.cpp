@@ -338,7 +338,7 @@ TEST_F(BatchTest, WorksForEveryStrategy) {
     // (a policy of one limit) answers five integers, as the other strategies do.
     const bool policy_reply = key.size() > 4 && key.compare(key.size() - 4, 4, ":pol") == 0;
     EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv& c) {
-      // Each request's keys (its state; a sliding log's block marker too), then ARGV.
+      // Each request's key (its state), then ARGV.
       Argv keys = redlimit_unit::request_keys(s, "a");
       const Argv b_keys = redlimit_unit::request_keys(s, "b");
       keys.insert(keys.end(), b_keys.begin(), b_keys.end());

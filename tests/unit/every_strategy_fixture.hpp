@@ -15,8 +15,8 @@ class EveryStrategyTest : public StrategyTestBase, public ::testing::TestWithPar
   const Case& c() const { return GetParam(); }
   const Script& script() const { return c().script(); }
   Strategy make(const RateLimiter& l, std::string resource = "api") const { return c().make(l, std::move(resource)); }
-  // A request's KEYS (its state; a sliding log's block marker too), and a subject's every key, as
-  // block.lua and reset() name them.
+  // A request's KEYS (its state, which holds its block), and a subject's every key, as block.lua
+  // and reset() name them.
   static Argv keys(const Strategy& s, std::string_view subject) { return redlimit_unit::request_keys(s, subject); }
   static Argv both_keys(const Strategy& s, std::string_view subject) {
     return {s.key_for(subject), s.block_key_for(subject)};

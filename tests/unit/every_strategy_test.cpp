@@ -27,16 +27,15 @@ TEST_P(EveryStrategyTest, CommandShapeAndScriptSha) {
   const RateLimiter limiter = make_limiter();
   const Strategy s = make(limiter);
   EXPECT_CALL(*mock, command(_)).WillOnce([&](const Argv& argv) {
-    // The state key; the sliding log's block marker too (its sorted set cannot hold a block).
+    // The state key alone: every strategy's state holds its block.
     const std::size_t nkeys = redlimit::detail::scripts::keys_per_request(script());
-    EXPECT_EQ(nkeys, s.key_for("u").substr(s.key_for("u").size() - 3) == ":sl" ? 2u : 1u);
+    EXPECT_EQ(nkeys, 1u);
     EXPECT_EQ(argv.size(), 3 + nkeys + 2);  // now, and the head: mode, cost, the parameters
     EXPECT_EQ(argv.at(0), "EVALSHA");
     EXPECT_EQ(argv.at(1), script().sha1);
     EXPECT_EQ(argv.at(1), redlimit::detail::sha1_hex(script().source));
     EXPECT_EQ(argv.at(2), std::to_string(nkeys));
     EXPECT_EQ(argv.at(3), s.key_for("u"));
-    if (nkeys == 2) EXPECT_EQ(argv.at(4), s.block_key_for("u"));
     return reply(1, 0, 0, 0);
   });
   s.consume("u", 1);
@@ -93,12 +92,12 @@ TEST_P(EveryStrategyTest, RefundSendsMode2) {
 
 // block.lua's kind, its second parameter: where the strategy's state holds the block. "1" a string
 // state (the buckets), "2" a policy's hash (sliding windows and policies), "3" a fixed window's
-// hash, "0" nowhere (the sliding log reads the marker).
+// hash, "4" a sliding log's sorted set.
 std::string holds_block(const Case& c) {
   const std::string kind = c.kind;
   if (kind == "tb" || kind == "lb") return "1";
   if (kind == "fw") return "3";
-  return kind == "sl" ? "0" : "2";
+  return kind == "sl" ? "4" : "2";
 }
 
 TEST_P(EveryStrategyTest, BlockRunsTheBlockScriptWithMode3AndTheDuration) {

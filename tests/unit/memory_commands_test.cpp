@@ -17,11 +17,9 @@ redlimit::Decision decoded(const Reply& r) { return redlimit::detail::decode_dec
 
 // --- the commands it answers ------------------------------------------------------------------
 
-// One request's call: the state's key, and the block marker's when the script reads it (`nkeys` 2:
-// the sliding log's, lua/prologue.lua).
-Argv eval_argv(const std::string& verb, const std::string& script, const Argv& rest, std::size_t nkeys = 1) {
-  Argv argv{verb, script, std::to_string(nkeys), "redlimit:{r|u}:fw"};
-  if (nkeys == 2) argv.push_back("redlimit:{r|u}:blk");
+// One request's call: the state's key, which holds its block (lua/prologue.lua).
+Argv eval_argv(const std::string& verb, const std::string& script, const Argv& rest) {
+  Argv argv{verb, script, "1", "redlimit:{r|u}:fw"};
   argv.insert(argv.end(), rest.begin(), rest.end());
   return argv;
 }
@@ -57,11 +55,9 @@ class TickingClock final : public redlimit::Clock {
 
 Argv batch_argv(const redlimit::detail::Script& script, const std::string& now,
                 const std::vector<std::string>& subjects, const Argv& params, const std::vector<std::string>& costs) {
-  const std::size_t stride = scripts::keys_per_request(script);  // the state; a sliding log's marker too
-  Argv argv{"EVALSHA", script.sha1, std::to_string(stride * subjects.size())};
+  Argv argv{"EVALSHA", script.sha1, std::to_string(subjects.size())};  // each request's state
   for (const auto& s : subjects) {
     argv.push_back("redlimit:{r|" + s + "}:st");
-    if (stride == 2) argv.push_back("redlimit:{r|" + s + "}:blk");
   }
   argv.push_back(now);
   argv.push_back("1 " + costs.front() + " " + scripts::params_arg(params));  // the head: mode, cost, parameters
@@ -142,8 +138,8 @@ TEST_F(MemoryTest, EvalshaKnowsTheScriptsBySha1AndEvalBySource) {
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1}).is_error());
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "x"}).is_error());
   EXPECT_TRUE(store->command({"EVALSHA", scripts::fixed_window().sha1, "3", "a", "b"}).is_error());
-  EXPECT_TRUE(store->command({"EVALSHA", scripts::sliding_log().sha1, "1", "a", "1", "1 1 3 1000000"}).is_error())
-      << "a sliding log takes two keys a request";
+  EXPECT_TRUE(store->command({"EVALSHA", scripts::block().sha1, "1", "a", "1", "3 1 1000000 4"}).is_error())
+      << "block.lua takes two keys: the state and the marker";
   r = store->command({"EVALSHA", scripts::fixed_window().sha1, "1", "a", "1", "1 1 x 1"});
   EXPECT_TRUE(r.is_error()) << "a limit that is not a number is a Lua error";
 
@@ -226,11 +222,11 @@ TEST_F(MemoryTest, AKeyHoldingAnotherKindOfStateReadsAsRedisReadsIt) {
   ASSERT_FALSE(r.is_error()) << r.str;
   EXPECT_EQ(decoded(r).remaining, 2) << "an empty window of 3, 1 taken";
   const Argv log_peek{std::to_string(kT0.count()), "0 1 3 1000000"};
-  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek, 2));
+  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_peek));
   ASSERT_FALSE(r.is_error()) << r.str;
   EXPECT_EQ(decoded(r).remaining, 3) << "an empty log";
   const Argv log_args{std::to_string(kT0.count()), "1 1 3 1000000"};
-  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args, 2));
+  r = store->command(eval_argv("EVALSHA", scripts::sliding_log().sha1, log_args));
   ASSERT_FALSE(r.is_error()) << r.str;
   EXPECT_EQ(decoded(r).remaining, 2) << "the hash replaced by a log, 1 taken";
 }

@@ -82,12 +82,10 @@ inline redlimit::Reply batch_reply(const std::vector<redlimit::Reply>& decisions
   return out;
 }
 
-// The KEYS a request of `s` sends for `subject` (lua/prologue.lua): its state, and for a sliding
-// log (whose sorted set cannot hold a block: detail::scripts::keys_per_request) its block marker.
+// The KEYS a request of `s` sends for `subject` (lua/prologue.lua): its state alone, which holds
+// its block (detail::scripts::keys_per_request).
 inline std::vector<std::string> request_keys(const redlimit::Strategy& s, std::string_view subject) {
-  const std::string key = s.key_for(subject);
-  if (key.size() > 3 && key.compare(key.size() - 3, 3, ":sl") == 0) return {key, s.block_key_for(subject)};
-  return {key};
+  return {s.key_for(subject)};
 }
 
 inline redlimit::Reply noscript_reply() {

@@ -74,13 +74,21 @@ Output decode_state(redlimit::Connection& conn, const std::string& kind, const s
   if (type == "string") {
     o.object("value", decode_string(kind, call(conn, {"GET", key}).str));
   } else if (type == "zset") {  // sliding log: entries "<cum>/<cost>" (or compact) scored by time
-    o.number("entries", call(conn, {"ZCARD", key}).integer);
-    const Reply newest = call(conn, {"ZRANGE", key, "-1", "-1", "WITHSCORES"});
-    if (newest.elements.size() == 2) {
+    // and, while blocked, the member "~blk:<until>" above them (docs/keys.md, Blocks)
+    std::int64_t entries = call(conn, {"ZCARD", key}).integer;
+    Reply top = call(conn, {"ZRANGE", key, "-2", "-1", "WITHSCORES"});
+    std::size_t n = top.elements.size();
+    if (n >= 2 && top.elements[n - 2].str.rfind("~blk:", 0) == 0) {
+      o.text("blocked_until_us", top.elements[n - 2].str.substr(5));
+      n -= 2;
+      --entries;
+    }
+    o.number("entries", entries);
+    if (n >= 2) {
       bool compact = false;
-      o.text("newest", log_entry(newest.elements[0].str, compact));
+      o.text("newest", log_entry(top.elements[n - 2].str, compact));
       o.text("newest_form", compact ? "compact" : "text");
-      o.text("newest_at_us", newest.elements[1].str);
+      o.text("newest_at_us", top.elements[n - 1].str);
     }
   } else if (type == "hash") {
     // fixed window: "<start>:<window>" -> units, held less 2^50 during a block (lua/helpers.lua,

@@ -91,8 +91,8 @@ class DecisionPath {
   // block): neither counted in Counters nor reported to the MetricsSink. Breakers still hear it.
   void quiet() { quiet_ = true; }
 
-  // One request, already checked: its own call (KEYS its state, and a sliding log's block marker;
-  // ARGV now, cost, mode, parameters) and its cost.
+  // One request, already checked: its own call (KEYS its state; ARGV now, cost, mode, parameters)
+  // and its cost.
   void add(ScriptCall call, std::int64_t cost);
   // The same for a request whose caller started before this path: a call that waited to share a
   // script call. Its MetricsEvent::latency counts from `started`, the wait included. Either add()

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlimit/detail/config.hpp"
@@ -22,12 +23,13 @@ const Script& block();
 // "1" the state is one string that holds it (token and leaky buckets: lua/helpers.lua,
 // split_block), "2" a hash that holds it in a field (sliding window and policies: lua/policy.lua,
 // read), "3" a fixed window's hash, which holds it in a field and in its counts
-// (lua/fixed_window.lua), "0" only the marker (sliding log).
+// (lua/fixed_window.lua), "4" a sliding log's sorted set, which holds it as a member above its
+// entries (lua/sliding_log.lua, decide); "0" none (the marker alone: no strategy of this version).
 const char* block_holder(const Script& script);
 
-// The keys each request of the script sends: 2 when the script reads the block marker (the sliding
-// log, whose sorted set cannot hold a block, and block.lua), the state then the marker; 1 (the
-// state alone) for the others, whose state holds its block. lua/prologue.lua names them.
+// The keys each request of the script sends: 2 for block.lua (the state, then the block marker it
+// writes for earlier versions); 1, the state alone, for the strategies, whose state holds its
+// block. lua/prologue.lua names them.
 std::size_t keys_per_request(const Script& script);
 
 // A strategy's parameters as its script takes them, at the end of its head: the words joined by

@@ -25,12 +25,11 @@ REDLIMIT_SCRIPT(block)
 REDLIMIT_INLINE const char* block_holder(const Script& script) {
   if (&script == &token_bucket() || &script == &leaky_bucket()) return "1";
   if (&script == &fixed_window()) return "3";
+  if (&script == &sliding_log()) return "4";
   return &script == &policy() ? "2" : "0";
 }
 
-REDLIMIT_INLINE std::size_t keys_per_request(const Script& script) {
-  return &script == &sliding_log() || &script == &block() ? 2 : 1;
-}
+REDLIMIT_INLINE std::size_t keys_per_request(const Script& script) { return &script == &block() ? 2 : 1; }
 
 REDLIMIT_INLINE std::string params_arg(const std::vector<std::string>& words) {
   std::string out;
