@@ -61,6 +61,13 @@ local function window_hash(key)
   end
   return h, lives
 end
+-- When the key's own TTL runs out, on this call's clock: now plus its PTTL (whole ms), or 0 when it
+-- has none or less than a millisecond left. What a state that says nothing of its own life (a
+-- sorted set, a 0.2 state, a bucket without a lease) lives as long as.
+local function ttl_end(key)
+  local pttl = rcall('PTTL', key)
+  return pttl > 0 and now + pttl * 1000 or 0
+end
 -- Adds `by` to each count of the hash `h` whose sign `below_zero` names (a block's: the counts not
 -- yet blocked, below_zero false; a lift's: the blocked ones, true).
 local function shift_counts(key, h, by, below_zero)
@@ -146,8 +153,8 @@ if kind == '1' then
     lives_until = max(lives_until, lease_end)
   elseif len then
     if not STATE_LEN[len] then state = nil end -- no state: dropped
-    local pttl = rcall('PTTL', KEYS[1])
-    if state and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
+    local lives = ttl_end(KEYS[1])
+    if state then lives_until = max(lives_until, lives) end
   end
   rcall('PSETEX', KEYS[1], ttl_text(ttl_ms(lives_until - now)), (state or '') .. block_suffix(blocked_until))
 elseif kind == '2' or kind == '3' then
@@ -157,9 +164,8 @@ elseif kind == '2' or kind == '3' then
   rcall('PEXPIRE', KEYS[1], ttl_text(ttl_ms(max(blocked_until, lives or 0) - now)))
 elseif kind == '4' then
   if foreign then rcall('DEL', KEYS[1]) end
-  local pttl = logged and rcall('PTTL', KEYS[1]) -- the log's entries live as long as its key
-  local lives_until = blocked_until
-  if pttl and pttl > 0 then lives_until = max(lives_until, now + pttl * 1000) end
+  local lives_until = blocked_until -- the log's entries live as long as its key
+  if logged then lives_until = max(lives_until, ttl_end(KEYS[1])) end
   local new = BLOCK_MEMBER .. fmt(blocked_until)
   if member and member ~= new then rcall('ZREM', KEYS[1], member) end
   rcall('ZADD', KEYS[1], '+inf', new)

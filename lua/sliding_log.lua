@@ -339,24 +339,25 @@ end
 --   left empty is deleted by Redis), and a peek reads past it;
 -- - a refund during the block takes the member out, gives its units back, and puts the member
 --   back, with a TTL that outlives both the block and the log (PEXPIRE of the later).
+-- A peek of the log under its block member, which stays (record off: nothing is written).
+local function peek_under(key, cost)
+  local saved = record
+  record, above = false, 1
+  local a, rem, retry, reset, delay, decider = judge(key, cost, entry_at_top(key, '-2'))
+  record, above = saved, 0
+  return a, rem, retry, reset, delay, decider
+end
+
 local function decide(key, cost)
   local cum, newest_t, newest_text, m = entry_at_top(key, '-1')
   local held = cum == nil and m and block_end(m) -- (helpers.lua; a foreign member: nil)
   if not held then return judge(key, cost, cum, newest_t, newest_text, m) end
   if held > now and not refund then
-    local saved = record
-    record, above = false, 1
-    local _, _, _, reset = judge(key, cost, entry_at_top(key, '-2'))
-    record, above = saved, 0
+    local _, _, _, reset = peek_under(key, cost)
     local wait = held - now
     return 0, 0, wait, max(wait, reset), 0, 1
   end
-  if not (record or refund) then
-    above = 1
-    local a, rem, retry, reset, delay, decider = judge(key, cost, entry_at_top(key, '-2'))
-    above = 0
-    return a, rem, retry, reset, delay, decider
-  end
+  if not (record or refund) then return peek_under(key, cost) end
   rcall('ZREM', key, m)
   local a, rem, retry, reset, delay, decider = judge(key, cost, entry_at_top(key, '-1'))
   if held > now then -- a refund during the block (above)

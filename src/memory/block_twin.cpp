@@ -6,9 +6,16 @@ namespace redlimit::detail::memory {
 
 namespace {
 
+// block.lua's ttl_end: when the key's own TTL runs out, on the call's clock (PTTL, whole ms); 0 when
+// it has none.
+std::int64_t ttl_end(const Call& c, const Entry& e) {
+  if (e.deadline == kNoDeadline) return 0;            // PTTL -1
+  return c.now + (e.deadline - c.now) / 1000 * 1000;  // PTTL in whole ms
+}
+
 // The time until which a string state's key must live for the state's own sake (block.lua, the kind
 // "1": the buckets'): a bucket's lease; for any other state of a known length (a 0.2 state, a bucket
-// without a lease), its key's TTL (PTTL: the deadline, on the call's clock). `none`: nothing.
+// without a lease), its key's TTL (ttl_end). `none`: nothing.
 std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
   switch (v.layout) {
     case Packed::Layout::bucket:
@@ -16,8 +23,7 @@ std::int64_t state_lives_until(const Call& c, const Packed& v, const Entry& e) {
       [[fallthrough]];
     case Packed::Layout::window:  // (not a bucket's state: a fixed window's hash is the kind "3")
     case Packed::Layout::pack2:
-      if (e.deadline == kNoDeadline) return 0;            // PTTL -1
-      return c.now + (e.deadline - c.now) / 1000 * 1000;  // PTTL in whole ms
+      return ttl_end(c, e);
     case Packed::Layout::none:
       break;
   }
@@ -207,10 +213,7 @@ void block_log(const Call& c, KeyRef& state, std::int64_t& blocked_until) {
   std::int64_t lives_until = 0;
   if (log != nullptr) {
     blocked_until = std::max(blocked_until, log->blocked_until);
-    if (e->deadline != kNoDeadline) {
-      const std::int64_t pttl = (e->deadline - c.now) / 1000;  // PTTL in whole ms
-      if (pttl > 0) lives_until = c.now + pttl * 1000;
-    }
+    lives_until = ttl_end(c, *e);
   } else {
     log = &std::get<EntryLog>(state.create(EntryLog{}).state);
   }
