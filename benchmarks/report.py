@@ -134,6 +134,16 @@ A policy wrote one `HINCRBY` per limit before (6 commands for 3 limits, 5.01 per
 batch); one `HSET` now writes them all. `TIME` is called only with `TimeSource::redis`; with the
 client's clock (the default) the time comes in `ARGV`.
 
+On a Redis Cluster a batch is one script call per master, whose requests lie in many slots; a
+command may not span slots, so the call reads each request's key with a command of its own before
+it writes anything (docs/cluster.md, Batches). The buckets' read is then an `MGET` a request (1.00
+per decision, for 0.01), and a fixed window touches each key with an `EXISTS` first (one more a
+decision). A sliding window, a policy and a sliding log make the commands of the table: their
+first read, made for every request before any write, is the one their decision takes as given.
+Until 0.3 they made an `MGET` a request besides (which answered nil for their hash or sorted set):
+4.00 commands a decision for a sliding window in a cluster's batch, 3.00 now
+(`ClusterBatchCalls.ASpreadCallReadsEachKeyOnceBeforeItWrites` counts them).
+
 ## Memory per subject
 
 `MEMORY USAGE key SAMPLES 0` of a subject's key after its first decision (resource `api`, subjects

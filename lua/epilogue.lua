@@ -198,17 +198,27 @@ end
 -- subject repeated in a batch, but its bookkeeping (three tables keyed by the keys, grown and
 -- rehashed as they fill) cost more than half a microsecond of Redis's time per request of every
 -- batch (measured on 7.0).
--- A spread call (requests of many slots, helpers.lua) reads each request's key with an MGET of its
--- own: one command may not span slots, even in a script allowed to (a policy's is its hash,
--- which MGET answers with nil). A request's keys share its slot (one hash tag), so either way every slot of the call is read before anything is
--- written, and a key this node does not serve (a slot that moved, or is moving: Redis refuses the
--- command, and the call ends in error) stops the call before it changed anything, and the client
--- can send its requests again slot by slot.
+-- A spread call (requests of many slots, helpers.lua) reads each request's key with a command of
+-- its own: one command may not span slots, even in a script allowed to. A string state's is an
+-- MGET of its key; a hash's or a sorted set's the first read its decide() makes (`prefetch`, set by
+-- policy.lua and sliding_log.lua: helpers.lua, first_read), handed to decide() as its `v` for the
+-- key's first request (a later one of the same key reads what the earlier wrote), where an MGET
+-- that answered nil for such a key was a command a decision more (a sliding window's decision
+-- in a cluster: HGETALL, HSET and that MGET). A request's keys share its slot (one hash tag), so
+-- either way every slot of the call is read before anything is written, and a key this node does
+-- not serve (a slot that moved, or is moving: Redis refuses the command, and the call ends in
+-- error) stops the call before it changed anything, and the client can send its requests again
+-- slot by slot.
 -- A raw call that sends no key decides nothing.
 if n < 1 then error('redlimit: no key, where each request sends its state', 0) end
-local got = {}
+local got, fetched = {}, nil
 if spread then
-  for i = 1, n do got[i] = rcall('MGET', KEYS[i])[1] end
+  if prefetch then
+    for i = 1, n do got[i] = prefetch(KEYS[i]) end
+    fetched = {} -- the keys whose read a decision took (below)
+  else
+    for i = 1, n do got[i] = rcall('MGET', KEYS[i])[1] end
+  end
 elseif state_is_string then
   got = rcall('MGET', unpack(KEYS))
 end
@@ -248,6 +258,12 @@ for i = 1, n do
       if v and BLOCKED[len] then
         v, blocked_until, wait = unblock(v)
         in_place = false
+      end
+    elseif fetched then -- a spread call's prefetched read, for the key's first request only
+      if distinct then
+        v = got[i]
+      elseif not fetched[key] then
+        v, fetched[key] = got[i], true
       end
     end
     if wait then

@@ -47,6 +47,17 @@ local function unspread(args, at)
   for i = at + m + 1, #args do argv[i - at - m] = args[i] end
   return keys, argv
 end
+-- A spread call's first read of one request's key, made for every request before anything is
+-- written (epilogue.lua, `prefetch`): the command a script's decide() would read the state with,
+-- caught as its own read catches a key of another type (WRONGTYPE, which decide() then deletes and
+-- starts again from), and any other error raised again as redis.call would have raised it: a key
+-- this node does not serve (a slot that moved, or is moving) ends the call with nothing written.
+local function first_read(...)
+  local r = rpcall(...)
+  local err = r.err
+  if err and sub(err, 1, 9) ~= 'WRONGTYPE' then error(err, 0) end
+  return r
+end
 -- The call's head, ARGV[2]: "<mode> <cost> <parameters>" (prologue.lua), read by read_head into
 -- mode (a string), cost1 (request 1's cost, a number), cost1_arg (the same as redis.call() should
 -- send it: the head's digits when they are the number's own, which Redis then need not print with

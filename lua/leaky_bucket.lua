@@ -24,7 +24,7 @@
 -- rescaled to a new rate, rounded up.
 local capacity, unit, leak, shaper -- this call's parameters (params)
 local params_arg -- the string they were parsed from (helpers.lua, params)
-local state_is_string, width = true, 5
+local state_is_string, width, prefetch = true, 5, nil -- (epilogue.lua: an MGET reads it)
 local most_cost -- the largest cost the call's bucket can admit: its capacity (helpers.lua, cost_above)
 
 -- Microseconds until `whole` requests and `frac` ticks have leaked: ceil((whole * unit + frac) / leak).

@@ -69,6 +69,7 @@ local radix_fits, packable
 local params_arg -- the params of the call that set `limits`
 local policies, policies_n, POLICIES_MAX = {}, 0, 64
 local state_is_string = false -- a hash, which holds its block (read, below)
+local prefetch -- (below)
 
 -- The units a bucket holds in a limit's window: the old one weighs (P - r) / P of them, rounded up.
 -- old * r below 2^52 is divided inline (helpers.lua, TWO52): no call into C.
@@ -289,6 +290,12 @@ function general(key, cost, h)
     take(key, cost, stale)
   end
   return conclude(key, cost, allowed, held, refund and adopted)
+end
+
+-- A spread call's read of a request's key before anything is written (epilogue.lua): the HGETALL
+-- every path above starts with, which each then takes as given.
+function prefetch(key)
+  return first_read('HGETALL', key)
 end
 
 -- Per call: -------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ local compact -- this call's: admissions write compact entries (params' third wo
 local COMPACT, TEXT = '>I7I6I7', '%016d/%d' -- the two forms of a member: struct and format strings
 local CUM_MOD = 1125899906842624 -- 2^50: cums are kept modulo it (see above)
 local state_is_string, width = false, 5
+local prefetch -- (below)
 local most_cost -- the largest cost the call's log can admit: its limit (helpers.lua, cost_above)
 -- How many members sit above the newest entry in this decision's set: 1 when it reads the log
 -- under a block member it leaves there (a peek, and a request the block rejects), else 0.
@@ -238,9 +239,11 @@ end
 -- compact ones, and its member; false for a key of another type (epilogue.lua, foreign keys).
 -- Without its score when this call writes compact entries: the entry then carries its time,
 -- unless it is a text entry, whose score is asked for (ZSCORE) until a compact one follows it.
-local function entry_at_top(key, rank)
-  local e
-  if compact then e = rpcall('ZRANGE', key, rank, rank) else e = rpcall('ZRANGE', key, rank, rank, 'WITHSCORES') end
+-- `e`: that ZRANGE's reply, when a spread call read it already (prefetch, below).
+local function entry_at_top(key, rank, e)
+  if not e then
+    if compact then e = rpcall('ZRANGE', key, rank, rank) else e = rpcall('ZRANGE', key, rank, rank, 'WITHSCORES') end
+  end
   if e.err then return false end
   local m = e[1]
   if not m then return nil end
@@ -348,8 +351,9 @@ local function peek_under(key, cost)
   return a, rem, retry, reset, delay, decider
 end
 
-local function decide(key, cost)
-  local cum, newest_t, newest_text, m = entry_at_top(key, '-1')
+-- `v`: the newest entry's ZRANGE, when a spread call read it before deciding (prefetch, below).
+local function decide(key, cost, v)
+  local cum, newest_t, newest_text, m = entry_at_top(key, '-1', v)
   local held = cum == nil and m and block_end(m) -- (helpers.lua; a foreign member: nil)
   if not held then return judge(key, cost, cum, newest_t, newest_text, m) end
   if held > now and not refund then
@@ -365,6 +369,13 @@ local function decide(key, cost)
     rcall('PEXPIRE', key, ttl_text(ttl_ms(max(held - now, reset))))
   end
   return a, rem, retry, reset, delay, decider
+end
+
+-- A spread call's read of a request's key before anything is written (epilogue.lua): decide()'s
+-- own first read, the newest entry, which it then takes as given.
+function prefetch(key)
+  if compact then return first_read('ZRANGE', key, '-1', '-1') end
+  return first_read('ZRANGE', key, '-1', '-1', 'WITHSCORES')
 end
 
 -- Per call: -------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@
 -- the part of a token already refilled is rescaled to a new rate, rounded down.
 local capacity, unit, refill -- this call's: capacity (tokens), ticks per token, ticks per us
 local params_arg -- the string they were parsed from (helpers.lua, params)
-local state_is_string, width = true, 5
+local state_is_string, width, prefetch = true, 5, nil -- (epilogue.lua: an MGET reads it)
 local most_cost -- the largest cost the call's bucket can admit: its capacity (helpers.lua, cost_above)
 
 local function decide(_, cost, v)

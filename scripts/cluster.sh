@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# A throwaway Redis Cluster on loopback: 3 masters + 3 replicas on free ports, in a temp dir, with
-# a short cluster-node-timeout so failover takes about a second. Used by the cluster tests and CI.
+# A throwaway Redis Cluster on loopback: 3 masters, each with a replica (CLUSTER_REPLICAS), on free
+# ports, in a temp dir, with a short cluster-node-timeout so failover takes about a second. Used by
+# the cluster tests and CI.
 #
 #   scripts/cluster.sh start [STATE_FILE]   # prints the seed URL; writes ports, pids, dir to STATE_FILE
 #   scripts/cluster.sh stop  [STATE_FILE]
 #
 # STATE_FILE defaults to $TMPDIR/redlimit-cluster.state. Env: CLUSTER_NODE_TIMEOUT (ms, default 1000);
+# CLUSTER_REPLICAS, replicas per master (1, the default; 0 starts 3 masters alone, to weigh what
+# streaming every write to a replica costs a master: docs/performance.md, "Redis Cluster");
 # REDIS_SERVER, the server binary (default: redis-server from PATH; a valkey-server runs the same
 # cluster: the ctest cluster_valkey).
 set -euo pipefail
 
 state=${2:-${TMPDIR:-/tmp}/redlimit-cluster.state}
 node_timeout=${CLUSTER_NODE_TIMEOUT:-1000}
+replicas=${CLUSTER_REPLICAS:-1}
+[[ "$replicas" =~ ^[0-9]$ ]] || { echo "cluster.sh: CLUSTER_REPLICAS must be a digit, not '$replicas'" >&2; exit 2; }
 server=${REDIS_SERVER:-redis-server}
 # DEBUG (the fault tests') is allowed by a server older than 7.0 and asked for from 7.0 on, whose
 # directive for it an older server would refuse to start with.
@@ -72,7 +77,7 @@ start() {
     } >"$state"
   }
   write_state
-  for i in 1 2 3 4 5 6; do
+  for _ in $(seq 1 $((3 * (1 + replicas)))); do
     local port
     port=$(free_port "${ports[@]}")
     mkdir -p "$dir/$port"
@@ -92,18 +97,18 @@ start() {
   done
   local nodes=()
   for port in "${ports[@]}"; do nodes+=("127.0.0.1:$port"); done
-  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 || {
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1 || {
     cat "$dir/create.log" >&2
     stop
     exit 1
   }
-  # Wait until every node agrees the cluster is up and knows each master's replica (each node's
+  # Wait until every node agrees the cluster is up and knows each master's replicas (each node's
   # own view: a master can hear of its replica by gossip after another node has).
   for _ in $(seq 1 200); do
     local ok=1
     for port in "${ports[@]}"; do
       redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
-      [[ $(redis-cli -p "$port" cluster nodes 2>/dev/null | grep -c slave) -ge 3 ]] || ok=0
+      [[ $(redis-cli -p "$port" cluster nodes 2>/dev/null | grep -c slave) -ge $((3 * replicas)) ]] || ok=0
     done
     if [[ $ok == 1 ]]; then
       echo "redis-cluster://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"

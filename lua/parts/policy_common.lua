@@ -26,8 +26,10 @@ local stale_names = {} -- the stale buckets a common path deletes, kept from cal
 -- and its bookkeeping were a tenth of a batched decision's instructions (callgrind on 7.0). They
 -- decide what the loop would: nothing stale, the newest bucket b (so the TTL holds), and the same
 -- counts, or general() for a rejection.
-local function decide_window(key, cost)
-  local h = rpcall('HGETALL', key)
+-- `v` (both paths): the hash's HGETALL, when a spread call read it before deciding (policy.lua,
+-- prefetch).
+local function decide_window(key, cost, v)
+  local h = v or rpcall('HGETALL', key)
   local l = limits[1]
   local len, c, o = #h, nil, nil -- (an error table's # is 0: epilogue.lua, foreign keys)
   if len == 2 then
@@ -151,8 +153,8 @@ local function fresh(key, cost)
 end
 
 -- A policy's: one pass over the hash, one over the limits to judge them, one to write and conclude.
-local function decide_policy(key, cost)
-  local h = rpcall('HGETALL', key)
+local function decide_policy(key, cost, v)
+  local h = v or rpcall('HGETALL', key)
   if h.err then return general(key, cost, h) end
   if #h == 0 then return fresh(key, cost) end
   local m = #limits

@@ -124,6 +124,70 @@ TEST_F(ClusterBatchCalls, APolicyBatchIsOneScriptCallPerMasterOrOnePerSlot) {
   }
 }
 
+// A spread call reads every request's key before it writes anything, so that a key whose slot
+// moved ends the call with nothing written (migration_test.cpp). A hash's or a sorted set's read is
+// the one its decision makes, handed to it (lua/epilogue.lua, prefetch): a sliding window's, a
+// policy's or a sliding log's decision costs in a spread call the commands it costs alone, with no
+// MGET beside them. A string state's read is its MGET; the fixed window touches each key (EXISTS).
+// Counted over the masters for a batch of 30 subjects, each once; on the EVALSHA path too.
+TEST_F(ClusterBatchCalls, ASpreadCallReadsEachKeyOnceBeforeItWrites) {
+  constexpr long long kSubjects = 30;
+  for (const bool functions : {true, false}) {
+    SCOPED_TRACE(functions ? "functions" : "evalsha");
+    const auto t = twins(options(), functions);
+    at(0s);
+    std::vector<redlimit_test::AnyStrategy> strategies = all_strategies(t->per_master, t->prefix + "reads", 4, 1h);
+    strategies.push_back(redlimit_test::wrap(
+        "policy", 2, t->per_master.policy(t->prefix + "reads.pol", redlimit::parse_limits("2/s; 3/min"))));
+    std::vector<std::string> who;  // a Request views its subject: the strings live here
+    for (long long i = 0; i < kSubjects; ++i) who.push_back("reads-" + std::to_string(i));
+    std::vector<redlimit::Request> requests;
+    for (const auto& w : who) requests.push_back({w, 1});
+    for (const auto& s : strategies) {
+      SCOPED_TRACE(s.name);
+      for (const auto& w : subjects_on_each_master_by(s.key_for, 1, "settle-")) s.peek(w, 1);  // the path settles
+      on_live_masters({"CONFIG", "RESETSTAT"});
+      for (const auto& d : s.consume_many(requests)) EXPECT_TRUE(d.allowed) << d;
+      EXPECT_EQ(calls_on_masters(script_command(functions)), 3) << "one call per master";
+      const bool hash = s.name == "sliding_window" || s.name == "policy";
+      const bool string_state = s.name == "token_bucket" || s.name.rfind("leaky", 0) == 0;
+      EXPECT_EQ(calls_on_masters("mget"), string_state ? kSubjects : 0);
+      EXPECT_EQ(calls_on_masters("hgetall"), hash ? kSubjects : 0);
+      EXPECT_EQ(calls_on_masters("zrange"), s.name == "sliding_log" ? kSubjects : 0);
+      EXPECT_EQ(calls_on_masters("exists"), s.name == "fixed_window" ? kSubjects : 0);
+    }
+  }
+}
+
+// A key of another type under a subject's name (a list, which no strategy writes) in a spread call:
+// its read fails with WRONGTYPE, which the call keeps for that request's decision alone (the state
+// starts again, as for a single request: lua/epilogue.lua, foreign keys), where any other failed
+// read ends the call. Every request of the batch is decided, the list is replaced by the strategy's
+// state, and that state has a TTL.
+TEST_F(ClusterBatchCalls, AKeyOfAnotherTypeInASpreadCallIsReplaced) {
+  const auto t = twins(options(), true);
+  at(0s);
+  std::vector<redlimit_test::AnyStrategy> strategies = all_strategies(t->per_master, t->prefix + "foreign", 4, 1h);
+  strategies.push_back(redlimit_test::wrap(
+      "policy", 2, t->per_master.policy(t->prefix + "foreign.pol", redlimit::parse_limits("2/s; 3/min"))));
+  const std::vector<std::string> who{"foreign-0", "foreign-1", "foreign-2", "foreign-3", "foreign-4", "foreign-5"};
+  std::vector<redlimit::Request> requests;
+  for (const auto& w : who) requests.push_back({w, 1});
+  for (const auto& s : strategies) {
+    SCOPED_TRACE(s.name);
+    const std::string key = s.key_for(who[2]);
+    const int port = owner_port(redlimit::detail::key_slot(key));
+    ASSERT_NE(port, 0);
+    ASSERT_EQ(raw(port, {"RPUSH", key, "not redlimit's"}).integer, 1);
+    const std::vector<Decision> got = s.consume_many(requests);
+    ASSERT_EQ(got.size(), who.size());
+    for (const auto& d : got) EXPECT_TRUE(d.allowed) << d;
+    EXPECT_EQ(got[2].remaining, s.limit - 1) << got[2];
+    EXPECT_NE(raw(port, {"TYPE", key}).str, "list");
+    EXPECT_GT(raw(port, {"PTTL", key}).integer, 0);
+  }
+}
+
 // An ACL user denied Functions (FCALL and FUNCTION, as a managed service or an operator may) on
 // every node: the router's library load and first FCALL are refused, the connection settles on
 // EVALSHA, and a batch still goes as one script call per master (the EVAL text's spread form),

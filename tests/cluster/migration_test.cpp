@@ -93,8 +93,12 @@ class ClusterMigration : public ClusterTest {
     return {};
   }
 
+  // The strategies whose batch meets a moving slot (below): the fixed window touches each key first
+  // (EXISTS); a policy (and a sliding window, a policy of one limit) and a sliding log read each key
+  // first with the read their decision then takes as given (lua/epilogue.lua, prefetch).
+  enum class Kind { fixed_window, policy, sliding_log };
   // A batch of one master's many slots meets a slot mid-migration (the tests below).
-  void batch_meets_a_moving_slot(bool async, bool functions = true);
+  void batch_meets_a_moving_slot(bool async, bool functions = true, Kind kind = Kind::fixed_window);
 
   int slot_ = -1, from_ = 0, to_ = 0;
 };
@@ -297,7 +301,26 @@ TEST_F(ClusterMigration, AnAsyncBatchCallMeetingAMovingSlotIsSentAgainSlotBySlot
 }
 #endif
 
-void ClusterMigration::batch_meets_a_moving_slot(bool async, bool functions) {
+// The same for the states whose first read in a spread call is their decision's own (an HGETALL,
+// a ZRANGE): the read of the moved key is refused as the fixed window's EXISTS is, and ends the
+// call before anything was written; on Functions and on the EVALSHA path.
+TEST_F(ClusterMigration, APolicyBatchCallMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(false, true, Kind::policy);
+}
+
+TEST_F(ClusterMigration, APolicyBatchCallOverEvalshaMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(false, false, Kind::policy);
+}
+
+TEST_F(ClusterMigration, ASlidingLogBatchCallMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(false, true, Kind::sliding_log);
+}
+
+TEST_F(ClusterMigration, ASlidingLogBatchCallOverEvalshaMeetingAMovingSlotIsSentAgainSlotBySlot) {
+  batch_meets_a_moving_slot(false, false, Kind::sliding_log);
+}
+
+void ClusterMigration::batch_meets_a_moving_slot(bool async, bool functions, Kind kind) {
   at(0s);
   constexpr std::int64_t L = 5;
 #ifdef REDLIMIT_HAVE_LIBEVENT
@@ -312,10 +335,19 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async, bool functions) {
 #endif
   auto closed = limiter(OnFailure::fail_closed, functions);
   if (cluster_async) closed.attach_async(cluster_async);
-  const auto fw = closed.fixed_window(async       ? "spread-mig-async"
-                                      : functions ? "spread-mig"
-                                                  : "spread-mig-sha",
-                                      Limit(L, 1h));
+  const std::string name = std::string(async       ? "spread-mig-async"
+                                       : functions ? "spread-mig"
+                                                   : "spread-mig-sha") +
+                           (kind == Kind::policy        ? "-pol"
+                            : kind == Kind::sliding_log ? "-log"
+                                                        : "");
+  std::unique_ptr<redlimit::Strategy> made;
+  if (kind == Kind::fixed_window)
+    made = std::make_unique<redlimit::FixedWindow>(closed.fixed_window(name, Limit(L, 1h)));
+  if (kind == Kind::policy)
+    made = std::make_unique<redlimit::Policy>(closed.policy(name, {Limit(L, 1h), Limit(100, 24h)}));
+  if (kind == Kind::sliding_log) made = std::make_unique<redlimit::SlidingLog>(closed.sliding_log(name, Limit(L, 1h)));
+  const redlimit::Strategy& fw = *made;
   const auto consume_many = [&](const std::vector<redlimit::Request>& batch) {
     if (!async) return fw.consume_many(batch);
     auto f = fw.consume_many_future(batch);
@@ -361,8 +393,8 @@ void ClusterMigration::batch_meets_a_moving_slot(bool async, bool functions) {
   const Decision da = fw.consume(a);
   EXPECT_EQ(da.source, Source::primary) << da;
   EXPECT_EQ(da.remaining, L - 4) << da;  // the refused call did not run; its resent request did, once
-  std::printf("[ migration ] %s batch call (%s) refused mid-migration, sent again by slot %llu time(s)\n",
-              async ? "async" : "sync", functions ? "functions" : "evalsha",
+  std::printf("[ migration ] %s %s batch call (%s) refused mid-migration, sent again by slot %llu time(s)\n",
+              async ? "async" : "sync", name.c_str(), functions ? "functions" : "evalsha",
               static_cast<unsigned long long>(closed.counters().resent_by_slot));
 }
 
