@@ -12,10 +12,11 @@ else running on the machine, and writes beside it the lowest-highest over the re
 spread), every repetition's figure computed on that repetition's rows alone.
 
 This file parses the arguments and assembles the document (DOC, the text around its tables); the
-tables come from report_targets.py (the targets of issues 4 and 13), report_throughput.py
-(decisions/s and Redis CPU), report_cluster.py (the cluster), report_failover.py (through a
-failover) and report_sections.py (the machine, memory, growth, the flood, the largest quotas, leases,
-client-side CPU), on what report_common.py holds (the strategies and modes, formats, Results, spreads).
+tables come from report_targets.py (the targets of issue 4), report_issue13.py (issue 13's),
+report_throughput.py (decisions/s and Redis CPU), report_cluster.py (the cluster), report_failover.py
+(through a failover) and report_sections.py (the machine, memory, growth, the flood, the largest
+quotas, leases, client-side CPU), on what report_common.py holds (the strategies and modes, formats,
+Results, spreads).
 """
 import argparse
 import os
@@ -25,7 +26,8 @@ from report_cluster import cluster_absent, cluster_report
 from report_common import Results, reference_figures, spread_note, repetitions
 from report_sections import (buckets_table, flood_table, growth_section, heap_table, largest_table, lease_table,
                              machine_section, memory_table, micro_section)
-from report_targets import issue13_section, targets_table, why_target7, why_the_misses
+from report_issue13 import issue13_section, why_issue13_misses, why_target7
+from report_targets import targets_table, why_the_misses
 from report_throughput import (async_note, capacity_section, ceiling_table, cpu_table, functions_section,
                                pool_section, throughput_table)
 
@@ -72,6 +74,8 @@ every strategy is held to it. Target 7's pipelined figure is the main-thread CPU
 {issue13_summary}
 
 {why_target7}
+
+{why_issue13}
 
 ## Decisions per second
 
@@ -402,6 +406,7 @@ def sections(res, a):
     return dict(
         machine=machine_section(a, res), cores=os.cpu_count(), targets=targets,
         why=why_the_misses(res, f, misses, fw_client_ns), why_target7=why_target7(res),
+        why_issue13=why_issue13_misses(res),
         spreads=spread_note(res, "Each figure in the tables of decisions per second, the cluster, the ceiling and "
                                  "Redis CPU per decision"), reps=repetitions(res),
         issue13=issue13, issue13_summary=issue13_summary, throughput_spreads=spread_note(res, "Each cell"),
