@@ -145,14 +145,18 @@ def why_target7(res):
         "`consume_async`, whose calls of a loop turn share one.".format("; ".join(parts), ", ".join(floors)))
 
 
-def _batch_row(res, sid):
-    """The `consume_many` 128 row of `sid` with the least script time per decision, or None."""
-    rows = [r for r in res.select(suite="throughput", strategy=sid, mode="batch128") if r.get("usec_per_decision")]
-    return min(rows, key=lambda r: r["usec_per_decision"]) if rows else None
+def _batch_rows(res):
+    """Each strategy's `consume_many` 128 row with the least script time per decision (None when the
+    run has none): the figure and the commands the paragraphs below quote, looked up once."""
+    rows = {}
+    for sid in ALL:
+        got = [r for r in res.select(suite="throughput", strategy=sid, mode="batch128") if r.get("usec_per_decision")]
+        rows[sid] = min(got, key=lambda r: r["usec_per_decision"]) if got else None
+    return rows
 
 
-def _batched(res, sid):
-    row = _batch_row(res, sid)
+def _batched(rows, sid):
+    row = rows[sid]
     return "{} {} us (`{}`)".format(SHORT[sid], fmt_us(row["usec_per_decision"]), inner_commands(row))
 
 
@@ -160,7 +164,7 @@ def _capital(text):
     return text[:1].upper() + text[1:]
 
 
-def _why_script_time(res, rlf, missed):
+def _why_script_time(res, rows, rlf, missed):
     """Where the script time of the strategies that miss target 3 goes (they are the ones that miss
     targets 2 and 5 too, where they do), and what would close it."""
     said = [
@@ -169,8 +173,8 @@ def _why_script_time(res, rlf, missed):
         "`consume_many` 128, script time per decision and the commands per decision counted in the "
         "same rows: {}; against {}.".format(
             _capital(", ".join(SHORT[s] for s in missed)), fmt_us(rlf / 2), fmt_us(rlf),
-            "; ".join(_batched(res, s) for s in missed), _batched(res, "fixed_window"))]
-    near = [s for s in missed if _batch_row(res, s)["usec_per_decision"] / rlf <= 0.6]
+            "; ".join(_batched(rows, s) for s in missed), _batched(rows, "fixed_window"))]
+    near = [s for s in missed if rows[s]["usec_per_decision"] / rlf <= 0.6]
     if near:
         said.append(
             "{} miss it by a fifth or less: a decision of theirs reads its state and writes it back, two "
@@ -182,7 +186,7 @@ def _why_script_time(res, rlf, missed):
             "member with `ZADD`: sorted-set commands, each dearer to Redis than a hash field's, and the "
             "floor of a log exact to the microsecond. The same limit within a bucket's error, a "
             "sliding window of ten buckets, costs {} us.".format(
-                fmt_us(_batch_row(res, "sliding_window_p10")["usec_per_decision"])))
+                fmt_us(rows["sliding_window_p10"]["usec_per_decision"])))
     if "policy3" in missed:
         said.append(
             "A policy of 3 limits reads every live bucket of its limits (`HGETALL`), writes them with "
@@ -200,11 +204,11 @@ def why_issue13_misses(res):
     """Why targets 2, 3, 5 and 6 miss where they do, from this run's rows: the script time and the
     commands of a batched decision of each strategy that misses target 3, and the cluster's cores.
     '' when a row it needs is missing."""
-    rlf = res.min_usec(suite="peer", who=RLF)
-    if not rlf or not all(_batch_row(res, s) for s in ("fixed_window", "sliding_window_p10", "policy3")):
+    rlf, rows = res.min_usec(suite="peer", who=RLF), _batch_rows(res)
+    if not rlf or not all(rows[s] for s in ("fixed_window", "sliding_window_p10", "policy3")):
         return ""
-    missed = [s for s in ALL if _batch_row(res, s) and _batch_row(res, s)["usec_per_decision"] / rlf > 0.5]
-    paras = [_why_script_time(res, rlf, missed)] if missed else []
+    missed = [s for s in ALL if rows[s] and rows[s]["usec_per_decision"] / rlf > 0.5]
+    paras = [_why_script_time(res, rows, rlf, missed)] if missed else []
     slower = [s for s in ALL if (res.best_rate(suite="cluster", strategy=s, mode="batch128") or 0) <
               (res.best_rate(suite="throughput", strategy=s, mode="batch128") or 0)]
     if slower:

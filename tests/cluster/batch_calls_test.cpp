@@ -124,6 +124,16 @@ TEST_F(ClusterBatchCalls, APolicyBatchIsOneScriptCallPerMasterOrOnePerSlot) {
   }
 }
 
+// Every strategy (all_strategies: 4 a window of an hour), and a policy of two limits ("policy"),
+// under resources named from `prefix`: the states a spread call reads, one of each kind.
+std::vector<redlimit_test::AnyStrategy> every_strategy_and_a_policy(const redlimit::RateLimiter& l,
+                                                                    const std::string& prefix) {
+  std::vector<redlimit_test::AnyStrategy> strategies = all_strategies(l, prefix, 4, 1h);
+  strategies.push_back(
+      redlimit_test::wrap("policy", 2, l.policy(prefix + ".pol", redlimit::parse_limits("2/s; 3/min"))));
+  return strategies;
+}
+
 // A spread call reads every request's key before it writes anything, so that a key whose slot
 // moved ends the call with nothing written (migration_test.cpp). A hash's or a sorted set's read is
 // the one its decision makes, handed to it (lua/epilogue.lua, prefetch): a sliding window's, a
@@ -136,9 +146,7 @@ TEST_F(ClusterBatchCalls, ASpreadCallReadsEachKeyOnceBeforeItWrites) {
     SCOPED_TRACE(functions ? "functions" : "evalsha");
     const auto t = twins(options(), functions);
     at(0s);
-    std::vector<redlimit_test::AnyStrategy> strategies = all_strategies(t->per_master, t->prefix + "reads", 4, 1h);
-    strategies.push_back(redlimit_test::wrap(
-        "policy", 2, t->per_master.policy(t->prefix + "reads.pol", redlimit::parse_limits("2/s; 3/min"))));
+    const auto strategies = every_strategy_and_a_policy(t->per_master, t->prefix + "reads");
     std::vector<std::string> who;  // a Request views its subject: the strings live here
     for (long long i = 0; i < kSubjects; ++i) who.push_back("reads-" + std::to_string(i));
     std::vector<redlimit::Request> requests;
@@ -167,9 +175,7 @@ TEST_F(ClusterBatchCalls, ASpreadCallReadsEachKeyOnceBeforeItWrites) {
 TEST_F(ClusterBatchCalls, AKeyOfAnotherTypeInASpreadCallIsReplaced) {
   const auto t = twins(options(), true);
   at(0s);
-  std::vector<redlimit_test::AnyStrategy> strategies = all_strategies(t->per_master, t->prefix + "foreign", 4, 1h);
-  strategies.push_back(redlimit_test::wrap(
-      "policy", 2, t->per_master.policy(t->prefix + "foreign.pol", redlimit::parse_limits("2/s; 3/min"))));
+  const auto strategies = every_strategy_and_a_policy(t->per_master, t->prefix + "foreign");
   const std::vector<std::string> who{"foreign-0", "foreign-1", "foreign-2", "foreign-3", "foreign-4", "foreign-5"};
   std::vector<redlimit::Request> requests;
   for (const auto& w : who) requests.push_back({w, 1});
